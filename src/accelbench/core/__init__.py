@@ -1,0 +1,1 @@
+"""The measuring core: parameters, benchmark declarations, case identity, timing, statistics."""

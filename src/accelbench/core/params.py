@@ -1,0 +1,116 @@
+"""Typed benchmark parameters: declared once, validated on the way in.
+
+A benchmark declares its parameters with a kind, a default and optional constraints;
+values that arrive as text (command line, suite files) are parsed and checked here, so
+a bad value is a one-line UserError before anything runs.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from accelbench.errors import UserError
+
+_KINDS: dict[str, type] = {"int": int, "float": float, "str": str, "bool": bool}
+_TRUE = {"1", "true", "yes", "on"}
+_FALSE = {"0", "false", "no", "off"}
+
+
+@dataclass(frozen=True)
+class Param:
+    """One parameter of a benchmark."""
+
+    name: str
+    kind: str  # one of "int", "float", "str", "bool"
+    default: Any
+    help: str = ""
+    choices: tuple[Any, ...] | None = None
+    minimum: float | None = None
+    maximum: float | None = None
+    # Extra validation for values with structure (e.g. a GEMM shape); returns an
+    # error message, or None when the value is fine.
+    check: Callable[[Any], str | None] | None = None
+
+    def __post_init__(self) -> None:
+        if self.kind not in _KINDS:
+            raise ValueError(f"parameter {self.name}: unknown kind {self.kind!r}")
+
+    def parse(self, value: Any, benchmark: str = "") -> Any:
+        """Convert text or a loaded value to this parameter's kind and validate it."""
+        where = f"{benchmark}: " if benchmark else ""
+        try:
+            converted = _convert(self.kind, value)
+        except (TypeError, ValueError):
+            raise UserError(
+                f"{where}parameter {self.name}={value!r} is not a valid {self.kind}"
+            ) from None
+        self.validate(converted, benchmark)
+        return converted
+
+    def validate(self, value: Any, benchmark: str = "") -> None:
+        where = f"{benchmark}: " if benchmark else ""
+        if self.choices is not None and value not in self.choices:
+            allowed = ", ".join(str(c) for c in self.choices)
+            raise UserError(f"{where}parameter {self.name}={value!r} is not one of: {allowed}")
+        if self.minimum is not None and value < self.minimum:
+            raise UserError(f"{where}parameter {self.name}={value} is below {self.minimum}")
+        if self.maximum is not None and value > self.maximum:
+            raise UserError(f"{where}parameter {self.name}={value} is above {self.maximum}")
+        if self.check is not None:
+            problem = self.check(value)
+            if problem:
+                raise UserError(f"{where}parameter {self.name}={value!r}: {problem}")
+
+    def describe(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"name": self.name, "kind": self.kind, "default": self.default}
+        if self.choices is not None:
+            out["choices"] = list(self.choices)
+        if self.minimum is not None:
+            out["minimum"] = self.minimum
+        if self.maximum is not None:
+            out["maximum"] = self.maximum
+        if self.help:
+            out["help"] = self.help
+        return out
+
+
+def _convert(kind: str, value: Any) -> Any:
+    if kind == "bool":
+        if isinstance(value, bool):
+            return value
+        text = str(value).strip().lower()
+        if text in _TRUE:
+            return True
+        if text in _FALSE:
+            return False
+        raise ValueError(value)
+    if kind == "int":
+        if isinstance(value, bool):
+            raise TypeError(value)
+        if isinstance(value, float) and not value.is_integer():
+            raise ValueError(value)
+        return int(str(value).strip()) if isinstance(value, str) else int(value)
+    if kind == "float":
+        if isinstance(value, bool):
+            raise TypeError(value)
+        return float(value)
+    return str(value)
+
+
+def resolve_params(
+    params: tuple[Param, ...], given: Mapping[str, Any], benchmark: str = ""
+) -> dict[str, Any]:
+    """Fill defaults, parse given values and refuse unknown names."""
+    by_name = {p.name: p for p in params}
+    unknown = sorted(set(given) - set(by_name))
+    if unknown:
+        known = ", ".join(sorted(by_name)) or "none"
+        raise UserError(
+            f"{benchmark}: unknown parameter {unknown[0]!r} (parameters: {known})"
+        )
+    resolved = {}
+    for p in params:
+        resolved[p.name] = p.parse(given[p.name], benchmark) if p.name in given else p.default
+    return resolved

@@ -1,0 +1,126 @@
+"""Benchmark declarations and the registry that holds them.
+
+A benchmark is a plain declaration (name, family, parameters, devices, and the entry
+point that measures one case). Declarations are cheap to import: the entry point is a
+"module:function" string resolved only inside the worker process, so listing or
+validating benchmarks never imports torch.
+"""
+
+from __future__ import annotations
+
+import ast
+import difflib
+import hashlib
+import importlib
+import importlib.util
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass
+from functools import cache
+from typing import Any
+
+from accelbench.core.params import Param, resolve_params
+from accelbench.errors import UserError
+
+FAMILIES = ("micro", "model", "collective", "validation")
+DEVICE_TYPES = ("cpu", "cuda", "xpu", "mps")  # ROCm devices are "cuda" in PyTorch
+
+
+@dataclass(frozen=True)
+class Benchmark:
+    name: str
+    family: str
+    summary: str
+    entry: str  # "package.module:function", called as function(ctx, params) -> CaseResult
+    params: tuple[Param, ...] = ()
+    devices: tuple[str, ...] = ("cpu", "cuda")
+    timeout_s: float = 300.0  # per case, enforced by the supervising runner
+
+    def __post_init__(self) -> None:
+        if self.family not in FAMILIES:
+            raise ValueError(f"benchmark {self.name}: unknown family {self.family!r}")
+        if ":" not in self.entry:
+            raise ValueError(f"benchmark {self.name}: entry must be 'module:function'")
+        names = [p.name for p in self.params]
+        if len(names) != len(set(names)):
+            raise ValueError(f"benchmark {self.name}: duplicate parameter names")
+
+    @property
+    def module(self) -> str:
+        return self.entry.split(":", 1)[0]
+
+    @property
+    def version(self) -> str:
+        """A hash of the benchmark's source, so changed code never compares with old results."""
+        return source_version(self.module)
+
+    @property
+    def dtypes(self) -> tuple[str, ...]:
+        for p in self.params:
+            if p.name == "dtype":
+                return tuple(p.choices or ())
+        return ()
+
+    def param(self, name: str) -> Param | None:
+        return next((p for p in self.params if p.name == name), None)
+
+    def resolve(self, given: dict[str, Any]) -> dict[str, Any]:
+        return resolve_params(self.params, given, self.name)
+
+    def load(self) -> Callable[..., Any]:
+        module, _, attr = self.entry.partition(":")
+        return getattr(importlib.import_module(module), attr)
+
+    def describe(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "family": self.family,
+            "summary": self.summary,
+            "version": self.version,
+            "devices": list(self.devices),
+            "dtypes": list(self.dtypes),
+            "params": [p.describe() for p in self.params],
+            "timeout_s": self.timeout_s,
+        }
+
+
+@cache
+def source_version(module: str) -> str:
+    """Hash of a module's syntax tree: comments and formatting do not change it."""
+    spec = importlib.util.find_spec(module)
+    if spec is None or spec.origin is None:
+        raise ValueError(f"cannot find the source of {module}")
+    with open(spec.origin, encoding="utf-8") as f:
+        tree = ast.parse(f.read())
+    return hashlib.sha256(ast.dump(tree).encode()).hexdigest()[:12]
+
+
+class Registry:
+    """An explicit, ordered collection of benchmark declarations."""
+
+    def __init__(self, benchmarks: Iterable[Benchmark]) -> None:
+        self._by_name: dict[str, Benchmark] = {}
+        for bench in benchmarks:
+            if bench.name in self._by_name:
+                raise ValueError(f"benchmark {bench.name} is declared twice")
+            self._by_name[bench.name] = bench
+
+    def __iter__(self) -> Iterator[Benchmark]:
+        return iter(self._by_name.values())
+
+    def __len__(self) -> int:
+        return len(self._by_name)
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._by_name
+
+    def names(self) -> list[str]:
+        return list(self._by_name)
+
+    def get(self, name: str) -> Benchmark:
+        try:
+            return self._by_name[name]
+        except KeyError:
+            close = difflib.get_close_matches(name, self._by_name, n=1)
+            hint = f" (did you mean {close[0]}?)" if close else ""
+            known = ", ".join(self._by_name)
+            raise UserError(f"unknown benchmark {name!r}{hint}; known: {known}") from None

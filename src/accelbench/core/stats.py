@@ -1,0 +1,95 @@
+"""Statistics of timing samples: robust summaries and a distribution-free CI of the median.
+
+The confidence interval of the median comes from order statistics (the binomial
+argument), so it needs no assumption about the shape of the noise. Tests check every
+figure here against numpy and scipy.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+
+@dataclass(frozen=True)
+class Summary:
+    n: int
+    median: float
+    mean: float
+    stdev: float
+    minimum: float
+    maximum: float
+    q1: float
+    q3: float
+    ci_low: float
+    ci_high: float
+    confidence: float
+    ci_exact: bool  # False when there were too few samples to reach `confidence`
+
+    @property
+    def iqr(self) -> float:
+        return self.q3 - self.q1
+
+    @property
+    def cv(self) -> float:
+        """Coefficient of variation (sample standard deviation over mean)."""
+        return self.stdev / self.mean if self.mean else math.nan
+
+    @property
+    def rel_ci(self) -> float:
+        """Half-width of the median's confidence interval, relative to the median."""
+        if not self.median:
+            return math.nan
+        return (self.ci_high - self.ci_low) / 2.0 / self.median
+
+    @property
+    def rel_iqr(self) -> float:
+        return self.iqr / self.median if self.median else math.nan
+
+
+def median_ci(samples: Sequence[float], confidence: float = 0.95) -> tuple[float, float, bool]:
+    """Distribution-free confidence interval of the median.
+
+    Returns (low, high, exact). With n samples sorted, [x(k), x(n-k+1)] covers the
+    median with probability 1 - 2 * P(B <= k-1), B ~ Binomial(n, 1/2); k is the
+    largest rank that keeps that coverage at or above `confidence`. With too few
+    samples no k qualifies and the whole range is returned with exact=False.
+    """
+    from scipy.stats import binom
+
+    x = np.sort(np.asarray(samples, dtype=float))
+    n = x.size
+    if n == 0:
+        raise ValueError("no samples")
+    alpha = 1.0 - confidence
+    # ppf gives the smallest j with P(B <= j) >= alpha/2, so P(B <= j-1) < alpha/2:
+    # j is the rank k we want (0 when even the extremes do not reach the confidence).
+    k = int(binom.ppf(alpha / 2.0, n, 0.5))
+    if k < 1:
+        return float(x[0]), float(x[-1]), False
+    return float(x[k - 1]), float(x[n - k]), True
+
+
+def summarize(samples: Sequence[float], confidence: float = 0.95) -> Summary:
+    x = np.asarray(samples, dtype=float)
+    if x.size == 0:
+        raise ValueError("no samples")
+    q1, median, q3 = np.percentile(x, [25, 50, 75])
+    low, high, exact = median_ci(x, confidence)
+    return Summary(
+        n=int(x.size),
+        median=float(median),
+        mean=float(x.mean()),
+        stdev=float(x.std(ddof=1)) if x.size > 1 else 0.0,
+        minimum=float(x.min()),
+        maximum=float(x.max()),
+        q1=float(q1),
+        q3=float(q3),
+        ci_low=low,
+        ci_high=high,
+        confidence=confidence,
+        ci_exact=exact,
+    )

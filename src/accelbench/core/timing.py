@@ -1,0 +1,190 @@
+"""The timing core: a clock seam and adaptive repetition.
+
+`measure` warms a callable up for a time budget, sizes blocks of calls so that each
+sample is long enough to time precisely, then keeps taking samples until the
+confidence interval of the median is as narrow as asked, or a time or sample cap is
+reached. It sees the hardware only through a `Clock`, so tests drive it with a
+seeded fake clock and no device.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from accelbench.core.stats import Summary, summarize
+
+
+class Clock(Protocol):
+    def now(self) -> float:
+        """Wall time in seconds, for budgets."""
+
+    def time(self, fn: Callable[[], Any], number: int) -> float:
+        """Seconds taken by `number` back-to-back calls of fn, device work included."""
+
+
+class PerfCounterClock:
+    """Host clock, for CPU work: the work is done when the call returns."""
+
+    def now(self) -> float:
+        return time.perf_counter()
+
+    def time(self, fn: Callable[[], Any], number: int) -> float:
+        start = time.perf_counter()
+        for _ in range(number):
+            fn()
+        return time.perf_counter() - start
+
+
+class DeviceEventClock:
+    """Device clock for CUDA and ROCm (HIP): events on the current stream.
+
+    The start event is recorded after everything already queued (such as a cache
+    flush), so only the timed calls fall between the two events.
+    """
+
+    def __init__(self, device: Any) -> None:
+        import torch
+
+        self._torch = torch
+        self._device = device
+        torch.cuda.synchronize(device)
+
+    def now(self) -> float:
+        return time.perf_counter()
+
+    def time(self, fn: Callable[[], Any], number: int) -> float:
+        cuda = self._torch.cuda
+        start = cuda.Event(enable_timing=True)
+        end = cuda.Event(enable_timing=True)
+        start.record()
+        for _ in range(number):
+            fn()
+        end.record()
+        end.synchronize()
+        return start.elapsed_time(end) / 1e3
+
+
+class SynchronizingClock:
+    """Host clock that synchronises a device after the calls (XPU, MPS)."""
+
+    def __init__(self, synchronize: Callable[[], Any]) -> None:
+        self._sync = synchronize
+
+    def now(self) -> float:
+        return time.perf_counter()
+
+    def time(self, fn: Callable[[], Any], number: int) -> float:
+        self._sync()
+        start = time.perf_counter()
+        for _ in range(number):
+            fn()
+        self._sync()
+        return time.perf_counter() - start
+
+
+@dataclass(frozen=True)
+class TimingPolicy:
+    """How long and how hard to measure one case."""
+
+    warmup_time: float = 0.05  # seconds of warm-up calls before any sample
+    min_warmup_calls: int = 2
+    block_time: float = 0.01  # a sample times enough calls to last at least this
+    target_rel_ci: float = 0.01  # stop once the median's CI half-width is within this
+    confidence: float = 0.95
+    min_samples: int = 5
+    max_samples: int = 200
+    max_time: float = 2.0  # seconds of sampling, warm-up excluded
+    max_block_calls: int = 1_000_000
+    flush_cache: bool = False  # flush caches before every sample (one call per sample)
+    noisy_rel_iqr: float = 0.10  # say "noisy" when the IQR exceeds this share of the median
+
+    def __post_init__(self) -> None:
+        if not 0 < self.confidence < 1:
+            raise ValueError("confidence must be between 0 and 1")
+        if self.target_rel_ci <= 0 or self.max_time <= 0 or self.block_time <= 0:
+            raise ValueError("target_rel_ci, max_time and block_time must be positive")
+        if self.min_samples < 1 or self.max_samples < self.min_samples:
+            raise ValueError("need 1 <= min_samples <= max_samples")
+
+
+STOP_CONVERGED = "converged"
+STOP_TIME = "time budget"
+STOP_SAMPLES = "sample cap"
+
+
+@dataclass(frozen=True)
+class Timing:
+    """Raw result of `measure`: per-call seconds, one value per sample."""
+
+    samples: tuple[float, ...]
+    number: int  # calls per sample
+    warmup_calls: int
+    stop_reason: str
+    confidence: float = 0.95
+
+    def summary(self) -> Summary:
+        return summarize(self.samples, self.confidence)
+
+
+def measure(
+    fn: Callable[[], Any],
+    clock: Clock,
+    policy: TimingPolicy = TimingPolicy(),
+    flush: Callable[[], Any] | None = None,
+) -> Timing:
+    """Time fn adaptively; see the module docstring."""
+    import scipy.stats  # noqa: F401  (imported now so its first import is not timed)
+
+    # Warm-up: at least a few calls and at least warmup_time, by the same clock.
+    warm_start = clock.now()
+    per_call: list[float] = []
+    while len(per_call) < policy.min_warmup_calls or clock.now() - warm_start < policy.warmup_time:
+        per_call.append(clock.time(fn, 1))
+        if len(per_call) >= 10_000:
+            break
+    # The fastest recent call estimates the cost of one call; the first calls
+    # often include one-off work (allocation, autotuning) and are left out.
+    estimate = max(min(per_call[len(per_call) // 2 :]), 1e-9)
+
+    flushing = policy.flush_cache and flush is not None
+    if flushing:
+        number = 1
+    else:
+        number = min(policy.max_block_calls, max(1, math.ceil(policy.block_time / estimate)))
+
+    samples: list[float] = []
+    start = clock.now()
+    reason = STOP_SAMPLES
+    while len(samples) < policy.max_samples:
+        if flushing:
+            flush()
+        samples.append(clock.time(fn, number) / number)
+        if len(samples) >= policy.min_samples:
+            summary = summarize(samples, policy.confidence)
+            if summary.ci_exact and summary.rel_ci <= policy.target_rel_ci:
+                reason = STOP_CONVERGED
+                break
+        if clock.now() - start >= policy.max_time and len(samples) >= min(
+            policy.min_samples, 3
+        ):
+            reason = STOP_TIME
+            break
+    return Timing(tuple(samples), number, len(per_call), reason, policy.confidence)
+
+
+def noise_warnings(timing: Timing, policy: TimingPolicy) -> tuple[str, ...]:
+    """Plain-language warnings when a result should not be trusted to its last digit."""
+    summary = timing.summary()
+    out = []
+    if timing.stop_reason != STOP_CONVERGED:
+        out.append(
+            f"noisy: median CI ±{summary.rel_ci:.1%} did not reach ±{policy.target_rel_ci:.1%} "
+            f"before the {timing.stop_reason} ({summary.n} samples)"
+        )
+    if summary.rel_iqr > policy.noisy_rel_iqr:
+        out.append(f"noisy: IQR is {summary.rel_iqr:.0%} of the median")
+    return tuple(out)

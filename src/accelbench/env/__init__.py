@@ -1,0 +1,1 @@
+"""The stack under test: device description, fingerprint, vendor tools, published peaks."""

@@ -1,0 +1,38 @@
+"""The one user-error path: every problem caused by input becomes a UserError.
+
+The CLI turns a UserError into a single line on stderr and its exit code; nothing
+already measured or stored is touched on the way out.
+"""
+
+from __future__ import annotations
+
+# Exit codes, each with one meaning, so scripts and CI gates can tell them apart.
+EXIT_OK = 0
+EXIT_CASE_FAILED = 1  # the run finished, but at least one case failed
+EXIT_USAGE = 2  # bad arguments: unknown name, invalid value
+EXIT_STORE = 3  # the store file is missing, unreadable, foreign or too new
+EXIT_DEVICE = 4  # the requested device is not available here
+EXIT_INTERRUPTED = 130  # stopped by the user (Ctrl-C); what was measured is kept
+
+
+class UserError(Exception):
+    """A problem with what the user asked for, reported as one line."""
+
+    exit_code = EXIT_USAGE
+
+    def __init__(self, message: str, exit_code: int | None = None) -> None:
+        super().__init__(message)
+        if exit_code is not None:
+            self.exit_code = exit_code
+
+
+class StoreError(UserError):
+    """The result store cannot be used as asked."""
+
+    exit_code = EXIT_STORE
+
+
+class DeviceError(UserError):
+    """The requested device does not exist or is not usable."""
+
+    exit_code = EXIT_DEVICE
