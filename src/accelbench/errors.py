@@ -12,6 +12,7 @@ EXIT_CASE_FAILED = 1  # the run finished, but at least one case failed
 EXIT_USAGE = 2  # bad arguments: unknown name, invalid value
 EXIT_STORE = 3  # the store file is missing, unreadable, foreign or too new
 EXIT_DEVICE = 4  # the requested device is not available here
+EXIT_INTERNAL = 70  # accelbench itself could not work (the worker could not start)
 EXIT_INTERRUPTED = 130  # stopped by the user (Ctrl-C); what was measured is kept
 
 

@@ -1,0 +1,18 @@
+#!/usr/bin/env bash
+# Set up accelbench in .venv and run the quick suite on whatever device is here.
+# The results go to the embedded store; a Markdown report is written beside it.
+# A PyTorch already installed for python3 (a ROCm or CUDA build) is used as it is.
+# Extra arguments go to `accelbench run` (e.g. scripts/quickstart.sh --device cpu).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+if [ ! -x .venv/bin/python ]; then
+  if python3 -c "import torch" >/dev/null 2>&1; then
+    python3 -m venv --system-site-packages .venv
+  else
+    python3 -m venv .venv
+  fi
+fi
+.venv/bin/python -m pip install --quiet -e .
+
+exec .venv/bin/accelbench run --suite quick "$@"

@@ -1,0 +1,1 @@
+"""Micro-benchmarks: one primitive each (matrix multiply, memory traffic, kernel launch)."""

@@ -1,0 +1,127 @@
+"""Memory bandwidth: on-device copy and STREAM triad, and host<->device transfers.
+
+Bytes per call count what the operation must move, as STREAM does: a copy reads one
+buffer and writes one (2 * size), a triad reads two and writes one (3 * size), a
+transfer moves one buffer across the link (size).
+"""
+
+from __future__ import annotations
+
+import functools
+from typing import Any
+
+from accelbench.core.context import CaseContext
+from accelbench.core.measurement import CaseFailed, CaseResult, CaseSkipped, Rate
+from accelbench.core.params import Param
+from accelbench.core.registry import Benchmark
+
+OPS = ("copy", "triad", "h2d", "d2h")
+BUFFERS = {"copy": 2, "triad": 3, "h2d": 1, "d2h": 1}  # buffers moved per call
+BYTE_FORMULAS = {
+    "copy": "2 * buffer_bytes (read src, write dst)",
+    "triad": "3 * buffer_bytes (read b and c, write a)",
+    "h2d": "buffer_bytes (host to device)",
+    "d2h": "buffer_bytes (device to host)",
+}
+TRIAD_SCALAR = 3.0  # STREAM's scalar
+ELEMENT_BYTES = 4  # float32
+MIB = 1 << 20
+
+
+def measure(ctx: CaseContext, params: dict[str, Any]) -> CaseResult:
+    """Check the operation once, then time it bound to its buffers (nothing else runs)."""
+    import torch
+
+    op, size_mib, pinned = params["op"], params["size_mib"], params["pinned"]
+    if op in ("h2d", "d2h") and ctx.device.type == "cpu":
+        raise CaseSkipped("host-to-device copies need a separate device memory; the CPU has none")
+    device = torch.device(ctx.device.torch_device)
+    buffer_bytes = size_mib * MIB
+    count = buffer_bytes // ELEMENT_BYTES
+    generator = torch.Generator(device=device).manual_seed(0)
+
+    def filled() -> Any:
+        return torch.rand(count, generator=generator, device=device, dtype=torch.float32)
+
+    def empty(where: Any = device, pin: bool = False) -> Any:
+        return torch.empty(count, device=where, dtype=torch.float32, pin_memory=pin)
+
+    if op == "copy":
+        src, dst = filled(), empty()
+        call = functools.partial(dst.copy_, src)
+        call()
+        ok = torch.equal(dst, src)
+    elif op == "triad":
+        b, c, a = filled(), filled(), empty()
+        call = functools.partial(torch.add, b, c, alpha=TRIAD_SCALAR, out=a)
+        call()
+        ok = torch.allclose(a, b + c * TRIAD_SCALAR, rtol=1e-6, atol=1e-6)
+    elif op == "h2d":
+        host = torch.rand(count, generator=torch.Generator().manual_seed(0))
+        host = host.pin_memory() if pinned else host
+        dev = empty()
+        call = functools.partial(dev.copy_, host, non_blocking=True)
+        call()
+        torch.cuda.synchronize(device)
+        ok = torch.equal(dev.cpu(), host)
+    else:
+        dev, host = filled(), empty("cpu", pinned)
+        call = functools.partial(host.copy_, dev, non_blocking=True)
+        call()
+        torch.cuda.synchronize(device)
+        ok = torch.equal(host, dev.cpu())
+    if not ok:
+        raise CaseFailed(f"wrong result: the {op} output differs from what it should hold")
+
+    timing = ctx.time(call)
+
+    moved = BUFFERS[op] * buffer_bytes
+    details: dict[str, Any] = {
+        "op": op,
+        "element": "float32",
+        "elements": count,
+        "buffer_bytes": buffer_bytes,
+        "bytes_per_call": moved,
+        "byte_formula": BYTE_FORMULAS[op],
+    }
+    if op == "triad":
+        details["formula"] = f"a = b + {TRIAD_SCALAR:g} * c"
+    warnings: tuple[str, ...] = ()
+    if op in ("h2d", "d2h"):
+        details["pinned"] = pinned
+        peak = None  # link bandwidth has no published per-device peak here
+    else:
+        peak = ctx.peak_bandwidth()
+        l2 = ctx.device.l2_cache_bytes
+        if l2 and moved < 4 * l2:
+            warnings = (
+                f"{moved / MIB:g} MiB moved per call is less than 4x the L2 cache "
+                f"({l2 / MIB:g} MiB): this may measure cache rather than memory bandwidth",
+            )
+    return CaseResult(
+        timing=timing,
+        rates=(Rate("bandwidth", moved, "B/s", peak),),
+        details=details,
+        warnings=warnings,
+    )
+
+
+BENCHMARK = Benchmark(
+    name="memory",
+    family="micro",
+    summary="Memory bandwidth (B/s): device copy and triad, host<->device transfers",
+    entry="accelbench.benchmarks.micro.memory:measure",
+    params=(
+        Param(
+            "op",
+            "str",
+            "copy",
+            help="copy and triad on the device; h2d and d2h across the link",
+            choices=OPS,
+        ),
+        Param("size_mib", "int", 256, help="size of one buffer in MiB", minimum=1),
+        Param("pinned", "bool", True, help="page-locked host buffer (h2d and d2h only)"),
+    ),
+    devices=("cpu", "cuda"),
+    timeout_s=300.0,
+)

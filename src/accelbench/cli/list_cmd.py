@@ -1,0 +1,57 @@
+"""`accelbench list`: the registered benchmarks, their parameters, and the suites."""
+
+from __future__ import annotations
+
+import argparse
+
+from accelbench.cli.options import add_json, print_json
+from accelbench.core.params import Param
+
+NAME = "list"
+HELP = "list benchmarks with their parameters, devices and dtypes, and the suites"
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--family", help="only benchmarks of this family")
+    add_json(parser)
+
+
+def run(args: argparse.Namespace) -> int:
+    from accelbench.benchmarks import REGISTRY
+    from accelbench.core.registry import FAMILIES
+    from accelbench.errors import UserError
+    from accelbench.runner.plan import SUITES, load_suite
+
+    if args.family and args.family not in FAMILIES:
+        raise UserError(f"unknown family {args.family!r} (families: {', '.join(FAMILIES)})")
+    benches = [b for b in REGISTRY if not args.family or b.family == args.family]
+    suites = [load_suite(name) for name in SUITES]
+    if args.json:
+        print_json({
+            "benchmarks": [b.describe() for b in benches],
+            "suites": [{"name": s.name, "description": s.description,
+                        "benchmarks": s.benchmarks()} for s in suites],
+        })
+        return 0
+
+    from rich.table import Table
+
+    from accelbench.report.terminal import console
+
+    table = Table(title="Benchmarks", title_justify="left", show_lines=True)
+    for column in ("Name", "Family", "Devices", "Parameters (default)", "Version", "Summary"):
+        table.add_column(column, overflow="fold")
+    for b in benches:
+        params = "\n".join(_describe_param(p) for p in b.params) or "-"
+        table.add_row(b.name, b.family, ", ".join(b.devices), params, b.version, b.summary)
+    out = console()
+    out.print(table)
+    out.print("Suites: " + "; ".join(f"[bold]{s.name}[/bold]: {s.description}" for s in suites))
+    return 0
+
+
+def _describe_param(p: Param) -> str:
+    text = f"{p.name}={p.default}"
+    if p.choices:
+        text += f"  [{' | '.join(str(c) for c in p.choices)}]"
+    return text

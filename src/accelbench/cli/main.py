@@ -1,0 +1,59 @@
+"""`accelbench` entry point: parse, dispatch, and turn UserError into one line."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from accelbench import __version__
+from accelbench.cli import (
+    env_cmd,
+    export_cmd,
+    list_cmd,
+    report_cmd,
+    run_cmd,
+    runs_cmd,
+    show_cmd,
+)
+from accelbench.errors import EXIT_INTERRUPTED, EXIT_USAGE, UserError
+
+# Every command, in the order `accelbench --help` lists them.
+COMMANDS = (run_cmd, list_cmd, env_cmd, runs_cmd, show_cmd, report_cmd, export_cmd)
+
+
+class Parser(argparse.ArgumentParser):
+    """argparse, but a usage mistake is a UserError like any other bad input."""
+
+    def error(self, message: str) -> None:  # type: ignore[override]
+        raise UserError(f"{self.prog}: {message}")
+
+
+def build_parser() -> Parser:
+    parser = Parser(
+        prog="accelbench",
+        description="Validate and benchmark a PyTorch accelerator stack (ROCm, CUDA, CPU) "
+        "and keep every result with the stack it ran on.",
+    )
+    parser.add_argument("--version", action="version", version=f"accelbench {__version__}")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=Parser)
+    for command in COMMANDS:
+        p = sub.add_parser(command.NAME, help=command.HELP, description=command.HELP)
+        command.add_arguments(p)
+        p.set_defaults(handler=command.run)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    try:
+        args = parser.parse_args(argv)
+        if not getattr(args, "handler", None):
+            parser.print_help(sys.stderr)
+            return EXIT_USAGE
+        return int(args.handler(args))
+    except UserError as exc:
+        print(f"accelbench: error: {exc}", file=sys.stderr)
+        return exc.exit_code
+    except KeyboardInterrupt:
+        print("accelbench: interrupted", file=sys.stderr)
+        return EXIT_INTERRUPTED

@@ -1,0 +1,176 @@
+"""`accelbench run`: measure a suite or chosen benchmarks, store every case, report."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from accelbench.cli.options import (
+    add_device,
+    add_json,
+    add_store,
+    open_store,
+    print_json,
+    split_list,
+)
+from accelbench.errors import UserError
+
+NAME = "run"
+HELP = "run a suite (default quick) or chosen benchmarks and store every result"
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--suite", default="quick", help="quick (default), standard or full")
+    parser.add_argument("--bench", nargs="+", metavar="NAME",
+                        help="only these benchmarks (with the suite's grids for them)")
+    add_device(parser)
+    parser.add_argument("--dtype", nargs="+", metavar="DTYPE",
+                        help="precisions to measure, replacing the suite's: fp64 fp32 tf32 "
+                        "fp16 bf16 fp8 int8")
+    parser.add_argument("-p", "--param", action="append", metavar="NAME=V[,V]",
+                        help="set a parameter for every selected benchmark that has it "
+                        "(repeatable; comma-separated values make a grid)")
+    parser.add_argument("--max-time", type=float, metavar="S",
+                        help="seconds of sampling per case (default: the suite's)")
+    parser.add_argument("--target-ci", type=float, metavar="PCT",
+                        help="stop sampling once the median's 95%% CI is within ±PCT%%")
+    parser.add_argument("--flush-cache", action="store_true",
+                        help="flush device caches before every sample (kernel benchmarks)")
+    parser.add_argument("--timeout", type=float, metavar="S",
+                        help="fail a case that takes longer than this (default: per benchmark)")
+    parser.add_argument("--report", metavar="FILE",
+                        help="where to write the Markdown report (default: beside the store)")
+    parser.add_argument("--no-report", action="store_true", help="do not write a report file")
+    add_store(parser)
+    add_json(parser)
+
+
+def parse_overrides(items: Sequence[str] | None) -> dict[str, tuple[str, ...]]:
+    out: dict[str, tuple[str, ...]] = {}
+    for item in items or ():
+        name, sep, values = item.partition("=")
+        if not sep or not name.strip() or not values.strip():
+            raise UserError(f"--param expects NAME=VALUE[,VALUE], got {item!r}")
+        out[name.strip()] = split_list([values])
+    return out
+
+
+def build_request(args: argparse.Namespace) -> Any:
+    from accelbench.runner.plan import Request
+
+    timing: dict[str, Any] = {}
+    if args.max_time is not None:
+        if args.max_time <= 0:
+            raise UserError("--max-time must be positive")
+        timing["max_time"] = args.max_time
+    if args.target_ci is not None:
+        if not 0 < args.target_ci < 100:
+            raise UserError("--target-ci must be a percentage between 0 and 100")
+        timing["target_rel_ci"] = args.target_ci / 100.0
+    if args.flush_cache:
+        timing["flush_cache"] = True
+    if args.timeout is not None and args.timeout <= 0:
+        raise UserError("--timeout must be positive")
+    return Request(
+        suite=args.suite,
+        benches=split_list(args.bench),
+        overrides=parse_overrides(args.param),
+        dtypes=split_list(args.dtype),
+        device=args.device,
+        timing=timing,
+    )
+
+
+def run(args: argparse.Namespace) -> int:
+    from accelbench.benchmarks import REGISTRY
+    from accelbench.cli.report_cmd import default_report_path, write_report
+    from accelbench.env.device import parse_device_spec
+    from accelbench.report.terminal import console, results_table
+    from accelbench.runner.plan import validate
+    from accelbench.runner.session import run_session
+
+    request = build_request(args)
+    validate(request, REGISTRY)  # bad names and values fail here, before anything starts
+    parse_device_spec(request.device)
+    err = console(stderr=True)
+    with open_store(args, create=True) as store:
+        listener = TerminalListener(err)
+        outcome = run_session(request, store, REGISTRY, argv=sys.argv[1:], listener=listener,
+                              case_timeout=args.timeout)
+        listener.close()
+        report = None
+        if not args.no_report:
+            path = Path(args.report) if args.report else default_report_path(store.path,
+                                                                             outcome.run_id)
+            report = write_report(store.load_run(outcome.run_id), path)
+        store_location = store.path
+
+    if args.json:
+        print_json({
+            "run_id": outcome.run_id,
+            "status": outcome.status,
+            "generation_key": outcome.fingerprint.generation_key,
+            "store": str(store_location),
+            "report": str(report) if report else None,
+            "measurements": [m.to_dict() for m in outcome.measurements],
+        })
+    else:
+        out = console()
+        out.print(results_table(outcome.measurements,
+                                title=f"Run {outcome.run_id}: {outcome.fingerprint.generation_key}"))
+        failed = len(outcome.failed)
+        summary = f"{len(outcome.measurements)} cases, {failed} failed" + (
+            " (interrupted)" if outcome.interrupted else "")
+        out.print(summary)
+        out.print(f"Stored in {store_location} as run {outcome.run_id}")
+        if report:
+            out.print(f"Report: {report}")
+    return outcome.exit_code
+
+
+class TerminalListener:
+    """Progress on stderr: a bar on a terminal, one line per finished case everywhere."""
+
+    def __init__(self, err: Any) -> None:
+        self._err = err
+        self._progress: Any = None
+        self._task: Any = None
+        self._total = 0
+
+    def planned(self, cases: Sequence[Any], fingerprint: Any, run_id: str) -> None:
+        self._total = len(cases)
+        self._err.print(f"accelbench: run {run_id} on {fingerprint.generation_key}: "
+                        f"{self._total} cases")
+        if self._err.is_terminal:
+            from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
+
+            self._progress = Progress(TextColumn("{task.description}"), BarColumn(),
+                                      MofNCompleteColumn(), console=self._err, transient=True)
+            self._task = self._progress.add_task("starting", total=self._total)
+            self._progress.start()
+
+    def started(self, index: int, planned: Any) -> None:
+        if self._progress is not None:
+            self._progress.update(self._task, description=planned.case.label)
+
+    def finished(self, index: int, measurement: Any) -> None:
+        from accelbench.report.table import row
+
+        r = row(measurement)
+        detail = r.result if r.ok else f"{r.status}: {r.note}"
+        if r.ok and r.ci != "-":
+            detail += f" {r.ci}"
+        if r.noisy:
+            detail += " (noisy)"
+        mark = {"ok": "✓", "failed": "✗", "skipped": "-"}.get(measurement.status, "?")
+        self._err.print(f"  [{index + 1}/{self._total}] {mark} {measurement.case.label}: {detail}",
+                        markup=False)
+        if self._progress is not None:
+            self._progress.advance(self._task)
+
+    def close(self) -> None:
+        if self._progress is not None:
+            self._progress.stop()

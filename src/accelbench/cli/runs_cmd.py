@@ -1,0 +1,45 @@
+"""`accelbench runs`: the runs in the store, newest first."""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+
+from accelbench.cli.options import add_json, add_store, open_store, print_json
+
+NAME = "runs"
+HELP = "list stored runs, newest first"
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--limit", type=int, default=20, help="show at most N runs (default 20)")
+    add_store(parser)
+    add_json(parser)
+
+
+def run(args: argparse.Namespace) -> int:
+    from dataclasses import asdict
+
+    from accelbench.errors import UserError
+
+    if args.limit is not None and args.limit < 1:
+        raise UserError("--limit must be at least 1")
+    with open_store(args, create=False) as store:
+        records = store.list_runs(limit=args.limit)
+    if args.json:
+        print_json([asdict(r) for r in records])
+        return 0
+    from rich.table import Table
+
+    from accelbench.report.terminal import console
+
+    table = Table(title="Runs", title_justify="left")
+    for column in ("Run", "Started (UTC)", "Suite", "Device", "Stack", "ok", "failed",
+                   "skipped", "Status"):
+        table.add_column(column, overflow="fold")
+    for r in records:
+        started = dt.datetime.fromtimestamp(r.started_at, dt.timezone.utc)
+        table.add_row(r.id, f"{started:%Y-%m-%d %H:%M}", r.suite or "-", r.device,
+                      r.generation_key, str(r.n_ok), str(r.n_failed), str(r.n_skipped), r.status)
+    console().print(table)
+    return 0

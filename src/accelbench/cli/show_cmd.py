@@ -1,0 +1,41 @@
+"""`accelbench show RUN`: one stored run, its stack and its results."""
+
+from __future__ import annotations
+
+import argparse
+
+from accelbench.cli.options import add_json, add_store, open_store, print_json
+
+NAME = "show"
+HELP = "show one stored run (an id, a unique prefix, or 'latest')"
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("run", nargs="?", default="latest", help="run id, prefix or 'latest'")
+    parser.add_argument("--env", action="store_true", help="also print the full fingerprint")
+    add_store(parser)
+    add_json(parser)
+
+
+def run(args: argparse.Namespace) -> int:
+    from accelbench.store.export import export_json
+
+    with open_store(args, create=False) as store:
+        stored = store.load_run(args.run)
+    if args.json:
+        print_json(export_json([stored]))
+        return 0
+    from accelbench.env.metadata import rows
+    from accelbench.report.table import counts
+    from accelbench.report.terminal import console, key_value_table, results_table
+
+    r = stored.record
+    tally = counts(stored.measurements)
+    out = console()
+    out.print(f"[bold]Run {r.id}[/bold]  {r.generation_key}")
+    out.print(f"suite {r.suite or '-'}, device {r.device}, status {r.status}: "
+              f"{tally['ok']} ok, {tally['failed']} failed, {tally['skipped']} skipped")
+    if args.env:
+        out.print(key_value_table(rows(stored.fingerprint), title="Stack"))
+    out.print(results_table(stored.measurements))
+    return 0

@@ -1,0 +1,1 @@
+"""Turning stored results into tables and files; nothing here imports torch."""

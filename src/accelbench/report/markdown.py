@@ -1,0 +1,63 @@
+"""A Markdown report of one run, for a file or for pasting into an issue."""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Sequence
+from typing import Any
+
+from accelbench.core.measurement import Measurement
+from accelbench.env.metadata import rows as fingerprint_rows
+from accelbench.report.table import COLUMNS, counts, rows
+
+
+def escape(text: str) -> str:
+    """Keep a value inside its table cell: no pipes, no line breaks, no HTML."""
+    return (
+        str(text).replace("\\", "\\\\").replace("|", "\\|").replace("<", "&lt;")
+        .replace(">", "&gt;").replace("\r", " ").replace("\n", " ")
+    )
+
+
+def _table(header: Sequence[str], body: Sequence[Sequence[str]]) -> list[str]:
+    lines = ["| " + " | ".join(escape(h) for h in header) + " |",
+             "|" + "|".join("---" for _ in header) + "|"]
+    lines += ["| " + " | ".join(escape(c) for c in row) + " |" for row in body]
+    return lines
+
+
+def run_report(record: Any, fingerprint: dict, measurements: Sequence[Measurement]) -> str:
+    """`record` is a store RunRecord (id, started_at, status, suite, generation_key)."""
+    tally = counts(measurements)
+    started = dt.datetime.fromtimestamp(record.started_at, dt.timezone.utc)
+    lines = [
+        f"# accelbench run {escape(record.id)}",
+        "",
+        f"- Stack: {escape(record.generation_key)}",
+        f"- Suite: {escape(record.suite or '-')}; status: {escape(record.status)}; "
+        f"started {started:%Y-%m-%d %H:%M:%S} UTC",
+        f"- Cases: {tally['ok']} ok, {tally['failed']} failed, {tally['skipped']} skipped",
+        "",
+        "## Results",
+        "",
+    ]
+    body = [r.cells() for r in rows(measurements)]
+    lines += _table(COLUMNS, body) if body else ["No case was measured."]
+    notes = [(r.benchmark, r.params, r.note) for r in rows(measurements) if r.note]
+    if notes:
+        lines += ["", "## Failures and warnings", ""]
+        lines += [f"- **{escape(b)}** {escape(p)}: {escape(n)}" for b, p, n in notes]
+    lines += ["", "## Stack", ""]
+    lines += _table(("Property", "Value"), fingerprint_rows(fingerprint))
+    lines += [
+        "",
+        "## How to read these numbers",
+        "",
+        "Each result is the median of repeated samples after a warm-up; rates are work per "
+        "call over the median time per call. The CI column is the half-width of the 95% "
+        "confidence interval of the median (order statistics), relative to it. "
+        "Percentages are of the device's published dense peak for that precision; '-' "
+        "where no peak is published. Rows marked noisy did not reach the noise target.",
+        "",
+    ]
+    return "\n".join(lines)

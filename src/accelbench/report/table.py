@@ -1,0 +1,64 @@
+"""The results table, as plain rows that each output format renders its own way."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+from accelbench.core.measurement import STATUS_OK, Measurement
+from accelbench.report.units import format_pct, format_rel, format_value
+
+COLUMNS = ("Benchmark", "Parameters", "Result", "% of peak", "CI 95%", "n", "Status")
+
+
+@dataclass(frozen=True)
+class Row:
+    benchmark: str
+    params: str
+    result: str
+    pct_of_peak: str
+    ci: str
+    samples: str
+    status: str
+    note: str  # failure reason or noise warning, "" when none
+    ok: bool
+    noisy: bool
+
+    def cells(self) -> tuple[str, ...]:
+        return (self.benchmark, self.params, self.result, self.pct_of_peak, self.ci,
+                self.samples, self.status)
+
+
+def rows(measurements: Iterable[Measurement]) -> list[Row]:
+    return [row(m) for m in measurements]
+
+
+def row(m: Measurement) -> Row:
+    params = " ".join(f"{k}={v}" for k, v in m.case.params)
+    if m.status != STATUS_OK:
+        return Row(m.case.benchmark, params, "-", "-", "-", "-", m.status, m.reason or "",
+                   ok=False, noisy=False)
+    fig = m.primary
+    stats = m.stats
+    result = format_value(fig.value, fig.unit) if fig else "-"
+    note = "; ".join(m.warnings)
+    status = "ok (noisy)" if m.noisy else "ok"
+    return Row(
+        m.case.benchmark,
+        params,
+        result,
+        format_pct(fig.pct_of_peak if fig else None),
+        format_rel(stats.rel_ci) if stats else "-",
+        str(stats.n) if stats else "-",
+        status,
+        note,
+        ok=True,
+        noisy=m.noisy,
+    )
+
+
+def counts(measurements: Iterable[Measurement]) -> dict[str, int]:
+    out = {"ok": 0, "failed": 0, "skipped": 0}
+    for m in measurements:
+        out[m.status] = out.get(m.status, 0) + 1
+    return out

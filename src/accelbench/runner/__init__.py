@@ -1,0 +1,1 @@
+"""Running cases: planning from suites, a supervised worker process, the run session."""

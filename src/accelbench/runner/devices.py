@@ -1,0 +1,79 @@
+"""Device-specific pieces of a case context: the clock, the cache flush, clean-up.
+
+Only the worker process calls these; they import torch.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from accelbench.core.context import CaseContext
+from accelbench.core.timing import (
+    Clock,
+    DeviceEventClock,
+    PerfCounterClock,
+    SynchronizingClock,
+    TimingPolicy,
+)
+from accelbench.env.device import DeviceInfo
+
+_MIB = 1 << 20
+
+
+def make_context(device: DeviceInfo, policy: TimingPolicy) -> CaseContext:
+    flush = make_flush(device) if policy.flush_cache else None
+    return CaseContext(device=device, clock=make_clock(device), policy=policy, flush=flush)
+
+
+def make_clock(device: DeviceInfo) -> Clock:
+    import torch
+
+    if device.type == "cuda":  # CUDA and ROCm alike: HIP events behind the same API
+        torch.cuda.set_device(device.index or 0)
+        return DeviceEventClock(torch.device(device.torch_device))
+    if device.type == "xpu":
+        return SynchronizingClock(torch.xpu.synchronize)
+    if device.type == "mps":
+        return SynchronizingClock(torch.mps.synchronize)
+    return PerfCounterClock()
+
+
+def make_flush(device: DeviceInfo) -> Callable[[], Any]:
+    """Overwrite a buffer larger than the last-level cache before each sample."""
+    import torch
+
+    if device.type == "cpu":
+        size = max(2 * _cpu_llc_bytes(), 64 * _MIB)
+    else:
+        # Twice L2, and at least 512 MiB: MI300's Infinity Cache sits behind L2.
+        size = max(2 * (device.l2_cache_bytes or 0), 512 * _MIB)
+    buffer = torch.empty(size // 4, dtype=torch.float32, device=device.torch_device)
+    return lambda: buffer.fill_(1.0)
+
+
+def _cpu_llc_bytes() -> int:
+    best = 0
+    for index in Path("/sys/devices/system/cpu/cpu0/cache").glob("index*"):
+        try:
+            text = (index / "size").read_text().strip()
+        except OSError:
+            continue
+        scale = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30}.get(text[-1:], 1)
+        digits = text.rstrip("KMG")
+        if digits.isdigit():
+            best = max(best, int(digits) * scale)
+    return best or 32 * _MIB
+
+
+def release(device: DeviceInfo) -> None:
+    """Give memory back between cases, so one case's allocations do not starve the next."""
+    import gc
+
+    gc.collect()
+    if device.type == "cuda":
+        import torch
+
+        torch.cuda.synchronize()
+        torch.cuda.empty_cache()

@@ -1,0 +1,153 @@
+"""From a request (suite, benchmarks, overrides) to the list of cases to run.
+
+Everything that can be checked without a device is checked in `validate`, before any
+process starts; `expand` then turns the suite's grids into concrete cases for the
+device that the worker found.
+"""
+
+from __future__ import annotations
+
+import itertools
+import sys
+from collections.abc import Mapping
+from dataclasses import dataclass, field, fields
+from importlib import resources
+from typing import Any
+
+from accelbench.core.case import Case
+from accelbench.core.dtypes import DTYPES
+from accelbench.core.registry import Benchmark, Registry
+from accelbench.core.timing import TimingPolicy
+from accelbench.env.device import DeviceInfo
+from accelbench.errors import UserError
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover
+    import tomli as tomllib
+
+SUITES = ("quick", "standard", "full")
+DEVICE_CLASSES = ("any", "cpu", "gpu", "cuda", "rocm", "xpu", "mps")
+
+
+@dataclass(frozen=True)
+class SuiteEntry:
+    bench: str
+    devices: tuple[str, ...]
+    grid: Mapping[str, tuple[Any, ...]]
+
+    def applies_to(self, device: DeviceInfo) -> bool:
+        return bool({"any", device.device_class, device.platform} & set(self.devices))
+
+
+@dataclass(frozen=True)
+class Suite:
+    name: str
+    description: str
+    timing: Mapping[str, Any]
+    entries: tuple[SuiteEntry, ...]
+
+    def benchmarks(self) -> list[str]:
+        return list(dict.fromkeys(e.bench for e in self.entries))
+
+
+def load_suite(name: str) -> Suite:
+    if name not in SUITES:
+        raise UserError(f"unknown suite {name!r} (suites: {', '.join(SUITES)})")
+    data = tomllib.loads(resources.files("accelbench.suites").joinpath(f"{name}.toml").read_text())
+    entries: list[SuiteEntry] = []
+    timing: dict[str, Any] = {}
+    if "extends" in data:
+        base = load_suite(data["extends"])
+        entries.extend(base.entries)
+        timing.update(base.timing)
+    timing.update(data.get("timing", {}))
+    for raw in data.get("cases", ()):
+        devices = tuple(raw.get("devices", ["any"]))
+        bad = set(devices) - set(DEVICE_CLASSES)
+        if bad:
+            raise ValueError(f"suite {name}: unknown device class {sorted(bad)}")
+        grid = {k: tuple(v if isinstance(v, list) else [v]) for k, v in raw.get("grid", {}).items()}
+        entries.append(SuiteEntry(raw["bench"], devices, grid))
+    return Suite(name, data.get("description", ""), timing, tuple(entries))
+
+
+@dataclass(frozen=True)
+class Request:
+    """What the user asked `accelbench run` for."""
+
+    suite: str = "quick"
+    benches: tuple[str, ...] = ()  # empty: every benchmark of the suite
+    overrides: Mapping[str, tuple[str, ...]] = field(default_factory=dict)  # --param
+    dtypes: tuple[str, ...] = ()  # --dtype
+    device: str = "auto"
+    timing: Mapping[str, Any] = field(default_factory=dict)  # --max-time etc.
+
+
+def validate(request: Request, registry: Registry) -> Suite:
+    """Check names and values before anything runs; raise UserError on the first problem."""
+    suite = load_suite(request.suite)
+    selected = [registry.get(name) for name in request.benches] or [
+        registry.get(name) for name in suite.benchmarks()
+    ]
+    for dtype in request.dtypes:
+        if dtype not in DTYPES:
+            raise UserError(f"unknown dtype {dtype!r} (dtypes: {', '.join(DTYPES)})")
+        if not any(dtype in b.dtypes for b in selected):
+            names = ", ".join(b.name for b in selected)
+            raise UserError(f"dtype {dtype} is not measured by the selected benchmarks ({names})")
+    for name, values in request.overrides.items():
+        owners = [b for b in selected if b.param(name) is not None]
+        if not owners:
+            names = ", ".join(b.name for b in selected)
+            raise UserError(f"no selected benchmark has a parameter {name!r} ({names})")
+        for bench in owners:
+            for value in values:
+                bench.resolve({name: value})
+    timing_policy(suite, request)
+    return suite
+
+
+def timing_policy(suite: Suite, request: Request) -> TimingPolicy:
+    settings = {**suite.timing, **request.timing}
+    known = {f.name for f in fields(TimingPolicy)}
+    unknown = sorted(set(settings) - known)
+    if unknown:
+        raise UserError(f"unknown timing setting {unknown[0]!r}")
+    try:
+        return TimingPolicy(**settings)
+    except (TypeError, ValueError) as exc:
+        raise UserError(f"invalid timing settings: {exc}") from None
+
+
+@dataclass(frozen=True)
+class PlannedCase:
+    benchmark: Benchmark
+    case: Case
+    params: Mapping[str, Any]
+
+
+def expand(
+    request: Request, suite: Suite, registry: Registry, device: DeviceInfo
+) -> list[PlannedCase]:
+    """The concrete, de-duplicated cases for this device, in suite order."""
+    names = list(request.benches) or suite.benchmarks()
+    planned: dict[Case, PlannedCase] = {}
+    for name in names:
+        bench = registry.get(name)
+        grids = [e.grid for e in suite.entries if e.bench == name and e.applies_to(device)]
+        for grid in grids or [{}]:
+            axes = dict(grid)
+            for param, values in request.overrides.items():
+                if bench.param(param) is not None:
+                    axes[param] = values
+            if request.dtypes and bench.param("dtype") is not None:
+                axes["dtype"] = tuple(d for d in request.dtypes if d in bench.dtypes)
+            keys = list(axes)
+            for combo in itertools.product(*(axes[k] for k in keys)):
+                params = bench.resolve(dict(zip(keys, combo)))
+                case = Case.make(bench.name, bench.version, bench.family, params,
+                                 device.torch_device)
+                planned.setdefault(case, PlannedCase(bench, case, params))
+    return list(planned.values())
+

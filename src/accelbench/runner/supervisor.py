@@ -1,0 +1,82 @@
+"""The supervising side of the worker process: start, ask, wait with a timeout, replace."""
+
+from __future__ import annotations
+
+import multiprocessing
+import signal
+import time
+from typing import Any
+
+from accelbench.runner.worker import worker_main
+
+
+class WorkerLost(Exception):
+    """The worker died or stopped answering; the message says how."""
+
+
+class Worker:
+    def __init__(self) -> None:
+        ctx = multiprocessing.get_context("spawn")
+        self._conn, child = ctx.Pipe()
+        self._process = ctx.Process(target=worker_main, args=(child,), daemon=True,
+                                    name="accelbench-worker")
+        self._process.start()
+        child.close()
+
+    def ask(self, message: tuple[Any, ...], timeout: float) -> tuple[Any, ...]:
+        """Send one request and wait for its answer, at most `timeout` seconds."""
+        try:
+            self._conn.send(message)
+        except (BrokenPipeError, OSError):
+            raise WorkerLost(self._death()) from None
+        deadline = time.monotonic() + timeout
+        while True:
+            try:
+                if self._conn.poll(0.05):
+                    return self._conn.recv()
+            except (EOFError, OSError):
+                raise WorkerLost(self._death()) from None
+            if not self._process.is_alive():
+                # Drain an answer sent just before exiting.
+                if self._conn.poll(0):
+                    try:
+                        return self._conn.recv()
+                    except (EOFError, OSError):
+                        pass
+                raise WorkerLost(self._death())
+            if time.monotonic() >= deadline:
+                self.kill()
+                raise WorkerLost(f"timed out after {timeout:g} s (worker stopped)")
+
+    def _death(self) -> str:
+        self._process.join(timeout=5)
+        code = self._process.exitcode
+        if code is None:
+            self.kill()
+            return "worker stopped answering"
+        if code < 0:
+            try:
+                name = signal.Signals(-code).name
+            except ValueError:
+                name = f"signal {-code}"
+            return f"worker process crashed ({name})"
+        return f"worker process exited with code {code}"
+
+    def kill(self) -> None:
+        if self._process.is_alive():
+            self._process.terminate()
+            self._process.join(timeout=5)
+            if self._process.is_alive():
+                self._process.kill()
+                self._process.join(timeout=5)
+        self._conn.close()
+
+    def stop(self) -> None:
+        """Ask the worker to finish, then make sure it has."""
+        if self._process.is_alive():
+            try:
+                self._conn.send(("stop",))
+                self._process.join(timeout=10)
+            except (BrokenPipeError, OSError):
+                pass
+        self.kill()

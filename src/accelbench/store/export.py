@@ -1,0 +1,127 @@
+"""Stored runs as JSON (complete, reloadable) and CSV (one row per figure, for spreadsheets).
+
+Format history of the JSON export (FORMAT_VERSION):
+  1: first version: {"format", "format_version", "runs": [{"run", "fingerprint",
+     "measurements"}]}; "run" holds the RunRecord fields, "measurements" hold
+     Measurement.to_dict() records, which carry their own format_version.
+"""
+
+from __future__ import annotations
+
+import csv
+import dataclasses
+import json
+from collections.abc import Callable, Iterable
+from typing import IO, Any
+
+from accelbench.core.measurement import STATUS_FAILED, STATUS_OK, STATUS_SKIPPED, Measurement
+from accelbench.errors import StoreError
+from accelbench.store.sqlite import RunRecord, StoredRun
+
+FORMAT = "accelbench-results"
+FORMAT_VERSION = 1
+
+# Upgrades one version older to the next: _UPGRADES[v] turns version v into v + 1.
+_UPGRADES: dict[int, Callable[[dict[str, Any]], dict[str, Any]]] = {}
+
+CSV_COLUMNS = (
+    "run_id", "generation_key", "device", "benchmark", "case", "params", "dtype", "status",
+    "reason", "figure", "value", "unit", "pct_of_peak", "median_s", "ci_low_s", "ci_high_s",
+    "samples", "warnings",
+)
+
+
+def export_json(runs: Iterable[StoredRun]) -> dict[str, Any]:
+    return {
+        "format": FORMAT,
+        "format_version": FORMAT_VERSION,
+        "runs": [
+            {
+                "run": _run_dict(run.record),
+                "fingerprint": run.fingerprint,
+                "measurements": [m.to_dict() for m in run.measurements],
+            }
+            for run in runs
+        ],
+    }
+
+
+def load_json(data: Any) -> list[StoredRun]:
+    """Runs from an export, upgraded from an older format version if needed."""
+    if not isinstance(data, dict) or data.get("format") != FORMAT:
+        raise StoreError("not an accelbench results export (no \"format\": \"accelbench-results\")")
+    version = data.get("format_version")
+    if not isinstance(version, int) or version < 1:
+        raise StoreError(f"results export has an invalid format_version: {version!r}")
+    if version > FORMAT_VERSION:
+        raise StoreError(
+            f"results export is format version {version}, newer than this accelbench reads "
+            f"({FORMAT_VERSION}); upgrade accelbench to load it"
+        )
+    while version < FORMAT_VERSION:
+        data = _UPGRADES[version](data)
+        version += 1
+    try:
+        return [_stored_run(entry) for entry in data["runs"]]
+    except KeyError as e:
+        raise StoreError(f"malformed results export: missing field {e}") from None
+    except (TypeError, ValueError) as e:
+        raise StoreError(f"cannot load results export: {e}") from None
+
+
+def write_csv(runs: Iterable[StoredRun], fileobj: IO[str]) -> None:
+    """One row per figure of each measurement; one row with empty figure columns for a
+    measurement without figures (failed, skipped). `samples` is the number of samples."""
+    writer = csv.writer(fileobj)
+    writer.writerow(CSV_COLUMNS)
+    for run in runs:
+        for m in run.measurements:
+            case = m.case
+            stats = m.stats
+            common = [
+                run.record.id, run.record.generation_key, case.device, case.benchmark,
+                case.label, json.dumps(case.param_dict, default=str), case.dtype, m.status,
+                m.reason,
+            ]
+            tail = [
+                stats.median if stats else None,
+                stats.ci_low if stats else None,
+                stats.ci_high if stats else None,
+                len(m.samples),
+                "; ".join(m.warnings),
+            ]
+            figures = [[f.name, f.value, f.unit, f.pct_of_peak] for f in m.figures]
+            for figure in figures or [[None, None, None, None]]:
+                writer.writerow(["" if v is None else v for v in [*common, *figure, *tail]])
+
+
+def _run_dict(record: RunRecord) -> dict[str, Any]:
+    d = dataclasses.asdict(record)
+    d["argv"] = list(record.argv)
+    return d
+
+
+def _stored_run(entry: dict[str, Any]) -> StoredRun:
+    measurements = tuple(Measurement.from_dict(m) for m in entry["measurements"])
+    run = entry["run"]
+
+    def count(status: str) -> int:
+        return sum(m.status == status for m in measurements)
+
+    record = RunRecord(
+        id=run["id"],
+        started_at=run["started_at"],
+        finished_at=run.get("finished_at"),
+        status=run["status"],
+        suite=run.get("suite"),
+        argv=tuple(run.get("argv", ())),
+        device=run["device"],
+        generation_key=run["generation_key"],
+        host=run.get("host", ""),
+        accelbench_version=run.get("accelbench_version", ""),
+        fingerprint_id=run["fingerprint_id"],
+        n_ok=count(STATUS_OK),
+        n_failed=count(STATUS_FAILED),
+        n_skipped=count(STATUS_SKIPPED),
+    )
+    return StoredRun(record, dict(entry["fingerprint"]), measurements)

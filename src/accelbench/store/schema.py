@@ -1,0 +1,90 @@
+"""The store's SQLite schema, built up by named migrations.
+
+Each migration is applied once, in its own transaction, and recorded by name in the
+`migrations` table; PRAGMA user_version mirrors how many are applied. Never edit or
+reorder a migration that has shipped: add a new one at the end. A store whose
+`migrations` table names one that is not listed here was written by a newer accelbench
+and is refused rather than guessed at.
+
+`record` in `measurements` is `Measurement.to_dict()` as JSON, the exact record the
+measurement is rebuilt from; the other columns copy parts of it so queries and reports
+need no JSON parsing.
+"""
+
+from __future__ import annotations
+
+# "ACBN": marks a SQLite file as an accelbench store (PRAGMA application_id).
+APPLICATION_ID = 0x4143424E
+
+# Created before the first migration, in the same transaction.
+MIGRATIONS_TABLE = (
+    "CREATE TABLE IF NOT EXISTS migrations ("
+    " name TEXT PRIMARY KEY,"
+    " applied_at REAL NOT NULL)"
+)
+
+MIGRATIONS: list[tuple[str, list[str]]] = [
+    (
+        "001_initial",
+        [
+            """CREATE TABLE fingerprints (
+                id TEXT PRIMARY KEY,
+                generation_key TEXT NOT NULL,
+                data TEXT NOT NULL,
+                first_seen REAL NOT NULL
+            )""",
+            """CREATE TABLE runs (
+                id TEXT PRIMARY KEY,
+                started_at REAL NOT NULL,
+                finished_at REAL,
+                status TEXT NOT NULL
+                    CHECK (status IN ('running', 'complete', 'failed', 'interrupted')),
+                suite TEXT,
+                argv TEXT NOT NULL,
+                device TEXT NOT NULL,
+                generation_key TEXT NOT NULL,
+                fingerprint_id TEXT NOT NULL REFERENCES fingerprints(id),
+                host TEXT NOT NULL,
+                accelbench_version TEXT NOT NULL,
+                format_version INTEGER NOT NULL
+            )""",
+            """CREATE TABLE measurements (
+                id INTEGER PRIMARY KEY,
+                run_id TEXT NOT NULL REFERENCES runs(id),
+                case_key TEXT NOT NULL,
+                benchmark TEXT NOT NULL,
+                benchmark_version TEXT NOT NULL,
+                family TEXT NOT NULL,
+                params TEXT NOT NULL,
+                device TEXT NOT NULL,
+                dtype TEXT,
+                status TEXT NOT NULL,
+                reason TEXT,
+                samples TEXT NOT NULL,
+                number INTEGER NOT NULL,
+                warnings TEXT NOT NULL,
+                details TEXT NOT NULL,
+                started_at REAL NOT NULL,
+                duration_s REAL NOT NULL,
+                confidence REAL NOT NULL,
+                record TEXT NOT NULL
+            )""",
+            """CREATE TABLE figures (
+                measurement_id INTEGER NOT NULL REFERENCES measurements(id),
+                name TEXT NOT NULL,
+                value REAL,
+                unit TEXT NOT NULL,
+                higher_is_better INTEGER NOT NULL,
+                peak REAL,
+                pct_of_peak REAL
+            )""",
+            "CREATE INDEX measurements_run_id ON measurements(run_id)",
+            "CREATE INDEX measurements_case_key ON measurements(case_key)",
+            "CREATE INDEX figures_measurement_id ON figures(measurement_id)",
+            "CREATE INDEX runs_started_at ON runs(started_at)",
+            "CREATE INDEX runs_generation_key ON runs(generation_key)",
+        ],
+    ),
+]
+
+KNOWN_MIGRATIONS = frozenset(name for name, _ in MIGRATIONS)

@@ -1,0 +1,430 @@
+"""The result store: one SQLite file, written as each case finishes.
+
+Several processes may write to one store at once (WAL journal, a long busy timeout,
+one short transaction per measurement), and a writer that dies loses only what it had
+not committed: its run stays "running". Opening checks that the file is an accelbench
+store this version understands before anything is written to it.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import secrets
+import sqlite3
+import time
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from accelbench.core.measurement import FORMAT_VERSION, Measurement
+from accelbench.errors import StoreError, UserError
+from accelbench.store.schema import (
+    APPLICATION_ID,
+    KNOWN_MIGRATIONS,
+    MIGRATIONS,
+    MIGRATIONS_TABLE,
+)
+
+RUN_RUNNING = "running"
+RUN_COMPLETE = "complete"
+RUN_FAILED = "failed"
+RUN_INTERRUPTED = "interrupted"
+RUN_STATUSES = (RUN_RUNNING, RUN_COMPLETE, RUN_FAILED, RUN_INTERRUPTED)
+
+BUSY_TIMEOUT_S = 60.0
+_SQLITE_HEADER = b"SQLite format 3\x00"
+
+
+def default_store_path() -> Path:
+    """$ACCELBENCH_STORE if set, else results.sqlite in the user's data directory."""
+    env = os.environ.get("ACCELBENCH_STORE")
+    if env:
+        return Path(env).expanduser()
+    from platformdirs import user_data_path
+
+    return user_data_path("accelbench", appauthor=False) / "results.sqlite"
+
+
+@dataclass(frozen=True)
+class RunRecord:
+    id: str
+    started_at: float
+    finished_at: float | None
+    status: str
+    suite: str | None
+    argv: tuple[str, ...]
+    device: str
+    generation_key: str
+    host: str
+    accelbench_version: str
+    fingerprint_id: str
+    n_ok: int
+    n_failed: int
+    n_skipped: int
+
+
+@dataclass(frozen=True)
+class StoredRun:
+    record: RunRecord
+    fingerprint: dict[str, Any]
+    measurements: tuple[Measurement, ...]  # in the order they were added
+
+
+_RUNS_QUERY = """
+SELECT r.*,
+       COALESCE(SUM(m.status = 'ok'), 0) AS n_ok,
+       COALESCE(SUM(m.status = 'failed'), 0) AS n_failed,
+       COALESCE(SUM(m.status = 'skipped'), 0) AS n_skipped
+FROM runs r LEFT JOIN measurements m ON m.run_id = r.id
+{where}
+GROUP BY r.id
+ORDER BY r.started_at DESC, r.id DESC
+{limit}
+"""
+
+
+class Store:
+    """An open result store. Use `Store.open(path)`, as a context manager."""
+
+    def __init__(self, path: Path, connection: sqlite3.Connection) -> None:
+        self.path = path
+        self._conn = connection
+
+    # -- opening ---------------------------------------------------------------------
+
+    @classmethod
+    def open(cls, path: str | os.PathLike[str] | None = None, *, create: bool = True) -> Store:
+        """Open (and with `create`, create) the store at `path` (default: default_store_path()).
+
+        Raises StoreError, leaving the file as it was, when it is missing (and
+        `create` is false), unreadable, not SQLite, another application's database or
+        written by a newer accelbench.
+        """
+        path = Path(path).expanduser() if path is not None else default_store_path()
+        _check_file(path, create)
+        conn = _connect(path, create)
+        store = cls(path, conn)
+        try:
+            applied = store._applied_migrations()
+            store._migrate(applied)
+        except BaseException:
+            conn.close()
+            raise
+        return store
+
+    def close(self) -> None:
+        self._conn.close()
+
+    def __enter__(self) -> Store:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def _applied_migrations(self) -> set[str]:
+        """Read-only checks that this is our store and not from a newer accelbench."""
+        conn = self._conn
+        try:
+            conn.execute("BEGIN")  # one snapshot, while other processes may be migrating
+            try:
+                app_id = conn.execute("PRAGMA application_id").fetchone()[0]
+                rows = conn.execute("SELECT name FROM sqlite_master WHERE type='table'")
+                tables = {row[0] for row in rows}
+                applied = (
+                    {row[0] for row in conn.execute("SELECT name FROM migrations")}
+                    if "migrations" in tables
+                    else set()
+                )
+            finally:
+                if conn.in_transaction:
+                    conn.execute("ROLLBACK")
+        except sqlite3.OperationalError as e:
+            raise StoreError(f"cannot read result store {self.path}: {e}") from None
+        except sqlite3.DatabaseError as e:
+            raise StoreError(f"{self.path} is not an accelbench result store: {e}") from None
+        if app_id != APPLICATION_ID and (app_id != 0 or tables):
+            raise StoreError(
+                f"{self.path} is not an accelbench result store: "
+                "it is the SQLite database of another application"
+            )
+        self._refuse_unknown(applied)
+        return applied
+
+    def _refuse_unknown(self, applied: set[str]) -> None:
+        unknown = sorted(applied - KNOWN_MIGRATIONS)
+        if unknown:
+            raise StoreError(
+                f"result store {self.path} was written by a newer accelbench "
+                f"(unknown schema migrations: {', '.join(unknown)}); upgrade accelbench to use it"
+            )
+
+    def _migrate(self, applied: set[str]) -> None:
+        pending = [(name, sql) for name, sql in MIGRATIONS if name not in applied]
+        if not pending:
+            return
+        try:
+            _enable_wal(self._conn)
+        except sqlite3.Error as e:
+            raise StoreError(f"cannot write result store {self.path}: {e}") from None
+        for name, statements in pending:
+            # Checked again inside the write lock: another process may have applied it.
+            with self._write() as conn:
+                conn.execute(MIGRATIONS_TABLE)
+                recorded = {row[0] for row in conn.execute("SELECT name FROM migrations")}
+                self._refuse_unknown(recorded)
+                if name in recorded:
+                    continue
+                for statement in statements:
+                    conn.execute(statement)
+                conn.execute("INSERT INTO migrations (name, applied_at) VALUES (?, ?)",
+                             (name, time.time()))
+                conn.execute(f"PRAGMA user_version = {len(recorded) + 1}")
+                conn.execute(f"PRAGMA application_id = {APPLICATION_ID}")
+
+    # -- transactions ----------------------------------------------------------------
+
+    @contextmanager
+    def _write(self) -> Iterator[sqlite3.Connection]:
+        """One write transaction, committed on exit (rolled back on any exception)."""
+        conn = self._conn
+        try:
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                yield conn
+            except BaseException:
+                if conn.in_transaction:
+                    conn.execute("ROLLBACK")
+                raise
+            conn.execute("COMMIT")
+        except sqlite3.Error as e:
+            raise StoreError(f"cannot write result store {self.path}: {e}") from None
+
+    def _query(self, sql: str, params: Sequence[Any] = ()) -> list[sqlite3.Row]:
+        try:
+            return self._conn.execute(sql, params).fetchall()
+        except sqlite3.Error as e:
+            raise StoreError(f"cannot read result store {self.path}: {e}") from None
+
+    # -- writing ---------------------------------------------------------------------
+
+    def begin_run(
+        self,
+        *,
+        fingerprint: dict[str, Any],
+        fingerprint_id: str,
+        generation_key: str,
+        device: str,
+        suite: str | None,
+        argv: list[str],
+        host: str,
+        accelbench_version: str,
+        started_at: float | None = None,
+    ) -> str:
+        """Record a new run in status "running" and return its id."""
+        started_at = time.time() if started_at is None else started_at
+        with self._write() as conn:
+            conn.execute(
+                "INSERT OR IGNORE INTO fingerprints (id, generation_key, data, first_seen)"
+                " VALUES (?, ?, ?, ?)",
+                (fingerprint_id, generation_key, _dumps(fingerprint), started_at),
+            )
+            run_id = _unused_run_id(conn, started_at)
+            conn.execute(
+                "INSERT INTO runs (id, started_at, finished_at, status, suite, argv, device,"
+                " generation_key, fingerprint_id, host, accelbench_version, format_version)"
+                " VALUES (?, ?, NULL, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                (run_id, started_at, RUN_RUNNING, suite, _dumps(list(argv)), device,
+                 generation_key, fingerprint_id, host, accelbench_version, FORMAT_VERSION),
+            )
+        return run_id
+
+    def add_measurement(self, run_id: str, m: Measurement) -> None:
+        """Store one measurement, committed before this returns."""
+        case = m.case
+        with self._write() as conn:
+            cursor = conn.execute(
+                "INSERT INTO measurements (run_id, case_key, benchmark, benchmark_version,"
+                " family, params, device, dtype, status, reason, samples, number, warnings,"
+                " details, started_at, duration_s, confidence, record)"
+                " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                (run_id, case.key, case.benchmark, case.version, case.family,
+                 _dumps(case.param_dict), case.device, case.dtype, m.status, m.reason,
+                 _dumps(list(m.samples)), m.number, _dumps(list(m.warnings)),
+                 _dumps(m.details), m.started_at, m.duration_s, m.confidence,
+                 _dumps(m.to_dict())),
+            )
+            conn.executemany(
+                "INSERT INTO figures (measurement_id, name, value, unit, higher_is_better,"
+                " peak, pct_of_peak) VALUES (?, ?, ?, ?, ?, ?, ?)",
+                [(cursor.lastrowid, f.name, f.value, f.unit, int(f.higher_is_better), f.peak,
+                  f.pct_of_peak) for f in m.figures],
+            )
+
+    def finish_run(self, run_id: str, status: str, finished_at: float | None = None) -> None:
+        if status not in RUN_STATUSES:
+            raise ValueError(f"unknown run status {status!r}")
+        with self._write() as conn:
+            cursor = conn.execute(
+                "UPDATE runs SET status = ?, finished_at = ? WHERE id = ?",
+                (status, time.time() if finished_at is None else finished_at, run_id),
+            )
+            if cursor.rowcount == 0:
+                raise StoreError(f"no run {run_id} in result store {self.path}")
+
+    # -- reading ---------------------------------------------------------------------
+
+    def list_runs(self, limit: int | None = None) -> list[RunRecord]:
+        """Runs, newest first."""
+        return self._runs("", (), limit)
+
+    def resolve_run(self, ref: str) -> str:
+        """A full run id, a unique prefix of one, or "latest"/"last" -> the run id."""
+        if ref in ("latest", "last"):
+            rows = self._query("SELECT id FROM runs ORDER BY started_at DESC, id DESC LIMIT 1")
+            if not rows:
+                raise UserError(f"no runs in result store {self.path}")
+            return rows[0][0]
+        if not ref:
+            raise UserError("no run id given")
+        if self._query("SELECT 1 FROM runs WHERE id = ?", (ref,)):
+            return ref
+        rows = self._query(
+            "SELECT id FROM runs WHERE substr(id, 1, ?) = ? ORDER BY started_at DESC, id DESC",
+            (len(ref), ref),
+        )
+        if not rows:
+            raise UserError(f"no run matches {ref!r} in result store {self.path}")
+        if len(rows) > 1:
+            shown = ", ".join(row[0] for row in rows[:5]) + (", ..." if len(rows) > 5 else "")
+            raise UserError(f"run {ref!r} is ambiguous: it matches {len(rows)} runs ({shown})")
+        return rows[0][0]
+
+    def load_run(self, ref: str) -> StoredRun:
+        run_id = self.resolve_run(ref)
+        (record,) = self._runs("WHERE r.id = ?", (run_id,))
+        (row,) = self._query("SELECT data FROM fingerprints WHERE id = ?", (record.fingerprint_id,))
+        rows = self._query(
+            "SELECT id, record FROM measurements WHERE run_id = ? ORDER BY id", (run_id,)
+        )
+        return StoredRun(
+            record=record,
+            fingerprint=json.loads(row["data"]),
+            measurements=tuple(self._measurement(r["id"], r["record"]) for r in rows),
+        )
+
+    def measurements_for_case(self, case_key: str) -> list[tuple[RunRecord, Measurement]]:
+        """Every stored measurement of one case, oldest run first."""
+        runs = {
+            record.id: record
+            for record in self._runs(
+                "WHERE r.id IN (SELECT run_id FROM measurements WHERE case_key = ?)", (case_key,)
+            )
+        }
+        rows = self._query(
+            "SELECT m.id, m.run_id, m.record FROM measurements m JOIN runs r ON r.id = m.run_id"
+            " WHERE m.case_key = ? ORDER BY r.started_at, r.id, m.id",
+            (case_key,),
+        )
+        return [(runs[r["run_id"]], self._measurement(r["id"], r["record"])) for r in rows]
+
+    def _runs(self, where: str, params: Sequence[Any], limit: int | None = None) -> list[RunRecord]:
+        sql = _RUNS_QUERY.format(where=where, limit="LIMIT ?" if limit is not None else "")
+        rows = self._query(sql, (*params, limit) if limit is not None else params)
+        return [_run_record(row) for row in rows]
+
+    def _measurement(self, measurement_id: int, record: str) -> Measurement:
+        try:
+            return Measurement.from_dict(json.loads(record))
+        except (ValueError, KeyError, TypeError) as e:
+            raise StoreError(
+                f"result store {self.path}: cannot read measurement {measurement_id}: {e}"
+            ) from None
+
+
+def _check_file(path: Path, create: bool) -> None:
+    """Refuse what SQLite should not even open; create parent directories if asked."""
+    if path.is_dir():
+        raise StoreError(f"result store {path} is a directory, not a file")
+    if not path.exists():
+        if not create:
+            raise StoreError(f"no result store at {path}; run `accelbench run` first")
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+        except OSError as e:
+            raise StoreError(f"cannot create result store {path}: {e.strerror or e}") from None
+        return
+    try:
+        with path.open("rb") as f:
+            header = f.read(len(_SQLITE_HEADER))
+    except OSError as e:
+        raise StoreError(f"cannot read result store {path}: {e.strerror or e}") from None
+    if header and header != _SQLITE_HEADER:
+        raise StoreError(f"{path} is not an accelbench result store: file is not a database")
+
+
+def _connect(path: Path, create: bool) -> sqlite3.Connection:
+    uri = path.resolve().as_uri() + ("?mode=rwc" if create else "?mode=rw")
+    try:
+        conn = sqlite3.connect(uri, uri=True, timeout=BUSY_TIMEOUT_S, isolation_level=None)
+    except sqlite3.Error as e:
+        raise StoreError(f"cannot open result store {path}: {e}") from None
+    conn.row_factory = sqlite3.Row
+    try:
+        conn.execute("PRAGMA foreign_keys = ON")
+    except sqlite3.Error as e:
+        conn.close()
+        raise StoreError(f"cannot open result store {path}: {e}") from None
+    return conn
+
+
+def _enable_wal(conn: sqlite3.Connection) -> None:
+    """Switch a new store to WAL, waiting for other processes doing the same.
+
+    SQLite does not call the busy handler for this change, so wait here instead.
+    """
+    deadline = time.monotonic() + BUSY_TIMEOUT_S
+    while True:
+        try:
+            conn.execute("PRAGMA journal_mode=WAL")
+            return
+        except sqlite3.OperationalError as e:
+            if "locked" not in str(e) or time.monotonic() > deadline:
+                raise
+            time.sleep(0.01)
+
+
+def _unused_run_id(conn: sqlite3.Connection, started_at: float) -> str:
+    """"20261130-002249-3fa2": UTC start time and 4 random hex digits, free in this store."""
+    stamp = time.strftime("%Y%m%d-%H%M%S", time.gmtime(started_at))
+    for _ in range(1000):
+        run_id = f"{stamp}-{secrets.token_hex(2)}"
+        if not conn.execute("SELECT 1 FROM runs WHERE id = ?", (run_id,)).fetchone():
+            return run_id
+    raise StoreError(f"no free run id left for {stamp}")
+
+
+def _run_record(row: sqlite3.Row) -> RunRecord:
+    return RunRecord(
+        id=row["id"],
+        started_at=row["started_at"],
+        finished_at=row["finished_at"],
+        status=row["status"],
+        suite=row["suite"],
+        argv=tuple(json.loads(row["argv"])),
+        device=row["device"],
+        generation_key=row["generation_key"],
+        host=row["host"],
+        accelbench_version=row["accelbench_version"],
+        fingerprint_id=row["fingerprint_id"],
+        n_ok=row["n_ok"],
+        n_failed=row["n_failed"],
+        n_skipped=row["n_skipped"],
+    )
+
+
+def _dumps(value: Any) -> str:
+    # default=str: an odd value in `details` must not cost the measurement.
+    return json.dumps(value, default=str)

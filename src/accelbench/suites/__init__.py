@@ -1,0 +1,1 @@
+"""Suites are data: TOML files naming benchmarks, parameter grids and timing budgets."""

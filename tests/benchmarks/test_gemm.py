@@ -1,0 +1,227 @@
+"""The GEMM benchmark, run for real on the CPU, and its shape grammar."""
+
+from __future__ import annotations
+
+import math
+from types import SimpleNamespace
+
+import pytest
+import torch
+
+from accelbench.benchmarks.micro import gemm
+from accelbench.benchmarks.micro.shapes import DEFAULT_TOKENS, parse_shape, shape_names
+from accelbench.core.case import Case
+from accelbench.core.context import CaseContext
+from accelbench.core.measurement import CaseFailed, from_result
+from accelbench.core.timing import PerfCounterClock, TimingPolicy
+from accelbench.env.device import DeviceInfo
+from accelbench.errors import UserError
+
+CPU = DeviceInfo(type="cpu", index=None, platform="cpu", name="cpu")
+
+
+@pytest.fixture
+def ctx(monkeypatch: pytest.MonkeyPatch) -> CaseContext:
+    monkeypatch.setattr("accelbench.env.peaks.lookup", lambda device: None)
+    return CaseContext(CPU, PerfCounterClock(), TimingPolicy(max_time=0.2, warmup_time=0.01))
+
+
+def run(ctx: CaseContext, **given: object):
+    bench = gemm.BENCHMARK
+    params = bench.resolve(given)
+    result = bench.load()(ctx, params)
+    case = Case.make(bench.name, bench.version, bench.family, params, "cpu")
+    return result, from_result(case, result, (), 0.0, 0.0)
+
+
+@pytest.mark.parametrize("dtype", ["fp32", "fp64", "bf16", "int8"])
+def test_gemm_runs_on_cpu_and_derives_flops(ctx: CaseContext, dtype: str) -> None:
+    result, measurement = run(ctx, shape="64x48x32", dtype=dtype)
+    assert result.timing.samples
+    assert result.details["flop_per_call"] == 2 * 64 * 48 * 32
+    assert result.details["flop_formula"] == "2*m*n*k*batch"
+    assert result.details["check_rel_error_small"] <= gemm.TOLERANCE[dtype]
+    assert result.details["check_rel_error_full"] <= gemm.TOLERANCE[dtype]
+    throughput = measurement.figure("throughput")
+    assert throughput is not None and throughput.unit == "FLOP/s"
+    assert math.isfinite(throughput.value) and throughput.value > 0
+    median = measurement.stats.median
+    assert throughput.value == pytest.approx(2 * 64 * 48 * 32 / median, rel=1e-9)
+    assert throughput.peak is None
+    assert measurement.figure("time").value == median
+
+
+def test_int8_result_is_exact(ctx: CaseContext) -> None:
+    result, _ = run(ctx, shape="32x16x24", dtype="int8")
+    assert result.details["check_rel_error_small"] == 0.0
+    assert result.details["check_rel_error_full"] == 0.0
+    assert result.details["op"] == "torch._int_mm"
+
+
+def test_batched_gemm_counts_every_matrix(ctx: CaseContext) -> None:
+    result, measurement = run(ctx, shape="32x16x8", dtype="fp32", batch=3)
+    assert result.details["op"] == "torch.bmm"
+    assert result.details["flop_per_call"] == 2 * 32 * 16 * 8 * 3
+    median = measurement.stats.median
+    assert measurement.figure("throughput").value == pytest.approx(
+        2 * 32 * 16 * 8 * 3 / median, rel=1e-9
+    )
+
+
+@pytest.mark.parametrize("dtype", ["tf32", "fp8"])
+def test_gpu_only_dtypes_fail_on_cpu_with_a_reason(ctx: CaseContext, dtype: str) -> None:
+    with pytest.raises(CaseFailed, match=rf"{dtype}.*not available on cpu"):
+        run(ctx, shape="64", dtype=dtype)
+
+
+def test_int8_shape_limits_are_a_clear_failure(ctx: CaseContext) -> None:
+    with pytest.raises(CaseFailed, match=r"m > 16 and n, k multiples of 8; got m=16"):
+        run(ctx, shape="16x64x64", dtype="int8")
+    with pytest.raises(CaseFailed, match="multiples of 8"):
+        run(ctx, shape="32x60x64", dtype="int8")
+    with pytest.raises(CaseFailed, match="batch=1"):
+        run(ctx, shape="32", dtype="int8", batch=2)
+
+
+def test_fp8_shape_limits() -> None:
+    assert gemm.layout_problem("fp8", 7, 32, 48, 1) is None
+    assert "multiples of 16" in gemm.layout_problem("fp8", 32, 40, 48, 1)
+    assert "torch._scaled_mm" in gemm.layout_problem("fp8", 32, 32, 32, 2)
+    assert gemm.layout_problem("bf16", 7, 9, 11, 4) is None
+
+
+def test_fp8_operands_compute_the_scaled_product() -> None:
+    """The fp8 path (scales, column-major B, bf16 output) runs where _scaled_mm has a CPU
+    kernel, even though the benchmark itself refuses fp8 on a CPU."""
+    try:
+        ops = gemm.make_operands(torch, torch.device("cpu"), "fp8", 64, 32, 48, 1, 0)
+        ops.call()
+    except (RuntimeError, NotImplementedError) as e:
+        pytest.skip(f"no CPU kernel for torch._scaled_mm here: {e}")
+    assert ops.a.dtype == torch.float8_e4m3fn and ops.out.dtype == torch.bfloat16
+    assert ops.b.shape == (48, 32) and ops.b.stride() == (1, 48)  # column-major
+    assert ops.scale != 1.0
+    assert gemm.relative_error(torch, ops, torch.arange(64), torch.arange(32)) < 2e-2
+
+
+def test_a_wrong_but_fast_matmul_does_not_score(
+    ctx: CaseContext, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    real = torch.matmul
+
+    def wrong(a, b, *, out):
+        real(a, b, out=out)
+        return out.mul_(1.01)
+
+    monkeypatch.setattr(torch, "matmul", wrong)
+    with pytest.raises(CaseFailed, match=r"wrong result: relative error .* for fp32"):
+        run(ctx, shape="64", dtype="fp32")
+
+
+def test_a_matmul_wrong_only_at_full_size_is_caught(
+    ctx: CaseContext, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    real = torch.matmul
+
+    def wrong_when_large(a, b, *, out):
+        real(a, b, out=out)
+        return out.add_(1.0) if a.shape[0] > gemm.CHECK_MAX_DIM else out
+
+    monkeypatch.setattr(torch, "matmul", wrong_when_large)
+    with pytest.raises(CaseFailed, match=r"wrong result: .*300x32x32"):
+        run(ctx, shape="300x32x32", dtype="fp32")
+
+
+def test_fp32_forbids_tf32_for_the_case_and_restores_the_flag(
+    ctx: CaseContext, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    flags = torch.backends.cuda.matmul
+    seen = []
+    real = torch.matmul
+
+    def spy(a, b, *, out):
+        seen.append(flags.allow_tf32)
+        return real(a, b, out=out)
+
+    monkeypatch.setattr(torch, "matmul", spy)
+    previous = flags.allow_tf32
+    flags.allow_tf32 = True
+    try:
+        run(ctx, shape="32", dtype="fp32")
+        assert seen and not any(seen)
+        assert flags.allow_tf32 is True
+    finally:
+        flags.allow_tf32 = previous
+
+
+def test_matmul_precision_restores_after_an_error() -> None:
+    flags = torch.backends.cuda.matmul
+    previous = flags.allow_tf32
+    with pytest.raises(RuntimeError), gemm.matmul_precision(torch, "tf32"):
+        assert flags.allow_tf32 is True
+        raise RuntimeError("boom")
+    assert flags.allow_tf32 == previous
+
+
+def test_peak_is_passed_through_for_the_harness(
+    ctx: CaseContext, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    peaks = SimpleNamespace(dense_flops=lambda key: {"fp32": 1e12}.get(key))
+    monkeypatch.setattr("accelbench.env.peaks.lookup", lambda device: peaks)
+    result, measurement = run(ctx, shape="32", dtype="fp32")
+    assert result.rates[0].peak == 1e12
+    assert measurement.figure("throughput").pct_of_peak is not None
+
+
+@pytest.mark.parametrize(
+    ("text", "mnk"),
+    [
+        ("4096", (4096, 4096, 4096)),
+        ("128x256x512", (128, 256, 512)),
+        ("bert-base.ffn-up", (DEFAULT_TOKENS, 3072, 768)),
+        ("gpt2-small.qkv", (DEFAULT_TOKENS, 2304, 768)),
+        ("gpt2-xl.ffn-down", (DEFAULT_TOKENS, 1600, 6400)),
+        ("llama-7b.gate-up", (DEFAULT_TOKENS, 22016, 4096)),
+        ("llama-7b.ffn-down", (DEFAULT_TOKENS, 4096, 11008)),
+        ("llama-1b.qkv", (DEFAULT_TOKENS, 3072, 2048)),  # 32 q heads + 2 * 8 kv heads of 64
+        ("llama-1b.attn-out", (DEFAULT_TOKENS, 2048, 2048)),
+        ("bert-large.attn-out@512", (512, 1024, 1024)),
+    ],
+)
+def test_shapes_parse_to_m_n_k(text: str, mnk: tuple[int, int, int]) -> None:
+    assert parse_shape(text) == mnk
+
+
+def test_every_named_shape_is_a_valid_parameter() -> None:
+    names = shape_names()
+    assert len(names) == len(set(names)) == 32
+    for name in names:
+        assert gemm.BENCHMARK.resolve({"shape": name})["shape"] == name
+
+
+@pytest.mark.parametrize("bad", ["12x", "0", "4096x0x7", "llama-7b.ffn-up", "gpt2.qkv@-1", ""])
+def test_bad_shapes_are_user_errors_listing_the_forms(bad: str) -> None:
+    with pytest.raises(UserError, match=r"gemm: parameter shape=.*MxNxK"):
+        gemm.BENCHMARK.resolve({"shape": bad})
+
+
+def test_llama_up_projection_hint_names_gate_up() -> None:
+    with pytest.raises(UserError, match="llama-7b has projections qkv, attn-out, gate-up"):
+        gemm.BENCHMARK.resolve({"shape": "llama-7b.ffn-up"})
+
+
+@pytest.mark.parametrize(
+    ("device", "dtype", "reason"),
+    [
+        (DeviceInfo("cuda", 0, "cuda", "NVIDIA A100", arch="sm_80"), "fp8", "8.9 or newer"),
+        (DeviceInfo("cuda", 0, "cuda", "Tesla V100", arch="sm_70"), "bf16", "8.0 or newer"),
+        (DeviceInfo("cuda", 0, "rocm", "AMD Instinct MI250X", arch="gfx90a"), "tf32", "MI300"),
+        (DeviceInfo("cuda", 0, "rocm", "AMD Instinct MI250X", arch="gfx90a"), "fp8", "gfx942"),
+    ],
+)
+def test_unsupported_gpu_dtypes_fail_before_touching_the_device(
+    device: DeviceInfo, dtype: str, reason: str
+) -> None:
+    ctx = CaseContext(device, PerfCounterClock(), TimingPolicy())
+    with pytest.raises(CaseFailed, match=reason):
+        gemm.measure(ctx, gemm.BENCHMARK.resolve({"dtype": dtype}))

@@ -1,0 +1,91 @@
+"""The memory bandwidth benchmark, run for real on the CPU."""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from types import SimpleNamespace
+
+import pytest
+import torch
+
+from accelbench.benchmarks.micro import memory
+from accelbench.core.case import Case
+from accelbench.core.context import CaseContext
+from accelbench.core.measurement import CaseFailed, CaseSkipped, from_result
+from accelbench.core.timing import PerfCounterClock, TimingPolicy
+from accelbench.env.device import DeviceInfo
+from accelbench.errors import UserError
+
+CPU = DeviceInfo(type="cpu", index=None, platform="cpu", name="cpu")
+MIB = 1 << 20
+
+
+@pytest.fixture
+def ctx(monkeypatch: pytest.MonkeyPatch) -> CaseContext:
+    monkeypatch.setattr("accelbench.env.peaks.lookup", lambda device: None)
+    return CaseContext(CPU, PerfCounterClock(), TimingPolicy(max_time=0.2, warmup_time=0.01))
+
+
+def run(ctx: CaseContext, **given: object):
+    bench = memory.BENCHMARK
+    params = bench.resolve(given)
+    result = bench.load()(ctx, params)
+    case = Case.make(bench.name, bench.version, bench.family, params, "cpu")
+    return result, from_result(case, result, (), 0.0, 0.0)
+
+
+@pytest.mark.parametrize(("op", "buffers"), [("copy", 2), ("triad", 3)])
+def test_device_ops_give_bytes_per_second(ctx: CaseContext, op: str, buffers: int) -> None:
+    result, measurement = run(ctx, op=op, size_mib=2)
+    assert result.timing.samples
+    assert result.details["buffer_bytes"] == 2 * MIB
+    assert result.details["bytes_per_call"] == buffers * 2 * MIB
+    assert result.details["byte_formula"].startswith(f"{buffers} * buffer_bytes")
+    (rate,) = result.rates
+    assert rate.unit == "B/s" and rate.amount == buffers * 2 * MIB
+    bandwidth = measurement.figure("bandwidth")
+    assert math.isfinite(bandwidth.value) and bandwidth.value > 0
+    assert bandwidth.value == pytest.approx(rate.amount / measurement.stats.median, rel=1e-9)
+
+
+@pytest.mark.parametrize("op", ["h2d", "d2h"])
+def test_transfers_are_skipped_on_a_cpu(ctx: CaseContext, op: str) -> None:
+    with pytest.raises(CaseSkipped, match="the CPU has none"):
+        run(ctx, op=op, size_mib=1)
+
+
+def test_device_peak_is_passed_through(ctx: CaseContext, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(
+        "accelbench.env.peaks.lookup", lambda device: SimpleNamespace(memory_bandwidth=1e11)
+    )
+    result, measurement = run(ctx, op="copy", size_mib=1)
+    assert result.rates[0].peak == 1e11
+    assert measurement.figure("bandwidth").pct_of_peak is not None
+
+
+def test_buffers_within_cache_are_flagged(ctx: CaseContext) -> None:
+    ctx.device = dataclasses.replace(CPU, l2_cache_bytes=4 * MIB)
+    result, _ = run(ctx, op="copy", size_mib=1)
+    assert any("L2 cache" in w for w in result.warnings)
+
+
+def test_a_wrong_triad_fails(ctx: CaseContext, monkeypatch: pytest.MonkeyPatch) -> None:
+    real = torch.add
+
+    def wrong(b, c, *, alpha, out):
+        return real(b, c, alpha=alpha + 1, out=out)
+
+    monkeypatch.setattr(torch, "add", wrong)
+    with pytest.raises(CaseFailed, match="wrong result"):
+        run(ctx, op="triad", size_mib=1)
+
+
+def test_params_are_validated() -> None:
+    bench = memory.BENCHMARK
+    assert bench.resolve({}) == {"op": "copy", "size_mib": 256, "pinned": True}
+    assert bench.resolve({"pinned": "no", "size_mib": "64"})["pinned"] is False
+    with pytest.raises(UserError, match="size_mib=0 is below 1"):
+        bench.resolve({"size_mib": 0})
+    with pytest.raises(UserError, match="not one of: copy, triad, h2d, d2h"):
+        bench.resolve({"op": "scale"})

@@ -1,0 +1,101 @@
+"""Parameter parsing and validation, benchmark declarations and the registry."""
+
+import pytest
+
+from accelbench.core.case import Case
+from accelbench.core.params import Param, resolve_params
+from accelbench.core.registry import Benchmark, Registry, source_version
+from accelbench.errors import EXIT_USAGE, UserError
+
+PARAMS = (
+    Param("size", "int", 64, minimum=1, maximum=4096),
+    Param("dtype", "str", "fp32", choices=("fp32", "fp16")),
+    Param("pinned", "bool", True),
+    Param("scale", "float", 1.0),
+    Param("shape", "str", "4x4", check=lambda v: None if "x" in v else "expected AxB"),
+)
+
+
+@pytest.mark.parametrize(
+    ("name", "text", "value"),
+    [("size", "128", 128), ("pinned", "no", False), ("pinned", "TRUE", True),
+     ("scale", "2.5", 2.5), ("dtype", "fp16", "fp16"), ("size", 7.0, 7)],
+)
+def test_values_are_parsed_to_their_kind(name, text, value):
+    param = next(p for p in PARAMS if p.name == name)
+    assert param.parse(text) == value
+
+
+@pytest.mark.parametrize(
+    ("given", "message"),
+    [
+        ({"size": "big"}, "not a valid int"),
+        ({"size": "0"}, "below 1"),
+        ({"size": "9999"}, "above 4096"),
+        ({"dtype": "fp64"}, "not one of: fp32, fp16"),
+        ({"pinned": "maybe"}, "not a valid bool"),
+        ({"shape": "44"}, "expected AxB"),
+        ({"colour": "red"}, "unknown parameter 'colour'"),
+    ],
+)
+def test_bad_values_are_user_errors_naming_the_problem(given, message):
+    with pytest.raises(UserError, match=message) as info:
+        resolve_params(PARAMS, given, "demo")
+    assert info.value.exit_code == EXIT_USAGE
+    assert str(info.value).startswith("demo: ")
+
+
+def test_defaults_fill_what_is_not_given():
+    assert resolve_params(PARAMS, {"size": "8"}) == {
+        "size": 8, "dtype": "fp32", "pinned": True, "scale": 1.0, "shape": "4x4"
+    }
+
+
+def _bench(name="demo", entry="accelbench.core.stats:summarize"):
+    return Benchmark(name, "micro", "a demo", entry, PARAMS)
+
+
+def test_registry_lookup_and_suggestion():
+    registry = Registry([_bench("gemm"), _bench("memory")])
+    assert registry.get("gemm").name == "gemm"
+    assert registry.names() == ["gemm", "memory"]
+    with pytest.raises(UserError, match="did you mean gemm"):
+        registry.get("gemn")
+
+
+def test_duplicate_names_are_refused():
+    with pytest.raises(ValueError, match="declared twice"):
+        Registry([_bench("x"), _bench("x")])
+
+
+def test_declarations_are_checked():
+    with pytest.raises(ValueError, match="family"):
+        Benchmark("x", "nope", "", "a:b")
+    with pytest.raises(ValueError, match="module:function"):
+        Benchmark("x", "micro", "", "ab")
+
+
+def test_version_follows_the_code_not_its_comments(tmp_path, monkeypatch):
+    module = tmp_path / "versioned_demo_bench.py"
+    module.write_text("def measure(ctx, params):\n    return 1\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    first = source_version("versioned_demo_bench")
+    source_version.cache_clear()
+    module.write_text("# a comment\ndef measure(ctx, params):  # same code\n    return 1\n")
+    assert source_version("versioned_demo_bench") == first
+    source_version.cache_clear()
+    module.write_text("def measure(ctx, params):\n    return 2\n")
+    assert source_version("versioned_demo_bench") != first
+    source_version.cache_clear()
+
+
+def test_case_identity_is_frozen_and_order_independent():
+    a = Case.make("gemm", "v1", "micro", {"shape": "4096", "dtype": "fp16"}, "cuda:0")
+    b = Case.make("gemm", "v1", "micro", {"dtype": "fp16", "shape": "4096"}, "cuda:0")
+    assert a == b and hash(a) == hash(b)
+    assert a.label == "gemm dtype=fp16 shape=4096"
+    assert a.dtype == "fp16"
+    # The comparison key ignores the version and the device index.
+    c = Case.make("gemm", "v2", "micro", {"shape": "4096", "dtype": "fp16"}, "cuda:1")
+    assert c.key == a.key
+    assert Case.from_dict(a.to_dict()) == a

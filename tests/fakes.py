@@ -1,0 +1,47 @@
+"""Test doubles shared by several test modules."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+
+class FakeClock:
+    """A seeded clock: every call of the timed function 'takes' a drawn duration.
+
+    `cost(i)` gives the nominal duration of the i-th call (0-based), so tests can model
+    slow first calls; `noise` is the relative standard deviation of each sample.
+    """
+
+    def __init__(
+        self,
+        cost: Callable[[int], float] | float,
+        noise: float = 0.0,
+        seed: int = 0,
+        overhead: float = 0.0,
+    ) -> None:
+        self._cost = cost if callable(cost) else (lambda i, c=cost: c)
+        self._noise = noise
+        self._rng = np.random.default_rng(seed)
+        self._overhead = overhead
+        self._now = 0.0
+        self.calls = 0
+        self.blocks: list[int] = []
+
+    def now(self) -> float:
+        return self._now
+
+    def time(self, fn: Callable[[], Any], number: int) -> float:
+        total = 0.0
+        for _ in range(number):
+            fn()
+            total += self._cost(self.calls)
+            self.calls += 1
+        if self._noise:
+            total *= max(0.01, 1.0 + self._noise * self._rng.standard_normal())
+        total += self._overhead
+        self._now += total
+        self.blocks.append(number)
+        return total

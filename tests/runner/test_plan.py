@@ -1,0 +1,71 @@
+"""Suites expand into the right cases for each device class; bad requests fail early."""
+
+import pytest
+
+from accelbench.benchmarks import REGISTRY
+from accelbench.env.device import DeviceInfo
+from accelbench.errors import UserError
+from accelbench.runner.plan import SUITES, Request, expand, load_suite, timing_policy, validate
+
+CPU = DeviceInfo("cpu", None, "cpu", "cpu")
+MI300X = DeviceInfo("cuda", 0, "rocm", "AMD Instinct MI300X", "gfx942")
+
+
+@pytest.mark.parametrize("name", SUITES)
+def test_every_suite_loads_and_its_cases_are_valid(name):
+    suite = load_suite(name)
+    validate(Request(suite=name), REGISTRY)
+    for device in (CPU, MI300X):
+        cases = expand(Request(suite=name), suite, REGISTRY, device)
+        assert cases, f"{name} has no case for {device.platform}"
+        assert len({c.case for c in cases}) == len(cases)
+
+
+def test_quick_suite_differs_by_device_class():
+    suite = load_suite("quick")
+    cpu = expand(Request(), suite, REGISTRY, CPU)
+    gpu = expand(Request(), suite, REGISTRY, MI300X)
+    assert {c.case.device for c in cpu} == {"cpu"}
+    assert {c.case.device for c in gpu} == {"cuda:0"}
+    gpu_dtypes = {c.params["dtype"] for c in gpu if c.benchmark.name == "gemm"}
+    assert {"fp16", "bf16", "fp8", "tf32"} <= gpu_dtypes
+    assert not any(c.params.get("op") == "h2d" for c in cpu)
+
+
+def test_overrides_replace_grid_axes():
+    suite = load_suite("quick")
+    request = Request(benches=("gemm",), overrides={"shape": ("64", "32x16x8")},
+                      dtypes=("fp32", "bf16"))
+    cases = expand(request, suite, REGISTRY, CPU)
+    assert {(c.params["shape"], c.params["dtype"]) for c in cases} == {
+        ("64", "fp32"), ("64", "bf16"), ("32x16x8", "fp32"), ("32x16x8", "bf16")
+    }
+
+
+def test_a_benchmark_outside_the_suite_runs_with_its_defaults():
+    suite = load_suite("quick")
+    cases = expand(Request(benches=("launch",)), suite, REGISTRY, CPU)
+    assert [c.params["mode"] for c in cases] == ["eager"]
+
+
+def test_full_suite_extends_standard_with_longer_budgets():
+    full, standard = load_suite("full"), load_suite("standard")
+    assert full.entries == standard.entries
+    assert timing_policy(full, Request()).max_time > timing_policy(standard, Request()).max_time
+
+
+@pytest.mark.parametrize(
+    ("request_", "message"),
+    [
+        (Request(suite="huge"), "unknown suite 'huge'"),
+        (Request(benches=("gemmm",)), "unknown benchmark 'gemmm' \\(did you mean gemm\\?\\)"),
+        (Request(dtypes=("fp128",)), "unknown dtype 'fp128'"),
+        (Request(benches=("launch",), dtypes=("fp16",)), "dtype fp16 is not measured"),
+        (Request(benches=("gemm",), overrides={"colour": ("red",)}), "no selected benchmark"),
+        (Request(benches=("gemm",), overrides={"shape": ("12x",)}), "shape"),
+        (Request(timing={"max_time": -1.0}), "invalid timing"),
+    ],
+)
+def test_bad_requests_fail_before_running(request_, message):
+    with pytest.raises(UserError, match=message):
+        validate(request_, REGISTRY)

@@ -1,0 +1,58 @@
+"""A run survives every way a case can go wrong, and stores everything it measured."""
+
+import pytest
+from sample_benches import SAMPLE_REGISTRY
+
+from accelbench.errors import EXIT_CASE_FAILED, EXIT_DEVICE, EXIT_OK, UserError
+from accelbench.runner.plan import Request
+from accelbench.runner.session import run_session
+from accelbench.store import Store
+
+FAST = {"max_time": 0.05, "warmup_time": 0.0}
+
+
+def test_failures_crashes_and_hangs_are_recorded_and_the_run_goes_on(store_path):
+    order = ("ok", "fails", "errors", "oom", "skips", "crashes", "hangs", "ok")
+    request = Request(benches=order[:-1], timing=FAST)
+    with Store.open(store_path) as store:
+        outcome = run_session(request, store, SAMPLE_REGISTRY, argv=["run"])
+        stored = store.load_run(outcome.run_id)
+
+    by_name = {m.case.benchmark: m for m in stored.measurements}
+    assert [m.case.benchmark for m in stored.measurements] == list(order[:-1])
+    assert by_name["ok"].status == "ok"
+    assert by_name["ok"].samples and by_name["ok"].primary.unit == "item/s"
+    assert by_name["fails"].reason == "wrong result: deliberately"
+    assert by_name["errors"].reason == "RuntimeError: boom"
+    assert "traceback" in by_name["errors"].details
+    assert by_name["oom"].reason.startswith("out of memory")
+    assert by_name["skips"].status == "skipped"
+    assert by_name["crashes"].status == "failed"
+    assert "crashed (SIGABRT)" in by_name["crashes"].reason
+    assert by_name["hangs"].status == "failed"
+    assert "timed out after 3 s" in by_name["hangs"].reason
+    assert outcome.exit_code == EXIT_CASE_FAILED
+    assert stored.record.status == "failed"
+
+
+def test_a_clean_run_exits_zero_and_is_complete(store_path):
+    request = Request(benches=("ok",), overrides={"n": ("10", "100")}, timing=FAST)
+    with Store.open(store_path) as store:
+        outcome = run_session(request, store, SAMPLE_REGISTRY)
+        record = store.load_run("latest").record
+    assert outcome.exit_code == EXIT_OK
+    assert [m.case.param_dict["n"] for m in outcome.measurements] == [10, 100]
+    assert record.status == "complete" and record.n_ok == 2
+
+
+def test_a_missing_device_is_refused_before_anything_is_stored(store_path):
+    import torch
+
+    if torch.cuda.is_available():
+        pytest.skip("this machine has a GPU")
+    with Store.open(store_path) as store:
+        with pytest.raises(UserError) as info:
+            run_session(Request(benches=("ok",), device="cuda", timing=FAST), store,
+                        SAMPLE_REGISTRY)
+        assert store.list_runs() == []
+    assert info.value.exit_code == EXIT_DEVICE

@@ -1,0 +1,88 @@
+"""Several processes writing one store at once, and a writer that dies mid-run."""
+
+from __future__ import annotations
+
+import multiprocessing
+import os
+from pathlib import Path
+
+import pytest
+
+from accelbench.core.case import Case
+from accelbench.core.measurement import Figure, Measurement
+from accelbench.store import Store
+
+pytestmark = pytest.mark.slow
+
+WRITERS = 4
+PER_WRITER = 25
+
+
+def _measurement(writer: int, i: int) -> Measurement:
+    case = Case.make("gemm", "v1", "micro", {"shape": 256 * (i + 1), "writer": writer}, "cpu")
+    return Measurement(case, "ok", samples=(1e-3 + i * 1e-6, 1.1e-3), number=3,
+                       figures=(Figure("time", 1e-3, "s", higher_is_better=False),))
+
+
+def _begin(store: Store, writer: int) -> str:
+    return store.begin_run(
+        fingerprint={"writer": writer}, fingerprint_id=f"fp-{writer}", generation_key="cpu",
+        device="cpu", suite=None, argv=["run"], host=f"host-{writer}",
+        accelbench_version="0.1.0", started_at=1_750_000_000.0,
+    )
+
+
+def _write_one_run(path: str, writer: int, barrier) -> None:
+    barrier.wait()
+    with Store.open(path) as store:
+        run_id = _begin(store, writer)
+        for i in range(PER_WRITER):
+            store.add_measurement(run_id, _measurement(writer, i))
+        store.finish_run(run_id, "complete")
+
+
+def _write_then_die(path: str, committed) -> None:
+    store = Store.open(path)
+    run_id = _begin(store, 0)
+    for i in range(3):
+        store.add_measurement(run_id, _measurement(0, i))
+    committed.set()
+    os._exit(1)  # no close, no finish_run: as if the process were killed
+
+
+def test_concurrent_writers_on_a_new_store(tmp_path: Path) -> None:
+    path = tmp_path / "new" / "results.sqlite"
+    ctx = multiprocessing.get_context("spawn")
+    barrier = ctx.Barrier(WRITERS)
+    procs = [ctx.Process(target=_write_one_run, args=(str(path), w, barrier))
+             for w in range(WRITERS)]
+    for p in procs:
+        p.start()
+    for p in procs:
+        p.join(120)
+    assert [p.exitcode for p in procs] == [0] * WRITERS
+
+    with Store.open(path, create=False) as store:
+        runs = store.list_runs()
+        assert len(runs) == WRITERS
+        assert all(r.status == "complete" and r.n_ok == PER_WRITER for r in runs)
+        loaded = {store.load_run(r.id).fingerprint["writer"]: store.load_run(r.id)
+                  for r in runs}
+    assert sorted(loaded) == list(range(WRITERS))
+    for writer, run in loaded.items():
+        assert run.measurements == tuple(_measurement(writer, i) for i in range(PER_WRITER))
+
+
+def test_a_crashed_writer_keeps_what_it_committed(tmp_path: Path) -> None:
+    path = tmp_path / "results.sqlite"
+    ctx = multiprocessing.get_context("spawn")
+    committed = ctx.Event()
+    proc = ctx.Process(target=_write_then_die, args=(str(path), committed))
+    proc.start()
+    proc.join(120)
+    assert proc.exitcode == 1 and committed.is_set()
+
+    with Store.open(path, create=False) as store:
+        run = store.load_run("latest")
+    assert run.record.status == "running" and run.record.finished_at is None
+    assert run.measurements == tuple(_measurement(0, i) for i in range(3))
