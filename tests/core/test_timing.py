@@ -1,7 +1,6 @@
 """The adaptive repetition logic, driven by a seeded fake clock (no device, no sleeping)."""
 
 import pytest
-from fakes import FakeClock
 
 from accelbench.core.timing import (
     STOP_CONVERGED,
@@ -11,6 +10,7 @@ from accelbench.core.timing import (
     measure,
     noise_warnings,
 )
+from fakes import FakeClock
 
 
 def test_quiet_work_converges_to_the_true_time():

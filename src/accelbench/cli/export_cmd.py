@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from typing import IO, Any
 
 from accelbench.cli.options import add_store, open_store
 
@@ -21,22 +22,26 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from accelbench.errors import UserError
-    from accelbench.store.export import export_json, write_csv
 
     with open_store(args, create=False) as store:
         refs = args.runs or [r.id for r in store.list_runs()]
         stored = [store.load_run(ref) for ref in refs]
+    if not args.output:
+        _write(args.format, stored, sys.stdout)
+        return 0
     try:
-        out = open(args.output, "w", encoding="utf-8", newline="") if args.output else sys.stdout
+        with open(args.output, "w", encoding="utf-8", newline="") as out:
+            _write(args.format, stored, out)
     except OSError as exc:
         raise UserError(f"cannot write {args.output}: {exc.strerror}") from None
-    try:
-        if args.format == "json":
-            json.dump(export_json(stored), out, indent=2, default=str)
-            out.write("\n")
-        else:
-            write_csv(stored, out)
-    finally:
-        if out is not sys.stdout:
-            out.close()
     return 0
+
+
+def _write(fmt: str, stored: list[Any], out: IO[str]) -> None:
+    from accelbench.store.export import export_json, write_csv
+
+    if fmt == "json":
+        json.dump(export_json(stored), out, indent=2, default=str)
+        out.write("\n")
+    else:
+        write_csv(stored, out)

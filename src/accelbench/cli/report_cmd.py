@@ -28,7 +28,8 @@ def run(args: argparse.Namespace) -> int:
         if args.output == "-":
             sys.stdout.write(render(stored))
             return 0
-        path = Path(args.output) if args.output else default_report_path(store.path, stored.record.id)
+        path = (Path(args.output) if args.output
+                else default_report_path(store.path, stored.record.id))
         write_report(stored, path)
     print(f"Report: {path}")
     return 0

@@ -119,8 +119,8 @@ def run(args: argparse.Namespace) -> int:
         })
     else:
         out = console()
-        out.print(results_table(outcome.measurements,
-                                title=f"Run {outcome.run_id}: {outcome.fingerprint.generation_key}"))
+        title = f"Run {outcome.run_id}: {outcome.fingerprint.generation_key}"
+        out.print(results_table(outcome.measurements, title=title))
         failed = len(outcome.failed)
         summary = f"{len(outcome.measurements)} cases, {failed} failed" + (
             " (interrupted)" if outcome.interrupted else "")

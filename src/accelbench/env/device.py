@@ -29,7 +29,7 @@ class DeviceInfo:
 
     @property
     def device_class(self) -> str:
-        """"cpu" or "gpu": the axis suites are written against."""
+        """ "cpu" or "gpu": the axis suites are written against."""
         return "cpu" if self.type == "cpu" else "gpu"
 
     @property

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterable, Sequence
 
 from rich.console import Console
@@ -38,4 +39,7 @@ def key_value_table(pairs: Sequence[tuple[str, str]], title: str | None = None) 
 
 
 def console(stderr: bool = False) -> Console:
-    return Console(stderr=stderr, highlight=False, soft_wrap=False)
+    """A console; output to a file or a pipe gets a wide page rather than 80 columns."""
+    probe = Console(stderr=stderr)
+    width = None if probe.is_terminal or os.environ.get("COLUMNS") else 160
+    return Console(stderr=stderr, highlight=False, soft_wrap=False, width=width)

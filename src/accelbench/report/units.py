@@ -27,7 +27,7 @@ def _sig(x: float) -> str:
     """Three significant digits, without scientific notation for everyday magnitudes."""
     if x == 0:
         return "0"
-    digits = max(0, 2 - int(math.floor(math.log10(abs(x)))))
+    digits = max(0, 2 - math.floor(math.log10(abs(x))))
     return f"{x:.{digits}f}"
 
 

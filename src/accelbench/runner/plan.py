@@ -145,7 +145,7 @@ def expand(
                 axes["dtype"] = tuple(d for d in request.dtypes if d in bench.dtypes)
             keys = list(axes)
             for combo in itertools.product(*(axes[k] for k in keys)):
-                params = bench.resolve(dict(zip(keys, combo)))
+                params = bench.resolve(dict(zip(keys, combo, strict=True)))
                 case = Case.make(bench.name, bench.version, bench.family, params,
                                  device.torch_device)
                 planned.setdefault(case, PlannedCase(bench, case, params))

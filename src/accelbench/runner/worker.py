@@ -7,6 +7,7 @@ that case only. `execute_case` is also usable in-process (tests, bench scripts).
 
 from __future__ import annotations
 
+import contextlib
 import signal
 import time
 import traceback
@@ -52,10 +53,8 @@ def execute_case(planned: PlannedCase, device: DeviceInfo, policy: TimingPolicy)
                                time.perf_counter() - t0,
                                {"traceback": traceback.format_exc(limit=20)})
     # Outside the except blocks, so the exception's frames (and tensors) are gone.
-    try:
+    with contextlib.suppress(Exception):  # a broken device must not hide the failure
         release(device)
-    except Exception:  # a broken device after a failure must not hide the failure
-        pass
     return outcome
 
 

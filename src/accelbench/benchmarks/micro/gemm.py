@@ -108,7 +108,9 @@ def measure(ctx: CaseContext, params: dict[str, Any]) -> CaseResult:
         details.update(fp8_format=fp8_name, fp8_output="bfloat16", fp8_scaling="per-tensor")
     return CaseResult(
         timing=timing,
-        rates=(Rate("throughput", flop, "FLOP/s", ctx.peak_flops(dtype)),),
+        # Integer multiplies are operations, not floating-point ones (TOPS in datasheets).
+        rates=(Rate("throughput", flop, "OP/s" if dtype == "int8" else "FLOP/s",
+                    ctx.peak_flops(dtype)),),
         details=details,
     )
 

@@ -1,0 +1,279 @@
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import sys
+
+import pytest
+import torch
+
+from accelbench.env import fingerprint as fp_module
+from accelbench.env.fingerprint import (
+    FORMAT_VERSION,
+    Fingerprint,
+    collect,
+    environment_switches,
+    parse_torch_config,
+)
+from accelbench.env.peaks import lookup
+from accelbench.errors import EXIT_DEVICE, DeviceError, StoreError
+
+ENV = {
+    "HIPBLASLT_LOG_LEVEL": "0",
+    "TORCH_BLAS_PREFER_HIPBLASLT": "1",
+    "NCCL_DEBUG": "WARN",
+    "OMP_NUM_THREADS": "8",
+    "HOME": "/home/someone",
+    "PATH": "/usr/bin",
+    "PYTORCH_API_TOKEN": "secret",
+}
+
+
+# --- the CPU, for real ------------------------------------------------------------------
+
+
+def test_cpu_fingerprint_from_the_installed_torch(fakes):
+    calls = []
+
+    def run(argv):
+        calls.append(argv)
+        return None
+
+    fp = collect("cpu", run=run, environ=ENV)
+    data = fp.to_dict()
+    assert fp.platform == "cpu" and data["platform"] == "cpu"
+    assert fp.device.type == "cpu" and fp.device.index is None
+    assert data["torch"]["version"] == torch.__version__
+    assert data["torch"]["git_version"] == torch.version.git_version
+    assert data["torch"]["blas"]
+    assert data["libraries"]["collective"]["name"] == "gloo"
+    host = data["host"]
+    for key in ("hostname", "cpu_model", "logical_cores", "memory_bytes", "os", "python"):
+        assert host[key], key
+    assert fp.device.name == host["cpu_model"]
+    assert data["devices"] == {"type": "cpu", "count": 1, "names": [host["cpu_model"]]}
+    assert data["packages"]["numpy"]
+    assert data["driver"] == {}
+    assert calls == [], "no vendor tool is run for a CPU fingerprint"
+    key = fp.generation_key
+    assert "| CPU |" in key and key.endswith(f"PyTorch {torch.__version__.split('+')[0]}")
+
+
+def test_cpu_fingerprint_is_stable_and_json_able():
+    first = collect("cpu", run=lambda argv: None, environ=ENV)
+    second = collect("cpu", run=lambda argv: None, environ=ENV)
+    assert re.fullmatch(r"[0-9a-f]{16}", first.fingerprint_id)
+    assert first.fingerprint_id == second.fingerprint_id
+    json.dumps(first.to_dict())
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="this machine has a GPU")
+def test_asking_for_a_gpu_on_a_machine_without_one_is_a_device_error():
+    with pytest.raises(DeviceError) as err:
+        collect("cuda", run=lambda argv: None, environ={})
+    assert err.value.exit_code == EXIT_DEVICE
+    assert "available: cpu" in str(err.value)
+
+
+def test_cuda_on_a_cpu_only_build_names_the_build(fakes):
+    with pytest.raises(DeviceError) as err:
+        collect("cuda", torch_module=fakes.cpu_only(), run=fakes.no_tools, environ={})
+    message = str(err.value)
+    assert "CPU-only build" in message and "available: cpu" in message
+    assert "\n" not in message
+
+
+def test_hidden_gpus_are_named_in_the_error(fakes):
+    env = {"HIP_VISIBLE_DEVICES": ""}
+    with pytest.raises(DeviceError, match="HIP_VISIBLE_DEVICES=''"):
+        collect("cuda:0", torch_module=fakes.mi250x(count=0), run=fakes.no_tools, environ=env)
+
+
+def test_auto_falls_back_on_the_cpu(fakes):
+    fp = collect("auto", torch_module=fakes.cpu_only(), run=fakes.no_tools, environ={})
+    assert fp.device.type == "cpu"
+    assert fp.generation_key.endswith("| CPU | PyTorch 2.5.1")
+
+
+def test_importing_the_fingerprint_module_has_no_side_effects():
+    code = (
+        "import sys, subprocess\n"
+        "calls = []\n"
+        "subprocess.run = lambda *a, **k: calls.append(a)\n"
+        "import accelbench.env.fingerprint, accelbench.env.metadata, accelbench.env.peaks\n"
+        "assert 'torch' not in sys.modules, 'torch imported'\n"
+        "assert not calls, calls\n"
+    )
+    subprocess.run([sys.executable, "-c", code], check=True, timeout=60)
+
+
+# --- ROCm, faked ------------------------------------------------------------------------
+
+
+def test_mi250x_on_rocm_6_2(fakes):
+    fp = collect(
+        "auto", torch_module=fakes.mi250x(), run=fakes.replay("mi250x-rocm6.2"), environ=ENV
+    )
+    data = fp.data
+    assert fp.platform == "rocm"
+    assert fp.device.type == "cuda" and fp.device.index == 0 and fp.device.platform == "rocm"
+    assert fp.device.name == "AMD Instinct MI250X"
+    assert fp.device.arch == "gfx90a"
+    assert fp.device.compute_units == 110 and fp.device.memory_bytes == 68702699520
+    assert data["devices"] == {"type": "cuda", "count": 2, "names": ["AMD Instinct MI250X"] * 2}
+    assert data["runtime"] == {
+        "name": "ROCm",
+        "version": "6.2.41133-dd7f95766",
+        "hip": "6.2.41133-dd7f95766",
+    }
+    assert data["libraries"]["conv"] == {"name": "MIOpen", "version": "3.2.0"}
+    assert data["libraries"]["collective"] == {"name": "RCCL", "version": "2.20.5"}
+    assert data["torch"]["preferred_blas_library"] == "hipblaslt"
+    assert data["torch"]["blas"] == "mkl"
+    assert data["driver"]["tool"] == "amd-smi"
+    assert data["driver"]["driver_version"] == "6.8.5"
+    assert data["driver"]["rocm_version"] == "6.2.0"
+    assert data["driver"]["products"] == ["AMD Instinct MI250X"] * 8
+    assert fp.generation_key == "AMD Instinct MI250X | ROCm 6.2 | PyTorch 2.5.1"
+    assert lookup(fp.device).name == "AMD Instinct MI250X"
+
+
+def test_rocm_driver_falls_back_on_rocm_smi(fakes):
+    replay = fakes.replay("mi250x-rocm6.2")
+
+    def without_amd_smi(argv):
+        return None if argv[0] == "amd-smi" else replay(argv)
+
+    fp = collect("cuda:1", torch_module=fakes.mi250x(), run=without_amd_smi, environ={})
+    assert fp.device.index == 1
+    assert fp.data["driver"] == {
+        "driver_version": "6.8.5",
+        "products": ["AMD Instinct MI250X"] * 8,
+        "tool": "rocm-smi",
+    }
+
+
+def test_a_device_index_out_of_range_names_what_is_there(fakes):
+    with pytest.raises(DeviceError) as err:
+        collect("cuda:3", torch_module=fakes.mi250x(count=2), run=fakes.no_tools, environ={})
+    message = str(err.value)
+    assert err.value.exit_code == EXIT_DEVICE
+    assert "'cuda:3'" in message and "2 cuda device(s)" in message
+    assert "cuda:0..cuda:1 (AMD Instinct MI250X)" in message
+    assert "\n" not in message
+
+
+def test_mi300x_on_rocm_6_3(fakes):
+    fp = collect(
+        "cuda", torch_module=fakes.mi300x(), run=fakes.replay("mi300x-rocm6.3"), environ={}
+    )
+    assert fp.device.arch == "gfx942"
+    assert fp.data["libraries"]["conv"] == {"name": "MIOpen", "version": "3.3.0"}
+    assert fp.data["driver"]["driver_version"] == "6.10.5"
+    assert fp.data["driver"]["rocm_version"] == "6.3.1"
+    assert fp.generation_key == "AMD Instinct MI300X | ROCm 6.3 | PyTorch 2.6.0"
+    assert lookup(fp.device).name == "AMD Instinct MI300X"
+
+
+# --- CUDA, faked ------------------------------------------------------------------------
+
+
+def test_h100_on_cuda_12_4(fakes):
+    fp = collect(
+        "auto",
+        torch_module=fakes.h100(),
+        run=fakes.replay("h100-cuda12.4"),
+        environ={"CUDA_VISIBLE_DEVICES": "0,1", "CUBLAS_WORKSPACE_CONFIG": ":4096:8"},
+    )
+    data = fp.data
+    assert fp.platform == "cuda"
+    assert fp.device.arch == "sm_90" and fp.device.sm == 90
+    assert fp.device.name == "NVIDIA H100 80GB HBM3"
+    assert data["runtime"] == {"name": "CUDA", "version": "12.4", "cuda": "12.4"}
+    assert data["libraries"]["conv"] == {"name": "cuDNN", "version": "9.1.0"}
+    assert data["libraries"]["collective"] == {"name": "NCCL", "version": "2.21.5"}
+    assert data["torch"]["preferred_blas_library"] == "cublaslt"
+    assert data["driver"]["tool"] == "nvidia-smi"
+    assert data["driver"]["driver_version"] == "550.90.07"
+    assert data["driver"]["cuda_driver_version"] == "12.4"
+    assert data["environment"] == {
+        "CUBLAS_WORKSPACE_CONFIG": ":4096:8",
+        "CUDA_VISIBLE_DEVICES": "0,1",
+    }
+    assert fp.generation_key == "NVIDIA H100 80GB HBM3 | CUDA 12.4 | PyTorch 2.5.1"
+    assert lookup(fp.device).name == "NVIDIA H100 SXM5"
+
+
+def test_a_fingerprint_survives_a_missing_vendor_tool(fakes):
+    fp = collect("cuda", torch_module=fakes.h100(), run=fakes.no_tools, environ={})
+    assert fp.data["driver"] == {}
+    assert fp.generation_key == "NVIDIA H100 80GB HBM3 | CUDA 12.4 | PyTorch 2.5.1"
+
+
+# --- storing ----------------------------------------------------------------------------
+
+
+def test_round_trip_through_json_keeps_identity(fakes):
+    fp = collect(
+        "cuda:0", torch_module=fakes.mi250x(), run=fakes.replay("mi250x-rocm6.2"), environ=ENV
+    )
+    stored = json.loads(json.dumps(fp.to_dict()))
+    assert stored["format_version"] == FORMAT_VERSION == 1
+    loaded = Fingerprint.from_dict(stored)
+    assert loaded == fp
+    assert loaded.fingerprint_id == fp.fingerprint_id
+    assert loaded.generation_key == fp.generation_key
+
+
+def test_a_newer_format_is_refused_clearly(fakes):
+    stored = collect("cpu", run=fakes.no_tools, environ={}).to_dict()
+    stored["format_version"] = 2
+    with pytest.raises(StoreError, match="format 2 is not one this accelbench reads"):
+        Fingerprint.from_dict(stored)
+    del stored["format_version"]
+    with pytest.raises(StoreError, match="not a stack fingerprint"):
+        Fingerprint.from_dict(stored)
+
+
+def test_an_environment_switch_changes_the_fingerprint(fakes):
+    def make(env):
+        return collect("cuda", torch_module=fakes.mi250x(), run=fakes.no_tools, environ=env)
+
+    plain, tuned = make({}), make({"TORCH_BLAS_PREFER_HIPBLASLT": "0"})
+    assert plain.fingerprint_id != tuned.fingerprint_id
+    assert plain.generation_key == tuned.generation_key
+
+
+# --- pieces -----------------------------------------------------------------------------
+
+
+def test_environment_switches_keep_what_changes_results_and_no_secrets():
+    assert environment_switches(ENV) == {
+        "HIPBLASLT_LOG_LEVEL": "0",
+        "NCCL_DEBUG": "WARN",
+        "OMP_NUM_THREADS": "8",
+        "TORCH_BLAS_PREFER_HIPBLASLT": "1",
+    }
+
+
+def test_parse_torch_config_reads_the_rocm_build(fakes):
+    assert parse_torch_config(fakes.rocm_config) == {
+        "blas": "mkl",
+        "lapack": "mkl",
+        "cpu_capability": "AVX512",
+        "onednn_version": "3.5.3",
+        "mkl_version": "2022.2",
+        "hip_runtime": "6.2.41133",
+        "miopen_version": "3.2.0",
+    }
+    assert parse_torch_config("") == {}
+    assert parse_torch_config(None) == {}
+
+
+def test_library_versions_are_decoded():
+    assert fp_module._cudnn_version(8902) == "8.9.2"
+    assert fp_module._cudnn_version(90100) == "9.1.0"
+    assert fp_module._miopen_version(3002000) == "3.2.0"
+    assert fp_module._dotted((2, 20, 5)) == "2.20.5"
+    assert fp_module._dotted((2, 21, 5, "+cuda12.4")) == "2.21.5+cuda12.4"
