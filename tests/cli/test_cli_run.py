@@ -1,0 +1,106 @@
+"""The main job for real on this CPU: the quick suite, stored, reported, read back."""
+
+import csv
+import io
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from accelbench.cli.main import main
+
+
+def _accelbench(*args, timeout=600):
+    return subprocess.run([sys.executable, "-m", "accelbench", *args], capture_output=True,
+                          text=True, timeout=timeout)
+
+
+@pytest.fixture(scope="module")
+def quick_run(tmp_path_factory):
+    """One real run of the quick suite, shared by the tests below."""
+    store = tmp_path_factory.mktemp("quick") / "results.sqlite"
+    result = _accelbench("run", "--suite", "quick", "--device", "cpu", "--store", str(store))
+    return store, result
+
+
+def test_quick_suite_runs_every_case_and_stores_it(quick_run):
+    store, result = quick_run
+    assert result.returncode == 0, result.stderr
+    assert "Report: " in result.stdout
+    report = result.stdout.split("Report: ")[1].split()[0]
+    text = Path(report).read_text(encoding="utf-8")
+    assert "| gemm |" in text and "GFLOP/s" in text
+
+    from accelbench.store import Store
+
+    with Store.open(store, create=False) as opened:
+        stored = opened.load_run("latest")
+    statuses = {m.case.label: m.status for m in stored.measurements}
+    assert statuses and set(statuses.values()) == {"ok"}, statuses
+    assert {m.case.benchmark for m in stored.measurements} == {"gemm", "memory", "launch"}
+    assert stored.record.status == "complete"
+    assert stored.fingerprint["platform"] == "cpu"
+    for m in stored.measurements:
+        assert m.samples and all(s > 0 for s in m.samples)
+        assert m.primary.value > 0
+    # Progress went to stderr, one line per case.
+    assert result.stderr.count("✓") == len(stored.measurements)
+
+
+def test_reading_commands_on_the_stored_run(quick_run, capsys):
+    store, _ = quick_run
+    assert main(["runs", "--store", str(store), "--json"]) == 0
+    runs = json.loads(capsys.readouterr().out)
+    assert len(runs) == 1 and runs[0]["status"] == "complete"
+
+    assert main(["show", runs[0]["id"][:12], "--store", str(store)]) == 0
+    assert "gemm" in capsys.readouterr().out
+
+    assert main(["export", "--format", "csv", "--store", str(store)]) == 0
+    rows = list(csv.DictReader(io.StringIO(capsys.readouterr().out)))
+    assert {r["benchmark"] for r in rows} == {"gemm", "memory", "launch"}
+
+    assert main(["export", "--store", str(store)]) == 0
+    exported = json.loads(capsys.readouterr().out)
+    assert exported["format_version"] == 1 and exported["runs"][0]["measurements"]
+
+    assert main(["report", "-o", "-", "--store", str(store)]) == 0
+    assert capsys.readouterr().out.startswith("# accelbench run ")
+
+
+def test_run_json_and_a_failing_case_give_a_nonzero_exit(tmp_path):
+    store = tmp_path / "r.sqlite"
+    result = _accelbench("run", "--bench", "gemm", "--dtype", "fp32", "tf32", "-p", "shape=64",
+                         "--max-time", "0.1", "--store", str(store), "--json", "--no-report")
+    assert result.returncode == 1, result.stderr
+    data = json.loads(result.stdout)
+    status = {m["case"]["params"]["dtype"]: m["status"] for m in data["measurements"]}
+    assert status == {"fp32": "ok", "tf32": "failed"}
+    assert data["report"] is None and data["status"] == "failed"
+
+
+def test_list_shows_every_benchmark_with_parameters(capsys):
+    assert main(["list", "--json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    names = {b["name"] for b in data["benchmarks"]}
+    assert {"gemm", "memory", "launch"} <= names
+    gemm = next(b for b in data["benchmarks"] if b["name"] == "gemm")
+    assert {p["name"] for p in gemm["params"]} == {"shape", "dtype", "batch"}
+    assert "bf16" in gemm["dtypes"] and gemm["version"]
+    assert [s["name"] for s in data["suites"]] == ["quick", "standard", "full"]
+
+
+def test_reading_commands_do_not_import_torch(quick_run):
+    store, _ = quick_run
+    code = (
+        "import sys\n"
+        "from accelbench.cli.main import main\n"
+        f"for argv in (['runs'], ['show'], ['report', '-o', '-'], ['export'], ['list']):\n"
+        f"    assert main(argv + (['--store', {str(store)!r}] if argv[0] != 'list' else [])) == 0\n"
+        "assert 'torch' not in sys.modules, 'torch was imported'\n"
+    )
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                            timeout=120)
+    assert result.returncode == 0, result.stderr
