@@ -56,3 +56,20 @@ def test_a_missing_device_is_refused_before_anything_is_stored(store_path):
                         SAMPLE_REGISTRY)
         assert store.list_runs() == []
     assert info.value.exit_code == EXIT_DEVICE
+
+
+def test_ctrl_c_keeps_what_was_measured_and_marks_the_run_interrupted(store_path):
+    from accelbench.errors import EXIT_INTERRUPTED
+    from accelbench.runner.session import SilentListener
+
+    class StopAfterFirst(SilentListener):
+        def finished(self, index, measurement):
+            raise KeyboardInterrupt
+
+    request = Request(benches=("ok",), overrides={"n": ("10", "20", "30")}, timing=FAST)
+    with Store.open(store_path) as store:
+        outcome = run_session(request, store, SAMPLE_REGISTRY, listener=StopAfterFirst())
+        stored = store.load_run(outcome.run_id)
+    assert outcome.exit_code == EXIT_INTERRUPTED
+    assert stored.record.status == "interrupted"
+    assert [m.case.param_dict["n"] for m in stored.measurements] == [10]
