@@ -90,3 +90,60 @@ def test_fn_really_runs_the_counted_number_of_times():
     clock = FakeClock(cost=1e-3)
     timing = measure(lambda: calls.append(1), clock, TimingPolicy(max_time=0.1))
     assert len(calls) == clock.calls == timing.warmup_calls + timing.number * len(timing.samples)
+
+
+class ThreadRanks:
+    """Ranks as threads: a real exchange of values through a barrier, as a group would."""
+
+    def __init__(self, world_size: int) -> None:
+        import threading
+
+        self._barrier = threading.Barrier(world_size)
+        self._values = [0.0] * world_size
+        self.world_size = world_size
+
+    def coordinator(self, rank: int):
+        ranks = self
+
+        class Coordinator:
+            def _exchange(self, value):
+                ranks._barrier.wait()
+                ranks._values[rank] = value
+                ranks._barrier.wait()
+                seen = list(ranks._values)
+                ranks._barrier.wait()
+                return seen
+
+            def slowest(self, seconds):
+                return max(self._exchange(seconds))
+
+            def agree(self, value):
+                return self._exchange(value)[0]
+
+        return Coordinator()
+
+
+def test_ranks_agree_on_every_decision_and_take_the_slowest_rank():
+    import threading
+
+    ranks = ThreadRanks(2)
+    # Rank 1 is twice as slow and noisier: left alone it would stop at another time.
+    clocks = [FakeClock(cost=1e-3, noise=0.001, seed=1), FakeClock(cost=2e-3, noise=0.05, seed=2)]
+    results = [None, None]
+    policy = TimingPolicy(max_time=0.5)
+
+    def run(rank):
+        results[rank] = measure(lambda: None, clocks[rank], policy,
+                                coordinator=ranks.coordinator(rank))
+
+    threads = [threading.Thread(target=run, args=(r,)) for r in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=60)
+    a, b = results
+    assert a.samples == b.samples and a.number == b.number
+    assert a.warmup_calls == b.warmup_calls and a.stop_reason == b.stop_reason
+    assert clocks[0].calls == clocks[1].calls
+    # Every sample is at least the slow rank's nominal time.
+    assert min(a.samples) > 1.6e-3

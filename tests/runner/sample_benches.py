@@ -55,3 +55,55 @@ SAMPLE_REGISTRY = Registry([
     _decl("crashes", crashes),
     _decl("hangs", hangs, timeout=3.0),
 ])
+
+
+def dist_sum(ctx, params):
+    """An all-reduce whose exact result is known, then timed."""
+    import torch
+    import torch.distributed as dist
+
+    world = ctx.dist.world_size
+    check = torch.full((4,), float(ctx.dist.rank + 1))
+    dist.all_reduce(check)
+    if check[0].item() != world * (world + 1) / 2:
+        raise CaseFailed(f"wrong sum {check[0].item()}")
+    data = torch.ones(params["n"])
+    timing = ctx.time(lambda: dist.all_reduce(data))
+    return CaseResult(timing, rates=(Rate("bandwidth", 4.0 * params["n"], "B/s"),),
+                      details={"world": world})
+
+
+def dist_rank1_dies(ctx, params):
+    import torch.distributed as dist
+
+    if ctx.dist.rank == 1:
+        os._exit(3)
+    dist.barrier()
+
+
+def dist_rank1_hangs(ctx, params):
+    import torch.distributed as dist
+
+    if ctx.dist.rank == 1:
+        time.sleep(3600)
+    dist.barrier()
+
+
+def dist_rank1_fails(ctx, params):
+    if ctx.dist.rank == 1:
+        raise CaseFailed("only rank 1 saw this")
+    return ok(ctx, {"n": 10})
+
+
+def _dist(name, fn, timeout=60.0, params=()):
+    return Benchmark(name, "collective", f"test: {name}", f"sample_benches:{fn.__name__}",
+                     params, timeout_s=timeout, distributed=True)
+
+
+DIST_REGISTRY = Registry([
+    _decl("ok", ok, params=(Param("n", "int", 1000, minimum=1),)),
+    _dist("dist_sum", dist_sum, params=(Param("n", "int", 1024, minimum=1),)),
+    _dist("dist_dies", dist_rank1_dies),
+    _dist("dist_hangs", dist_rank1_hangs, timeout=8.0),
+    _dist("dist_fails", dist_rank1_fails),
+])

@@ -39,6 +39,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="stop sampling once the median's 95%% CI is within ±PCT%%")
     parser.add_argument("--flush-cache", action="store_true",
                         help="flush device caches before every sample (kernel benchmarks)")
+    parser.add_argument("--nproc-per-node", type=int, default=1, metavar="N",
+                        help="ranks for distributed benchmarks (collectives, data-parallel "
+                        "training), started on this node with torchrun")
+    parser.add_argument("--backend", choices=("nccl", "gloo", "mpi"),
+                        help="torch.distributed backend (default: nccl on GPUs — RCCL on "
+                        "ROCm — and gloo on the CPU)")
     parser.add_argument("--timeout", type=float, metavar="S",
                         help="fail a case that takes longer than this (default: per benchmark)")
     parser.add_argument("--report", metavar="FILE",
@@ -81,14 +87,16 @@ def build_request(args: argparse.Namespace) -> Any:
         dtypes=split_list(args.dtype),
         device=args.device,
         timing=timing,
+        nproc_per_node=args.nproc_per_node,
+        backend=args.backend,
     )
 
 
 def run(args: argparse.Namespace) -> int:
     from accelbench.benchmarks import REGISTRY
-    from accelbench.cli.report_cmd import default_report_path, write_report
     from accelbench.env.device import parse_device_spec
-    from accelbench.report.terminal import console, results_table
+    from accelbench.report.terminal import console
+    from accelbench.runner.distributed import launched_by_torchrun
     from accelbench.runner.plan import validate
     from accelbench.runner.session import run_session
 
@@ -96,17 +104,53 @@ def run(args: argparse.Namespace) -> int:
     validate(request, REGISTRY)  # bad names and values fail here, before anything starts
     parse_device_spec(request.device)
     err = console(stderr=True)
+    listener = TerminalListener(err)
+    if launched_by_torchrun():
+        return _run_as_rank(args, request, listener)
     with open_store(args, create=True) as store:
-        listener = TerminalListener(err)
         outcome = run_session(request, store, REGISTRY, argv=sys.argv[1:], listener=listener,
                               case_timeout=args.timeout)
         listener.close()
-        report = None
-        if not args.no_report:
-            path = Path(args.report) if args.report else default_report_path(store.path,
-                                                                             outcome.run_id)
-            report = write_report(store.load_run(outcome.run_id), path)
+        report = _write_report(args, store, outcome)
         store_location = store.path
+    return _finish(args, outcome, store_location, report)
+
+
+def _run_as_rank(args: argparse.Namespace, request: Any, listener: TerminalListener) -> int:
+    """Under torchrun: every rank measures; rank 0 stores, reports and prints."""
+    from contextlib import ExitStack
+
+    from accelbench.benchmarks import REGISTRY
+    from accelbench.runner.rank_session import run_as_rank
+
+    with ExitStack() as stack:
+        opened: list[Any] = []  # only rank 0 opens the store
+
+        def open_once() -> Any:
+            opened.append(stack.enter_context(open_store(args, create=True)))
+            return opened[0]
+
+        outcome = run_as_rank(request, REGISTRY, open_once, argv=sys.argv[1:],
+                              listener=listener)
+        listener.close()
+        if outcome is None:
+            return 0
+        report = _write_report(args, opened[0], outcome)
+        return _finish(args, outcome, opened[0].path, report)
+
+
+def _write_report(args: argparse.Namespace, store: Any, outcome: Any) -> Path | None:
+    from accelbench.cli.report_cmd import default_report_path, write_report
+
+    if args.no_report:
+        return None
+    path = Path(args.report) if args.report else default_report_path(store.path, outcome.run_id)
+    return write_report(store.load_run(outcome.run_id), path)
+
+
+def _finish(args: argparse.Namespace, outcome: Any, store_location: Path,
+            report: Path | None) -> int:
+    from accelbench.report.terminal import console, results_table
 
     if args.json:
         print_json({

@@ -6,8 +6,28 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from accelbench.core.timing import Clock, Timing, TimingPolicy, measure
+from accelbench.core.timing import SOLO, Clock, Coordinator, Timing, TimingPolicy, measure
 from accelbench.env.device import DeviceInfo
+
+
+@dataclass(frozen=True)
+class DistInfo:
+    """This process's place in a torch.distributed job (the default process group)."""
+
+    rank: int
+    world_size: int
+    local_rank: int
+    local_world_size: int
+    backend: str  # "nccl" (RCCL on ROCm builds), "gloo", "mpi"
+
+    @property
+    def nodes(self) -> int:
+        return max(1, self.world_size // max(1, self.local_world_size))
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"rank": self.rank, "world_size": self.world_size, "local_rank": self.local_rank,
+                "local_world_size": self.local_world_size, "nodes": self.nodes,
+                "backend": self.backend}
 
 
 @dataclass
@@ -16,9 +36,16 @@ class CaseContext:
     clock: Clock
     policy: TimingPolicy
     flush: Callable[[], Any] | None = None  # clears device caches; used when policy asks
+    dist: DistInfo | None = None  # set when the case runs on every rank of a job
+    coordinator: Coordinator = SOLO  # keeps the ranks' timing decisions in step
 
     def time(self, fn: Callable[[], Any]) -> Timing:
-        return measure(fn, self.clock, self.policy, self.flush)
+        return measure(fn, self.clock, self.policy, self.flush, self.coordinator)
+
+    @property
+    def is_reporting_rank(self) -> bool:
+        """Only rank 0's result is stored."""
+        return self.dist is None or self.dist.rank == 0
 
     def peak_flops(self, dtype: str) -> float | None:
         """Published dense peak of this device for dtype, in FLOP/s (None if unknown)."""

@@ -34,6 +34,9 @@ class Benchmark:
     params: tuple[Param, ...] = ()
     devices: tuple[str, ...] = ("cpu", "cuda")
     timeout_s: float = 300.0  # per case, enforced by the supervising runner
+    # Runs on every rank of a torch.distributed job at once (collectives, data-parallel
+    # training); the runner launches the ranks and stores rank 0's result.
+    distributed: bool = False
 
     def __post_init__(self) -> None:
         if self.family not in FAMILIES:
@@ -80,6 +83,7 @@ class Benchmark:
             "dtypes": list(self.dtypes),
             "params": [p.describe() for p in self.params],
             "timeout_s": self.timeout_s,
+            "distributed": self.distributed,
         }
 
 

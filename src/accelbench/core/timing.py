@@ -86,6 +86,34 @@ class SynchronizingClock:
         return time.perf_counter() - start
 
 
+class Coordinator(Protocol):
+    """Keeps the ranks of a distributed case in step while they are timed.
+
+    Every rank must make the same decisions (how many warm-up calls, calls per sample,
+    when to stop), or their collectives would no longer match; and a sample of work
+    spread over ranks takes as long as its slowest rank.
+    """
+
+    def slowest(self, seconds: float) -> float:
+        """The largest of this value over all ranks."""
+
+    def agree(self, value: int) -> int:
+        """Rank 0's value, on every rank."""
+
+
+class Solo:
+    """The coordinator of a single process: nothing to agree with."""
+
+    def slowest(self, seconds: float) -> float:
+        return seconds
+
+    def agree(self, value: int) -> int:
+        return value
+
+
+SOLO = Solo()
+
+
 @dataclass(frozen=True)
 class TimingPolicy:
     """How long and how hard to measure one case."""
@@ -130,21 +158,32 @@ class Timing:
         return summarize(self.samples, self.confidence)
 
 
+_STOPS = (None, STOP_CONVERGED, STOP_TIME, STOP_SAMPLES)  # agreed on by index
+
+
 def measure(
     fn: Callable[[], Any],
     clock: Clock,
     policy: TimingPolicy = TimingPolicy(),
     flush: Callable[[], Any] | None = None,
+    coordinator: Coordinator = SOLO,
 ) -> Timing:
-    """Time fn adaptively; see the module docstring."""
+    """Time fn adaptively; see the module docstring.
+
+    With several ranks, each sample is the slowest rank's and every decision is rank
+    0's, so all ranks call fn the same number of times.
+    """
     import scipy.stats  # noqa: F401  (imported now so its first import is not timed)
 
     # Warm-up: at least a few calls and at least warmup_time, by the same clock.
     warm_start = clock.now()
     per_call: list[float] = []
-    while len(per_call) < policy.min_warmup_calls or clock.now() - warm_start < policy.warmup_time:
+    while True:
         per_call.append(clock.time(fn, 1))
-        if len(per_call) >= 10_000:
+        more = len(per_call) < 10_000 and (
+            len(per_call) < policy.min_warmup_calls or clock.now() - warm_start < policy.warmup_time
+        )
+        if not coordinator.agree(int(more)):
             break
     # The fastest recent call estimates the cost of one call; the first calls
     # often include one-off work (allocation, autotuning) and are left out.
@@ -155,25 +194,30 @@ def measure(
         number = 1
     else:
         number = min(policy.max_block_calls, max(1, math.ceil(policy.block_time / estimate)))
+    number = coordinator.agree(number)
 
     samples: list[float] = []
     start = clock.now()
-    reason = STOP_SAMPLES
-    while len(samples) < policy.max_samples:
+    while True:
         if flushing:
             flush()
-        samples.append(clock.time(fn, number) / number)
-        if len(samples) >= policy.min_samples:
-            summary = summarize(samples, policy.confidence)
-            if summary.ci_exact and summary.rel_ci <= policy.target_rel_ci:
-                reason = STOP_CONVERGED
-                break
-        if clock.now() - start >= policy.max_time and len(samples) >= min(
-            policy.min_samples, 3
-        ):
-            reason = STOP_TIME
-            break
-    return Timing(tuple(samples), number, len(per_call), reason, policy.confidence)
+        samples.append(coordinator.slowest(clock.time(fn, number)) / number)
+        stop = _stop_reason(samples, policy, clock.now() - start)
+        stop = _STOPS[coordinator.agree(_STOPS.index(stop))]
+        if stop is not None:
+            return Timing(tuple(samples), number, len(per_call), stop, policy.confidence)
+
+
+def _stop_reason(samples: list[float], policy: TimingPolicy, elapsed: float) -> str | None:
+    if len(samples) >= policy.min_samples:
+        summary = summarize(samples, policy.confidence)
+        if summary.ci_exact and summary.rel_ci <= policy.target_rel_ci:
+            return STOP_CONVERGED
+    if elapsed >= policy.max_time and len(samples) >= min(policy.min_samples, 3):
+        return STOP_TIME
+    if len(samples) >= policy.max_samples:
+        return STOP_SAMPLES
+    return None
 
 
 def noise_warnings(timing: Timing, policy: TimingPolicy) -> tuple[str, ...]:

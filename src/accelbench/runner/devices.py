@@ -9,9 +9,11 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from accelbench.core.context import CaseContext
+from accelbench.core.context import CaseContext, DistInfo
 from accelbench.core.timing import (
+    SOLO,
     Clock,
+    Coordinator,
     DeviceEventClock,
     PerfCounterClock,
     SynchronizingClock,
@@ -22,9 +24,15 @@ from accelbench.env.device import DeviceInfo
 _MIB = 1 << 20
 
 
-def make_context(device: DeviceInfo, policy: TimingPolicy) -> CaseContext:
+def make_context(
+    device: DeviceInfo,
+    policy: TimingPolicy,
+    dist: DistInfo | None = None,
+    coordinator: Coordinator = SOLO,
+) -> CaseContext:
     flush = make_flush(device) if policy.flush_cache else None
-    return CaseContext(device=device, clock=make_clock(device), policy=policy, flush=flush)
+    return CaseContext(device=device, clock=make_clock(device), policy=policy, flush=flush,
+                       dist=dist, coordinator=coordinator)
 
 
 def make_clock(device: DeviceInfo) -> Clock:

@@ -82,6 +82,8 @@ class Request:
     dtypes: tuple[str, ...] = ()  # --dtype
     device: str = "auto"
     timing: Mapping[str, Any] = field(default_factory=dict)  # --max-time etc.
+    nproc_per_node: int = 1  # ranks for distributed benchmarks (torchrun on this node)
+    backend: str | None = None  # collective backend; default from the device
 
 
 def validate(request: Request, registry: Registry) -> Suite:
@@ -104,6 +106,10 @@ def validate(request: Request, registry: Registry) -> Suite:
         for bench in owners:
             for value in values:
                 bench.resolve({name: value})
+    if request.nproc_per_node < 1:
+        raise UserError("--nproc-per-node must be at least 1")
+    if request.backend is not None and request.backend not in ("nccl", "gloo", "mpi"):
+        raise UserError(f"unknown backend {request.backend!r} (backends: nccl, gloo, mpi)")
     timing_policy(suite, request)
     return suite
 
@@ -125,6 +131,13 @@ class PlannedCase:
     benchmark: Benchmark
     case: Case
     params: Mapping[str, Any]
+
+    def on_world(self, world_size: int, backend: str) -> PlannedCase:
+        """The same case for a job of `world_size` ranks: part of what is compared."""
+        identity = {**dict(self.case.params), "world_size": world_size, "backend": backend}
+        case = Case.make(self.case.benchmark, self.case.version, self.case.family, identity,
+                         self.case.device)
+        return PlannedCase(self.benchmark, case, self.params)
 
 
 def expand(

@@ -83,6 +83,7 @@ def run_session(
     case_timeout: float | None = None,
 ) -> Outcome:
     from accelbench.env.fingerprint import Fingerprint
+    from accelbench.runner.distributed import check_backend
 
     listener = listener or SilentListener()
     suite = validate(request, registry)
@@ -91,10 +92,13 @@ def run_session(
 
     worker = Worker()
     try:
-        answer = _ask_fingerprint(worker, request.device)
-        fingerprint = Fingerprint.from_dict(answer)
+        fingerprint = Fingerprint.from_dict(_ask_fingerprint(worker, request.device))
         device: DeviceInfo = fingerprint.device
         cases = expand(request, suite, registry, device)
+        if any(c.benchmark.distributed for c in cases):
+            backend = check_backend(request.backend, device.type)
+            cases = [c.on_world(request.nproc_per_node, backend) if c.benchmark.distributed
+                     else c for c in cases]
         run_id = store.begin_run(
             fingerprint=fingerprint.to_dict(),
             fingerprint_id=fingerprint.fingerprint_id,
@@ -107,21 +111,32 @@ def run_session(
         )
         outcome = Outcome(run_id, fingerprint)
         listener.planned(cases, fingerprint, run_id)
+
+        def timeout_for(planned: PlannedCase) -> float:
+            return case_timeout or planned.benchmark.timeout_s
+
+        def record(index: int, measurement: Measurement) -> None:
+            store.add_measurement(run_id, measurement)
+            outcome.measurements.append(measurement)
+            listener.finished(index, measurement)
+
         try:
-            for index, planned in enumerate(cases):
-                listener.started(index, planned)
-                timeout = case_timeout or planned.benchmark.timeout_s
-                started = time.time()
-                try:
-                    reply = worker.ask(("case", planned, device, policy), timeout)
-                    measurement = _measurement_from(reply, planned, started)
-                except WorkerLost as lost:
-                    measurement = not_measured(planned.case, STATUS_FAILED, str(lost), started,
-                                               time.time() - started)
-                    worker = Worker()  # a fresh process for the cases that remain
-                store.add_measurement(run_id, measurement)
-                outcome.measurements.append(measurement)
-                listener.finished(index, measurement)
+            for first, segment in _segments(cases):
+                if segment[0].benchmark.distributed:
+                    _run_distributed(segment, first, device, policy, request, timeout_for,
+                                     listener, record)
+                    continue
+                for offset, planned in enumerate(segment):
+                    listener.started(first + offset, planned)
+                    started = time.time()
+                    try:
+                        reply = worker.ask(("case", planned, device, policy), timeout_for(planned))
+                        measurement = _measurement_from(reply, planned, started)
+                    except WorkerLost as lost:
+                        measurement = not_measured(planned.case, STATUS_FAILED, str(lost),
+                                                   started, time.time() - started)
+                        worker = Worker()  # a fresh process for the cases that remain
+                    record(first + offset, measurement)
         except KeyboardInterrupt:
             outcome.interrupted = True
             worker.kill()
@@ -129,6 +144,38 @@ def run_session(
         return outcome
     finally:
         worker.stop()
+
+
+def _segments(cases: Sequence[PlannedCase]) -> list[tuple[int, list[PlannedCase]]]:
+    """Consecutive cases that run the same way: in the worker, or across ranks."""
+    out: list[tuple[int, list[PlannedCase]]] = []
+    for index, planned in enumerate(cases):
+        if out and out[-1][1][0].benchmark.distributed == planned.benchmark.distributed:
+            out[-1][1].append(planned)
+        else:
+            out.append((index, [planned]))
+    return out
+
+
+def _run_distributed(
+    segment: list[PlannedCase],
+    first: int,
+    device: DeviceInfo,
+    policy: Any,
+    request: Request,
+    timeout_for: Any,
+    listener: Listener,
+    record: Any,
+) -> None:
+    from accelbench.runner.distributed import check_backend
+    from accelbench.runner.launcher import RankGroup
+
+    group = RankGroup(request.nproc_per_node, check_backend(request.backend, device.type))
+    group.run(
+        segment, device, policy, timeout_for,
+        on_start=lambda i: listener.started(first + i, segment[i]),
+        on_result=lambda i, m: record(first + i, m),
+    )
 
 
 def _ask_fingerprint(worker: Worker, device: str) -> dict[str, Any]:

@@ -13,6 +13,7 @@ import time
 import traceback
 from typing import Any
 
+from accelbench.core.context import DistInfo
 from accelbench.core.measurement import (
     STATUS_FAILED,
     STATUS_SKIPPED,
@@ -22,12 +23,18 @@ from accelbench.core.measurement import (
     from_result,
     not_measured,
 )
-from accelbench.core.timing import TimingPolicy, noise_warnings
+from accelbench.core.timing import SOLO, Coordinator, TimingPolicy, noise_warnings
 from accelbench.env.device import DeviceInfo
 from accelbench.runner.plan import PlannedCase
 
 
-def execute_case(planned: PlannedCase, device: DeviceInfo, policy: TimingPolicy) -> Measurement:
+def execute_case(
+    planned: PlannedCase,
+    device: DeviceInfo,
+    policy: TimingPolicy,
+    dist: DistInfo | None = None,
+    coordinator: Coordinator = SOLO,
+) -> Measurement:
     """Measure one case; every outcome, failures included, becomes a Measurement."""
     from accelbench.runner.devices import make_context, release
 
@@ -40,7 +47,7 @@ def execute_case(planned: PlannedCase, device: DeviceInfo, policy: TimingPolicy)
                             f"{planned.benchmark.name} does not run on {device.type} devices",
                             started, 0.0)
     try:
-        ctx = make_context(device, policy)
+        ctx = make_context(device, policy, dist, coordinator)
         result = planned.benchmark.load()(ctx, dict(planned.params))
         outcome = from_result(case, result, noise_warnings(result.timing, policy),
                               started, time.perf_counter() - t0)

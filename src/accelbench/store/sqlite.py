@@ -243,25 +243,38 @@ class Store:
 
     def add_measurement(self, run_id: str, m: Measurement) -> None:
         """Store one measurement, committed before this returns."""
-        case = m.case
         with self._write() as conn:
-            cursor = conn.execute(
-                "INSERT INTO measurements (run_id, case_key, benchmark, benchmark_version,"
-                " family, params, device, dtype, status, reason, samples, number, warnings,"
-                " details, started_at, duration_s, confidence, record)"
-                " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                (run_id, case.key, case.benchmark, case.version, case.family,
-                 _dumps(case.param_dict), case.device, case.dtype, m.status, m.reason,
-                 _dumps(list(m.samples)), m.number, _dumps(list(m.warnings)),
-                 _dumps(m.details), m.started_at, m.duration_s, m.confidence,
-                 _dumps(m.to_dict())),
+            _insert_measurement(conn, run_id, m)
+
+    def import_run(self, stored: StoredRun) -> bool:
+        """Copy a run read from another store or an export into this one, with its id.
+
+        Idempotent on the run id: a run already here is left as it is and False is
+        returned; otherwise the run, its fingerprint and its measurements are written in
+        one transaction and True is returned.
+        """
+        record = stored.record
+        with self._write() as conn:
+            if conn.execute("SELECT 1 FROM runs WHERE id = ?", (record.id,)).fetchone():
+                return False
+            conn.execute(
+                "INSERT OR IGNORE INTO fingerprints (id, generation_key, data, first_seen)"
+                " VALUES (?, ?, ?, ?)",
+                (record.fingerprint_id, record.generation_key, _dumps(stored.fingerprint),
+                 record.started_at),
             )
-            conn.executemany(
-                "INSERT INTO figures (measurement_id, name, value, unit, higher_is_better,"
-                " peak, pct_of_peak) VALUES (?, ?, ?, ?, ?, ?, ?)",
-                [(cursor.lastrowid, f.name, f.value, f.unit, int(f.higher_is_better), f.peak,
-                  f.pct_of_peak) for f in m.figures],
+            conn.execute(
+                "INSERT INTO runs (id, started_at, finished_at, status, suite, argv, device,"
+                " generation_key, fingerprint_id, host, accelbench_version, format_version)"
+                " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                (record.id, record.started_at, record.finished_at, record.status,
+                 record.suite, _dumps(list(record.argv)), record.device,
+                 record.generation_key, record.fingerprint_id, record.host,
+                 record.accelbench_version, FORMAT_VERSION),
             )
+            for m in stored.measurements:
+                _insert_measurement(conn, record.id, m)
+        return True
 
     def finish_run(self, run_id: str, status: str, finished_at: float | None = None) -> None:
         if status not in RUN_STATUSES:
@@ -404,6 +417,27 @@ def _unused_run_id(conn: sqlite3.Connection, started_at: float) -> str:
         if not conn.execute("SELECT 1 FROM runs WHERE id = ?", (run_id,)).fetchone():
             return run_id
     raise StoreError(f"no free run id left for {stamp}")
+
+
+def _insert_measurement(conn: sqlite3.Connection, run_id: str, m: Measurement) -> None:
+    case = m.case
+    cursor = conn.execute(
+        "INSERT INTO measurements (run_id, case_key, benchmark, benchmark_version,"
+        " family, params, device, dtype, status, reason, samples, number, warnings,"
+        " details, started_at, duration_s, confidence, record)"
+        " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        (run_id, case.key, case.benchmark, case.version, case.family,
+         _dumps(case.param_dict), case.device, case.dtype, m.status, m.reason,
+         _dumps(list(m.samples)), m.number, _dumps(list(m.warnings)),
+         _dumps(m.details), m.started_at, m.duration_s, m.confidence,
+         _dumps(m.to_dict())),
+    )
+    conn.executemany(
+        "INSERT INTO figures (measurement_id, name, value, unit, higher_is_better,"
+        " peak, pct_of_peak) VALUES (?, ?, ?, ?, ?, ?, ?)",
+        [(cursor.lastrowid, f.name, f.value, f.unit, int(f.higher_is_better), f.peak,
+          f.pct_of_peak) for f in m.figures],
+    )
 
 
 def _run_record(row: sqlite3.Row) -> RunRecord:

@@ -1,0 +1,418 @@
+"""Convolution throughput (MIOpen on ROCm, cuDNN on CUDA, oneDNN on the CPU).
+
+One case is one layer in one direction: forward, backward-data (the input gradient) or
+backward-weight (the weight gradient), 2-D or 3-D, in NCHW or channels-last. Every
+direction does 2 * N * K * prod(output size) * (C / groups) * prod(kernel) FLOP.
+
+Algorithm selection is a parameter. With `search` on, `torch.backends.cudnn.benchmark`
+is set for the case: cuDNN times its candidate algorithms, and PyTorch's ROCm build calls
+MIOpen's find step with exhaustive search (unless `torch.backends.miopen.immediate` is
+set). The search happens on the first call of each problem in a process, so that call is
+timed on its own, and the search time (first call minus one steady-state call) is
+reported apart from the steady-state throughput; with search off the first call is
+reported too, for contrast (on ROCm it includes compiling or loading MIOpen's kernels).
+The library flags in force, and on ROCm the MIOpen environment settings, are recorded.
+
+Correctness comes first: the same call on a batch of CHECK_BATCH is checked in full
+against a float64 CPU reference of the same (already rounded) inputs, then one image of
+the full-size result is checked too (forward and backward-data).
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+import os
+import time
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import Any
+
+from accelbench.benchmarks.micro.conv_shapes import ConvLayer, layer_problem, parse_layer
+from accelbench.core.context import CaseContext
+from accelbench.core.dtypes import DTYPES, unsupported_reason
+from accelbench.core.measurement import CaseFailed, CaseResult, CaseSkipped, Figure, Rate
+from accelbench.core.params import Param
+from accelbench.core.registry import Benchmark
+from accelbench.env.device import DeviceInfo
+
+CONV_DTYPES = ("fp32", "fp16", "bf16")
+DIRECTIONS = ("fwd", "bwd-data", "bwd-weight")
+LAYOUTS = ("nchw", "channels-last")
+
+# Largest accepted ||out - ref|| / ||ref|| against float64 on the same rounded inputs:
+# accumulation and output rounding, plus the extra error of Winograd and FFT algorithms
+# that a search may pick.
+TOLERANCE = {"fp32": 1e-4, "fp16": 1e-2, "bf16": 3e-2}
+
+CHECK_BATCH = 2  # the small case, checked in full
+MEMORY_HEADROOM = 0.9  # skip a case whose tensors need more than this share of the device
+
+FLOP_FORMULA = "2 * N * K * prod(output size) * (C / groups) * prod(kernel), every direction"
+
+CONV_LIBRARY = {"rocm": "MIOpen", "cuda": "cuDNN", "cpu": "oneDNN (mkldnn)"}
+
+OPS = {
+    "fwd": "torch.nn.functional.conv{dims}d",
+    "bwd-data": "torch.ops.aten.convolution_backward, output_mask=(True, False, False)",
+    "bwd-weight": "torch.ops.aten.convolution_backward, output_mask=(False, True, False)",
+}
+
+
+@dataclass
+class ConvProblem:
+    """Tensors of one convolution, the bare call to time and how to read its result."""
+
+    layer: ConvLayer
+    x: Any  # input, N x C x (D x) H x W
+    w: Any  # weight, K x C/groups x (T x) R x S
+    grad_out: Any  # gradient of the output, N x K x output size (backward directions)
+    call: Callable[[], Any]
+    direction: str
+
+    def run(self) -> Any:
+        """One call, returning the tensor the direction computes."""
+        out = self.call()
+        if self.direction == "bwd-data":
+            return out[0]
+        if self.direction == "bwd-weight":
+            return out[1]
+        return out
+
+
+def measure(ctx: CaseContext, params: dict[str, Any]) -> CaseResult:
+    """Refuse what cannot run, check the result, time the first call, then the steady state."""
+    import torch
+
+    layer = parse_layer(params["layer"])
+    batch, dtype, direction = params["batch"], params["dtype"], params["direction"]
+    layout, search = params["layout"], params["search"]
+    reason = unsupported_reason(ctx.device, dtype)
+    if reason:
+        raise CaseFailed(reason)
+    needed = tensor_bytes(layer, batch, DTYPES[dtype].bytes)
+    memory = ctx.device.memory_bytes
+    if memory and needed > MEMORY_HEADROOM * memory:
+        raise CaseSkipped(
+            f"needs about {needed / 2**30:.1f} GiB for its tensors; the device has "
+            f"{memory / 2**30:.1f} GiB"
+        )
+    device = torch.device(ctx.device.torch_device)
+    tolerance = TOLERANCE[dtype]
+
+    with conv_settings(torch, search, dtype):
+        small = make_problem(torch, device, layer, min(batch, CHECK_BATCH), dtype, layout,
+                             direction, seed=1)
+        small_error = relative_error(torch, small, small.run())
+        _check(small_error, tolerance, dtype, f"batch {min(batch, CHECK_BATCH)}")
+        del small
+
+        problem = make_problem(torch, device, layer, batch, dtype, layout, direction, seed=0)
+        first_call, result = first_call_seconds(torch, ctx.device, problem.run)
+        details: dict[str, Any] = {}
+        if batch > CHECK_BATCH and direction != "bwd-weight":
+            full_error = relative_error(torch, problem, result, image=0)
+            _check(full_error, tolerance, dtype, f"image 0 of batch {batch}")
+            details["check_rel_error_full"] = full_error
+        output_format = memory_format_name(torch, result)
+        del result
+
+        timing = ctx.time(problem.call)
+        flags = library_flags(torch)
+
+    steady = timing.summary().median
+    search_time = max(first_call - steady, 0.0)
+    flop = layer.flop(batch)
+    details.update({
+        "layer": params["layer"],
+        "problem": layer.describe(),
+        "dims": layer.dims,
+        "batch": batch,
+        "in_channels": layer.in_channels,
+        "input_size": list(layer.size),
+        "out_channels": layer.out_channels,
+        "output_size": list(layer.output_size),
+        "kernel": list(layer.kernel),
+        "stride": list(layer.stride),
+        "padding": list(layer.padding),
+        "groups": layer.groups,
+        "dilation": list(layer.dilation),
+        "occurs_in_network": layer.occurs,
+        "flop_per_call": flop,
+        "flop_formula": FLOP_FORMULA,
+        "op": OPS[direction].format(dims=layer.dims),
+        "layout": layout,
+        "output_memory_format": output_format,
+        "first_call_s": first_call,
+        "check_rel_error_small": small_error,
+        "check_tolerance": tolerance,
+        "check": (
+            f"batch {min(batch, CHECK_BATCH)} in full (and image 0 of the full batch for "
+            "fwd and bwd-data) against a float64 CPU reference"
+        ),
+        **library_settings(ctx.device, flags, os.environ),
+    })
+    if search:
+        details["search_time_s"] = search_time
+        details["search_time_formula"] = "first call - median steady-state call"
+    figures = [Figure("first_call_time", first_call, "s", higher_is_better=False)]
+    if search:
+        figures.insert(0, Figure("search_time", search_time, "s", higher_is_better=False))
+    return CaseResult(
+        timing=timing,
+        rates=(Rate("throughput", flop, "FLOP/s", ctx.peak_flops(dtype)),),
+        figures=tuple(figures),
+        details=details,
+    )
+
+
+def tensor_bytes(layer: ConvLayer, batch: int, element_bytes: int) -> int:
+    """Bytes of input, weight, output gradient and result of the largest direction."""
+    inputs = batch * layer.in_channels * math.prod(layer.size)
+    outputs = batch * layer.out_channels * math.prod(layer.output_size)
+    weights = layer.out_channels * (layer.in_channels // layer.groups) * math.prod(layer.kernel)
+    return element_bytes * (2 * inputs + outputs + 2 * weights)
+
+
+@contextmanager
+def conv_settings(torch: Any, search: bool, dtype: str) -> Iterator[None]:
+    """Set cudnn.benchmark to `search` and, for fp32, forbid TF32; restore both after.
+
+    A worker process runs many cases, so nothing set here may outlive the case.
+    """
+    cudnn = torch.backends.cudnn
+    previous = (cudnn.benchmark, cudnn.allow_tf32)
+    cudnn.benchmark = search
+    if dtype == "fp32":
+        cudnn.allow_tf32 = False
+    try:
+        yield
+    finally:
+        cudnn.benchmark, cudnn.allow_tf32 = previous
+
+
+def library_flags(torch: Any) -> dict[str, Any]:
+    """The PyTorch switches that decide how convolutions are chosen and computed."""
+    cudnn = torch.backends.cudnn
+    flags: dict[str, Any] = {
+        "cudnn.enabled": bool(cudnn.enabled),
+        "cudnn.benchmark": bool(cudnn.benchmark),
+        "cudnn.deterministic": bool(cudnn.deterministic),
+        "cudnn.allow_tf32": bool(cudnn.allow_tf32),
+        "mkldnn.enabled": bool(torch.backends.mkldnn.enabled),
+    }
+    limit = getattr(cudnn, "benchmark_limit", None)
+    if limit is not None:
+        flags["cudnn.benchmark_limit"] = int(limit)
+    miopen = getattr(torch.backends, "miopen", None)
+    if miopen is not None and hasattr(miopen, "immediate"):
+        flags["miopen.immediate"] = bool(miopen.immediate)
+    return flags
+
+
+def library_settings(
+    device: DeviceInfo, flags: Mapping[str, Any], environ: Mapping[str, str]
+) -> dict[str, Any]:
+    """What to store with a result about the convolution library and its settings.
+
+    A pure function of the device, the PyTorch flags and the environment, so the ROCm
+    recording is tested with faked devices.
+    """
+    from accelbench.env.fingerprint import environment_switches
+
+    platform = device.platform
+    out: dict[str, Any] = {
+        "conv_library": CONV_LIBRARY.get(platform, f"PyTorch's {platform} kernels"),
+        "flags": dict(flags),
+        "algorithm_selection": _selection(platform, flags),
+    }
+    if platform == "rocm":
+        miopen = {
+            name: value
+            for name, value in environment_switches(environ).items()
+            if name.startswith("MIOPEN_")
+        }
+        out["miopen_env"] = miopen
+        out["miopen_find_mode"] = miopen.get("MIOPEN_FIND_MODE", "unset (MIOpen's default)")
+        out["miopen_find_enforce"] = miopen.get("MIOPEN_FIND_ENFORCE", "unset (MIOpen's default)")
+        out["miopen_user_db_path"] = miopen.get(
+            "MIOPEN_USER_DB_PATH", "unset (MIOpen's default, under the home directory)"
+        )
+    return out
+
+
+def _selection(platform: str, flags: Mapping[str, Any]) -> str:
+    benchmark = bool(flags.get("cudnn.benchmark"))
+    if platform == "rocm":
+        if flags.get("miopen.immediate"):
+            return ("MIOpen immediate mode: a solution from the find database or heuristics, "
+                    "no search (torch.backends.miopen.immediate)")
+        if benchmark:
+            return ("MIOpen find with exhaustive search, once per problem per process "
+                    "(torch.backends.cudnn.benchmark); results also go to MIOpen's user "
+                    "find database")
+        return ("MIOpen find without exhaustive search (the find mode decides; answers "
+                "from the find database when it has them)")
+    if platform == "cuda":
+        if benchmark:
+            return ("cuDNN benchmark: candidate algorithms timed once per problem per "
+                    "process (torch.backends.cudnn.benchmark)")
+        return "cuDNN heuristics, no search"
+    return f"the {platform} library picks its implementation; the search flag has no effect"
+
+
+def make_problem(
+    torch: Any,
+    device: Any,
+    layer: ConvLayer,
+    batch: int,
+    dtype: str,
+    layout: str,
+    direction: str,
+    seed: int,
+) -> ConvProblem:
+    """Seeded inputs uniform in [-1, 1) in the layout asked for, and the bare call."""
+    storage = getattr(torch, DTYPES[dtype].torch_name)
+    generator = torch.Generator(device=device).manual_seed(seed)
+    if layout == "channels-last":
+        memory_format = torch.channels_last if layer.dims == 2 else torch.channels_last_3d
+    else:
+        memory_format = torch.contiguous_format
+
+    def uniform(*shape: int) -> Any:
+        x = torch.rand(*shape, generator=generator, device=device, dtype=storage)
+        return x.mul_(2).sub_(1).contiguous(memory_format=memory_format)
+
+    x = uniform(batch, layer.in_channels, *layer.size)
+    w = uniform(layer.out_channels, layer.in_channels // layer.groups, *layer.kernel)
+    stride, padding, dilation = list(layer.stride), list(layer.padding), list(layer.dilation)
+    if direction == "fwd":
+        conv = getattr(torch.nn.functional, f"conv{layer.dims}d")
+        call = functools.partial(conv, x, w, None, stride, padding, dilation, layer.groups)
+        return ConvProblem(layer, x, w, None, call, direction)
+    grad_out = uniform(batch, layer.out_channels, *layer.output_size)
+    mask = [direction == "bwd-data", direction == "bwd-weight", False]
+    # The op autograd runs for a convolution's backward pass, asked for one gradient.
+    call = functools.partial(
+        torch.ops.aten.convolution_backward, grad_out, x, w, None, stride, padding,
+        dilation, False, [0] * layer.dims, layer.groups, mask,
+    )
+    return ConvProblem(layer, x, w, grad_out, call, direction)
+
+
+def reference(torch: Any, problem: ConvProblem, image: int | None = None) -> Any:
+    """The float64 CPU result of the problem's direction on the very same inputs."""
+    layer = problem.layer
+
+    def cpu64(t: Any, batched: bool = True) -> Any:
+        if batched and image is not None:
+            t = t[image : image + 1]
+        return t.detach().cpu().to(torch.float64).contiguous()
+
+    x, w = cpu64(problem.x), cpu64(problem.w, batched=False)
+    stride, padding, dilation = list(layer.stride), list(layer.padding), list(layer.dilation)
+    if problem.direction == "fwd":
+        conv = getattr(torch.nn.functional, f"conv{layer.dims}d")
+        return conv(x, w, None, stride, padding, dilation, layer.groups)
+    mask = [problem.direction == "bwd-data", problem.direction == "bwd-weight", False]
+    grads = torch.ops.aten.convolution_backward(
+        cpu64(problem.grad_out), x, w, None, stride, padding, dilation, False,
+        [0] * layer.dims, layer.groups, mask,
+    )
+    return grads[0] if problem.direction == "bwd-data" else grads[1]
+
+
+def relative_error(torch: Any, problem: ConvProblem, result: Any, image: int | None = None) -> float:
+    """||result - ref|| / ||ref|| over the whole result, or one image of it."""
+    want = reference(torch, problem, image)
+    got = result if image is None else result[image : image + 1]
+    got = got.detach().cpu().to(torch.float64)
+    diff = float((got - want).square().sum())
+    norm = float(want.square().sum())
+    if norm == 0.0:
+        return 0.0 if diff == 0.0 else float("inf")
+    return (diff / norm) ** 0.5
+
+
+def first_call_seconds(
+    torch: Any, device: DeviceInfo, fn: Callable[[], Any]
+) -> tuple[float, Any]:
+    """Wall time of one call, device work included, and what it returned.
+
+    Host time is what matters here: an algorithm search runs on the host, launching and
+    timing candidate kernels.
+    """
+    sync: Callable[[], Any] = torch.cuda.synchronize if device.type == "cuda" else _nothing
+    sync()
+    start = time.perf_counter()
+    result = fn()
+    sync()
+    return time.perf_counter() - start, result
+
+
+def _nothing() -> None:
+    return None
+
+
+def memory_format_name(torch: Any, t: Any) -> str:
+    """How the library laid out its result: "channels-last", "nchw", "both" or "strided"."""
+    last = torch.channels_last if t.dim() == 4 else torch.channels_last_3d
+    channels_last, contiguous = t.is_contiguous(memory_format=last), t.is_contiguous()
+    if channels_last and contiguous:
+        return "both"  # sizes of 1 make the two layouts coincide
+    if channels_last:
+        return "channels-last"
+    return "nchw" if contiguous else "strided"
+
+
+def _check(error: float, tolerance: float, dtype: str, where: str) -> None:
+    if not error <= tolerance:
+        raise CaseFailed(
+            f"wrong result: relative error {error:.3g} exceeds tolerance {tolerance:.3g} "
+            f"for {dtype} ({where} checked against a float64 reference)"
+        )
+
+
+BENCHMARK = Benchmark(
+    name="conv",
+    family="micro",
+    summary="Convolution throughput (FLOP/s) per layer of real networks, fwd and bwd, "
+    "with and without algorithm search",
+    entry="accelbench.benchmarks.micro.conv:measure",
+    params=(
+        Param(
+            "layer",
+            "str",
+            "resnet50.layer1.0.conv2",
+            help="a named layer NETWORK.MODULE (resnet50, vgg16, densenet121, mobilenet_v2, "
+            "resnext50_32x4d, r3d_18) or C:HxW:K:RxS[:STRIDE[:PAD[:GROUPS[:DILATION]]]]",
+            check=layer_problem,
+        ),
+        Param("batch", "int", 32, help="images per call (N)", minimum=1),
+        Param(
+            "direction",
+            "str",
+            "fwd",
+            help="forward, gradient of the input (bwd-data) or of the weight (bwd-weight)",
+            choices=DIRECTIONS,
+        ),
+        Param("dtype", "str", "fp32", help="element type (fp32 without TF32)",
+              choices=CONV_DTYPES),
+        Param(
+            "layout",
+            "str",
+            "nchw",
+            help="memory layout of input, weight and gradients (NCDHW / NDHWC for 3-D)",
+            choices=LAYOUTS,
+        ),
+        Param(
+            "search",
+            "bool",
+            False,
+            help="algorithm search: torch.backends.cudnn.benchmark (MIOpen find on ROCm)",
+        ),
+    ),
+    devices=("cpu", "cuda"),
+    timeout_s=600.0,
+)

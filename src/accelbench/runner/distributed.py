@@ -1,0 +1,110 @@
+"""torch.distributed plumbing: the job a process belongs to, its group, its coordinator.
+
+Environment variables follow torchrun's (RANK, WORLD_SIZE, LOCAL_RANK,
+LOCAL_WORLD_SIZE, MASTER_ADDR/MASTER_PORT). The backend named "nccl" is RCCL on ROCm
+builds of PyTorch; "gloo" serves the CPU; "mpi" exists where PyTorch was built with it.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import os
+from collections.abc import Mapping
+from typing import Any
+
+from accelbench.core.context import DistInfo
+from accelbench.errors import DeviceError, UserError
+
+BACKENDS = ("nccl", "gloo", "mpi")
+
+
+def launched_by_torchrun(environ: Mapping[str, str] | None = None) -> bool:
+    env = os.environ if environ is None else environ
+    return all(k in env for k in ("RANK", "WORLD_SIZE", "LOCAL_RANK"))
+
+
+def default_backend(device_type: str) -> str:
+    """NCCL (RCCL on ROCm) for GPUs, Gloo for the CPU."""
+    return "nccl" if device_type == "cuda" else "gloo"
+
+
+def check_backend(backend: str | None, device_type: str) -> str:
+    """Validate a --backend value against the device, without starting anything."""
+    if backend is None:
+        return default_backend(device_type)
+    if backend not in BACKENDS:
+        raise UserError(f"unknown backend {backend!r} (backends: {', '.join(BACKENDS)})")
+    if backend == "nccl" and device_type != "cuda":
+        raise UserError("the nccl backend (RCCL on ROCm) needs a GPU device; use gloo on cpu")
+    return backend
+
+
+def info_from_env(backend: str, environ: Mapping[str, str] | None = None) -> DistInfo:
+    env = os.environ if environ is None else environ
+    world = int(env["WORLD_SIZE"])
+    return DistInfo(
+        rank=int(env["RANK"]),
+        world_size=world,
+        local_rank=int(env["LOCAL_RANK"]),
+        local_world_size=int(env.get("LOCAL_WORLD_SIZE", world)),
+        backend=backend,
+    )
+
+
+def init_group(backend: str, device_type: str, timeout_s: float) -> DistInfo:
+    """Join the job's default process group; each rank on its own local device."""
+    import torch
+    import torch.distributed as dist
+
+    info = info_from_env(backend)
+    if backend == "mpi" and not dist.is_mpi_available():
+        raise DeviceError("the mpi backend is not available in this PyTorch build")
+    if backend == "nccl" and not dist.is_nccl_available():
+        raise DeviceError("the nccl backend (RCCL/NCCL) is not available in this PyTorch build")
+    if device_type == "cuda":
+        if info.local_rank >= torch.cuda.device_count():
+            raise DeviceError(
+                f"local rank {info.local_rank} has no GPU: {torch.cuda.device_count()} visible"
+            )
+        torch.cuda.set_device(info.local_rank)
+    if not dist.is_initialized():
+        dist.init_process_group(backend, timeout=dt.timedelta(seconds=timeout_s))
+    return info
+
+
+def shutdown_group() -> None:
+    import torch.distributed as dist
+
+    if dist.is_available() and dist.is_initialized():
+        dist.destroy_process_group()
+
+
+class GroupCoordinator:
+    """Timing decisions through the default process group (see core.timing.Coordinator)."""
+
+    def __init__(self, device: Any) -> None:
+        import torch
+        import torch.distributed as dist
+
+        self._torch = torch
+        self._dist = dist
+        self._device = device
+
+    def slowest(self, seconds: float) -> float:
+        value = self._torch.tensor([seconds], dtype=self._torch.float64, device=self._device)
+        self._dist.all_reduce(value, op=self._dist.ReduceOp.MAX)
+        return float(value.item())
+
+    def agree(self, value: int) -> int:
+        data = self._torch.tensor([value], dtype=self._torch.int64, device=self._device)
+        self._dist.broadcast(data, src=0)
+        return int(data.item())
+
+
+def gather_outcomes(status: str, reason: str | None) -> list[tuple[str, str | None]]:
+    """Every rank's (status, reason) of the case just run, on every rank."""
+    import torch.distributed as dist
+
+    out: list[Any] = [None] * dist.get_world_size()
+    dist.all_gather_object(out, (status, reason))
+    return out
