@@ -10,18 +10,18 @@ import pytest
 
 from accelbench.benchmarks import REGISTRY
 from accelbench.core.dtypes import DTYPES
-from accelbench.core.registry import Benchmark
+from accelbench.core.registry import FAMILIES, Benchmark
 
 
-def test_registry_lists_the_micro_benchmarks() -> None:
-    assert REGISTRY.names() == ["gemm", "memory", "launch"]
+def test_registry_lists_the_micro_benchmarks_first() -> None:
+    assert REGISTRY.names()[:5] == ["gemm", "memory", "launch", "conv", "attention"]
     assert len(set(REGISTRY.names())) == len(REGISTRY)
 
 
 @pytest.mark.parametrize("bench", list(REGISTRY), ids=lambda b: b.name)
 def test_declaration_is_complete(bench: Benchmark) -> None:
-    assert bench.family == "micro"
-    assert bench.devices == ("cpu", "cuda")
+    assert bench.family in FAMILIES
+    assert "cpu" in bench.devices and "cuda" in bench.devices
     assert 0 < bench.timeout_s <= 900
     assert callable(bench.load())
     assert len(bench.version) == 12

@@ -39,7 +39,8 @@ def test_quick_suite_runs_every_case_and_stores_it(quick_run):
         stored = opened.load_run("latest")
     statuses = {m.case.label: m.status for m in stored.measurements}
     assert statuses and set(statuses.values()) == {"ok"}, statuses
-    assert {m.case.benchmark for m in stored.measurements} == {"gemm", "memory", "launch"}
+    assert {"gemm", "memory", "launch", "conv", "attention"} <= {
+        m.case.benchmark for m in stored.measurements}
     assert stored.record.status == "complete"
     assert stored.fingerprint["platform"] == "cpu"
     for m in stored.measurements:
@@ -60,7 +61,7 @@ def test_reading_commands_on_the_stored_run(quick_run, capsys):
 
     assert main(["export", "--format", "csv", "--store", str(store)]) == 0
     rows = list(csv.DictReader(io.StringIO(capsys.readouterr().out)))
-    assert {r["benchmark"] for r in rows} == {"gemm", "memory", "launch"}
+    assert {"gemm", "memory", "launch"} <= {r["benchmark"] for r in rows}
 
     assert main(["export", "--store", str(store)]) == 0
     exported = json.loads(capsys.readouterr().out)

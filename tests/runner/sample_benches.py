@@ -41,6 +41,15 @@ def hangs(ctx, params):
     time.sleep(3600)
 
 
+def pid(ctx, params):
+    timing = ctx.time(lambda: None)
+    return CaseResult(timing, details={"pid": os.getpid()})
+
+
+def mode_key(params):
+    return params["mode"]
+
+
 def _decl(name, fn, timeout=60.0, params=()):
     return Benchmark(name, "validation", f"test: {name}", f"sample_benches:{fn.__name__}",
                      params, timeout_s=timeout)
@@ -54,6 +63,9 @@ SAMPLE_REGISTRY = Registry([
     _decl("skips", skips),
     _decl("crashes", crashes),
     _decl("hangs", hangs, timeout=3.0),
+    _decl("pid", pid),
+    Benchmark("keyed_pid", "validation", "test: separate workers per mode",
+              "sample_benches:pid", (Param("mode", "str", "a"),), worker_key=mode_key),
 ])
 
 

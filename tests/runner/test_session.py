@@ -73,3 +73,28 @@ def test_ctrl_c_keeps_what_was_measured_and_marks_the_run_interrupted(store_path
     assert outcome.exit_code == EXIT_INTERRUPTED
     assert stored.record.status == "interrupted"
     assert [m.case.param_dict["n"] for m in stored.measurements] == [10]
+
+
+def test_cases_with_different_worker_keys_never_share_a_process(store_path):
+    from accelbench.runner import session
+
+    order = [("keyed_pid", "a"), ("keyed_pid", "a"), ("keyed_pid", "b"), ("pid", None),
+             ("keyed_pid", "a")]
+    original_expand = session.expand
+
+    def ordered_expand(request, suite, registry, device):
+        planned = {(p.benchmark.name, p.params.get("mode")): p
+                   for p in original_expand(request, suite, registry, device)}
+        return [planned[item] for item in order]
+
+    request = Request(benches=("keyed_pid", "pid"), overrides={"mode": ("a", "b")},
+                      timing=FAST)
+    with Store.open(store_path) as store:
+        with pytest.MonkeyPatch.context() as mp:
+            mp.setattr(session, "expand", ordered_expand)
+            outcome = session.run_session(request, store, SAMPLE_REGISTRY)
+    pids = [m.details["pid"] for m in outcome.measurements]
+    assert pids[0] == pids[1]  # same key: same worker
+    assert pids[2] != pids[1]  # another key: a fresh worker
+    assert pids[3] == pids[2]  # no key: any worker will do
+    assert pids[4] not in (pids[2], pids[0])  # back to "a": fresh again

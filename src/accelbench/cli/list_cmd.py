@@ -51,7 +51,9 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _describe_param(p: Param) -> str:
+    from rich.markup import escape
+
     text = f"{p.name}={p.default}"
     if p.choices:
         text += f"  [{' | '.join(str(c) for c in p.choices)}]"
-    return text
+    return escape(text)

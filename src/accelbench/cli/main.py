@@ -8,9 +8,16 @@ import sys
 
 from accelbench import __version__
 from accelbench.cli import (
+    baseline_cmd,
+    compare_cmd,
+    diagnose_cmd,
     env_cmd,
     export_cmd,
+    generations_cmd,
+    history_cmd,
     list_cmd,
+    merge_cmd,
+    profile_cmd,
     report_cmd,
     run_cmd,
     runs_cmd,
@@ -19,7 +26,8 @@ from accelbench.cli import (
 from accelbench.errors import EXIT_INTERRUPTED, EXIT_USAGE, UserError
 
 # Every command, in the order `accelbench --help` lists them.
-COMMANDS = (run_cmd, list_cmd, env_cmd, runs_cmd, show_cmd, report_cmd, export_cmd)
+COMMANDS = (run_cmd, list_cmd, env_cmd, runs_cmd, show_cmd, report_cmd, export_cmd, profile_cmd,
+            compare_cmd, generations_cmd, history_cmd, diagnose_cmd, baseline_cmd, merge_cmd)
 
 
 class Parser(argparse.ArgumentParser):

@@ -48,7 +48,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--timeout", type=float, metavar="S",
                         help="fail a case that takes longer than this (default: per benchmark)")
     parser.add_argument("--report", metavar="FILE",
-                        help="where to write the Markdown report (default: beside the store)")
+                        help="where to write the HTML report, or Markdown if FILE ends in .md "
+                        "(default: reports/RUN.html beside the store)")
     parser.add_argument("--no-report", action="store_true", help="do not write a report file")
     add_store(parser)
     add_json(parser)
@@ -165,6 +166,11 @@ def _finish(args: argparse.Namespace, outcome: Any, store_location: Path,
         out = console()
         title = f"Run {outcome.run_id}: {outcome.fingerprint.generation_key}"
         out.print(results_table(outcome.measurements, title=title))
+        from accelbench.benchmarks.collectives.summary import summary_table
+
+        sweeps = summary_table(outcome.measurements)
+        if sweeps is not None:
+            out.print(sweeps)
         failed = len(outcome.failed)
         summary = f"{len(outcome.measurements)} cases, {failed} failed" + (
             " (interrupted)" if outcome.interrupted else "")

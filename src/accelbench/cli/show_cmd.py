@@ -38,4 +38,9 @@ def run(args: argparse.Namespace) -> int:
     if args.env:
         out.print(key_value_table(rows(stored.fingerprint), title="Stack"))
     out.print(results_table(stored.measurements))
+    from accelbench.benchmarks.collectives.summary import summary_table
+
+    sweeps = summary_table(stored.measurements)
+    if sweeps is not None:
+        out.print(sweeps)
     return 0

@@ -13,7 +13,7 @@ import difflib
 import hashlib
 import importlib
 import importlib.util
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from functools import cache
 from typing import Any
@@ -37,6 +37,10 @@ class Benchmark:
     # Runs on every rank of a torch.distributed job at once (collectives, data-parallel
     # training); the runner launches the ranks and stores rank 0's result.
     distributed: bool = False
+    # Cases with different keys never share a worker process: for state a case leaves
+    # in the process that would change what a later case measures (PyTorch keeps the
+    # convolution algorithm it picked for a problem for the life of the process).
+    worker_key: Callable[[Mapping[str, Any]], str] | None = None
 
     def __post_init__(self) -> None:
         if self.family not in FAMILIES:

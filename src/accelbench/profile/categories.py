@@ -30,8 +30,9 @@ _MEMORY_OP = re.compile(
     r"^aten::(copy_|_copy_from|_copy_from_and_resize|_to_copy|to|clone|contiguous|fill_|"
     r"zero_|_foreach_copy_)$"
 )
-# Runtime calls that put a kernel on a stream (CUDA runtime and driver, HIP).
-_LAUNCH = re.compile(r"^(cuda|cu|hip)\w*Launch\w*Kernel")
+# Runtime calls that put kernels on a stream (CUDA runtime and driver, HIP), a graph
+# launch included: its kernels carry the launch's correlation id.
+_LAUNCH = re.compile(r"^(cuda|cu|hip)\w*Launch\w*Kernel|^(cuda|cu|hip)GraphLaunch")
 
 
 def device_category(cat: str, name: str) -> str:

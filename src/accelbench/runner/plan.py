@@ -26,7 +26,7 @@ if sys.version_info >= (3, 11):
 else:  # pragma: no cover
     import tomli as tomllib
 
-SUITES = ("quick", "standard", "full")
+SUITES = ("quick", "standard", "full", "generations")
 DEVICE_CLASSES = ("any", "cpu", "gpu", "cuda", "rocm", "xpu", "mps")
 
 
@@ -104,7 +104,7 @@ def validate(request: Request, registry: Registry) -> Suite:
             names = ", ".join(b.name for b in selected)
             raise UserError(f"no selected benchmark has a parameter {name!r} ({names})")
         for bench in owners:
-            for value in values:
+            for value in spread_values(bench, name, values):
                 bench.resolve({name: value})
     if request.nproc_per_node < 1:
         raise UserError("--nproc-per-node must be at least 1")
@@ -140,6 +140,15 @@ class PlannedCase:
         return PlannedCase(self.benchmark, case, self.params)
 
 
+def spread_values(bench: Benchmark, name: str, values: tuple[Any, ...]) -> tuple[Any, ...]:
+    """A parameter's values with sweeps spread out: a parameter that has an `expand`
+    method turns one value (e.g. the size sweep `8:1G:x2`) into several."""
+    expand_value = getattr(bench.param(name), "expand", None)
+    if expand_value is None:
+        return tuple(values)
+    return tuple(dict.fromkeys(v for value in values for v in expand_value(value)))
+
+
 def expand(
     request: Request, suite: Suite, registry: Registry, device: DeviceInfo
 ) -> list[PlannedCase]:
@@ -150,10 +159,10 @@ def expand(
         bench = registry.get(name)
         grids = [e.grid for e in suite.entries if e.bench == name and e.applies_to(device)]
         for grid in grids or [{}]:
-            axes = dict(grid)
+            axes = {k: spread_values(bench, k, v) for k, v in grid.items()}
             for param, values in request.overrides.items():
                 if bench.param(param) is not None:
-                    axes[param] = values
+                    axes[param] = spread_values(bench, param, values)
             if request.dtypes and bench.param("dtype") is not None:
                 axes["dtype"] = tuple(d for d in request.dtypes if d in bench.dtypes)
             keys = list(axes)

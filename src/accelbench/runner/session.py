@@ -120,6 +120,7 @@ def run_session(
             outcome.measurements.append(measurement)
             listener.finished(index, measurement)
 
+        worker_keys: set[str] = set()  # the worker keys of cases this worker has run
         try:
             for first, segment in _segments(cases):
                 if segment[0].benchmark.distributed:
@@ -127,6 +128,13 @@ def run_session(
                                      listener, record)
                     continue
                 for offset, planned in enumerate(segment):
+                    key = planned.benchmark.worker_key(planned.params) \
+                        if planned.benchmark.worker_key else ""
+                    if key:
+                        if worker_keys - {key}:
+                            worker.stop()
+                            worker, worker_keys = Worker(), set()
+                        worker_keys.add(key)
                     listener.started(first + offset, planned)
                     started = time.time()
                     try:
@@ -135,7 +143,7 @@ def run_session(
                     except WorkerLost as lost:
                         measurement = not_measured(planned.case, STATUS_FAILED, str(lost),
                                                    started, time.time() - started)
-                        worker = Worker()  # a fresh process for the cases that remain
+                        worker, worker_keys = Worker(), set()  # fresh, for the rest
                     record(first + offset, measurement)
         except KeyboardInterrupt:
             outcome.interrupted = True

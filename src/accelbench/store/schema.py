@@ -85,6 +85,24 @@ MIGRATIONS: list[tuple[str, list[str]]] = [
             "CREATE INDEX runs_generation_key ON runs(generation_key)",
         ],
     ),
+    (
+        # Profiles (`accelbench profile`): where the traces are and their analysis, as
+        # versioned JSON (accelbench.profile.analysis.FORMAT_VERSION).
+        "002_profiles",
+        [
+            """CREATE TABLE profiles (
+                id INTEGER PRIMARY KEY,
+                run_id TEXT NOT NULL REFERENCES runs(id),
+                case_key TEXT NOT NULL,
+                benchmark TEXT NOT NULL,
+                label TEXT NOT NULL,
+                trace_paths TEXT NOT NULL,
+                analysis TEXT NOT NULL,
+                created_at REAL NOT NULL
+            )""",
+            "CREATE INDEX profiles_run_id ON profiles(run_id)",
+        ],
+    ),
 ]
 
 KNOWN_MIGRATIONS = frozenset(name for name, _ in MIGRATIONS)

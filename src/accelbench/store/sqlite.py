@@ -73,6 +73,20 @@ class StoredRun:
     measurements: tuple[Measurement, ...]  # in the order they were added
 
 
+@dataclass(frozen=True)
+class StoredProfile:
+    """A profile of one case of a run: its trace files and their analysis (JSON)."""
+
+    id: int
+    run_id: str
+    case_key: str
+    benchmark: str
+    label: str
+    trace_paths: tuple[str, ...]
+    analysis: dict[str, Any]
+    created_at: float
+
+
 _RUNS_QUERY = """
 SELECT r.*,
        COALESCE(SUM(m.status = 'ok'), 0) AS n_ok,
@@ -287,7 +301,46 @@ class Store:
             if cursor.rowcount == 0:
                 raise StoreError(f"no run {run_id} in result store {self.path}")
 
+    def add_profile(
+        self,
+        run_id: str,
+        *,
+        case_key: str,
+        benchmark: str,
+        label: str,
+        trace_paths: Sequence[str],
+        analysis: dict[str, Any],
+        created_at: float | None = None,
+    ) -> int:
+        """Store the profile of one case of a run; returns its id."""
+        with self._write() as conn:
+            cursor = conn.execute(
+                "INSERT INTO profiles (run_id, case_key, benchmark, label, trace_paths,"
+                " analysis, created_at) VALUES (?, ?, ?, ?, ?, ?, ?)",
+                (run_id, case_key, benchmark, label, _dumps(list(trace_paths)),
+                 _dumps(analysis), time.time() if created_at is None else created_at),
+            )
+        return int(cursor.lastrowid or 0)
+
     # -- reading ---------------------------------------------------------------------
+
+    def profiles_for_run(self, ref: str) -> list[StoredProfile]:
+        """The profiles of a run (an id, a unique prefix or "latest"), oldest first."""
+        run_id = self.resolve_run(ref)
+        rows = self._query("SELECT * FROM profiles WHERE run_id = ? ORDER BY id", (run_id,))
+        out = []
+        for row in rows:
+            try:
+                paths, analysis = json.loads(row["trace_paths"]), json.loads(row["analysis"])
+            except ValueError as e:
+                raise StoreError(
+                    f"result store {self.path}: cannot read profile {row['id']}: {e}"
+                ) from None
+            out.append(StoredProfile(row["id"], row["run_id"], row["case_key"],
+                                     row["benchmark"], row["label"], tuple(paths), analysis,
+                                     row["created_at"]))
+        return out
+
 
     def list_runs(self, limit: int | None = None) -> list[RunRecord]:
         """Runs, newest first."""

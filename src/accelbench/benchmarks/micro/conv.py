@@ -12,10 +12,13 @@ timed on its own, and the search time (first call minus one steady-state call) i
 reported apart from the steady-state throughput; with search off the first call is
 reported too, for contrast (on ROCm it includes compiling or loading MIOpen's kernels).
 The library flags in force, and on ROCm the MIOpen environment settings, are recorded.
+PyTorch keeps the algorithm it chose for a problem until the process ends, whatever
+cudnn.benchmark says later, so a GPU case whose problem this worker already ran is
+marked with a warning (`algorithm_cache: warm`).
 
-Correctness comes first: the same call on a batch of CHECK_BATCH is checked in full
-against a float64 CPU reference of the same (already rounded) inputs, then one image of
-the full-size result is checked too (forward and backward-data).
+Nothing is timed in steady state before it is checked: the same call on a batch of
+CHECK_BATCH is checked in full against a float64 CPU reference of the same (already
+rounded) inputs, and one image of the full-size result too (forward and backward-data).
 """
 
 from __future__ import annotations
@@ -52,6 +55,11 @@ MEMORY_HEADROOM = 0.9  # skip a case whose tensors need more than this share of 
 FLOP_FORMULA = "2 * N * K * prod(output size) * (C / groups) * prod(kernel), every direction"
 
 CONV_LIBRARY = {"rocm": "MIOpen", "cuda": "cuDNN", "cpu": "oneDNN (mkldnn)"}
+
+# Problems this process has already run on a GPU. PyTorch keeps the algorithm it chose
+# for a problem for the life of the process (cuDNN and MIOpen paths alike) and looks it up
+# before it looks at cudnn.benchmark, so a problem seen before keeps its first algorithm.
+_PROBLEMS_SEEN: set[tuple[Any, ...]] = set()
 
 OPS = {
     "fwd": "torch.nn.functional.conv{dims}d",
@@ -102,16 +110,29 @@ def measure(ctx: CaseContext, params: dict[str, Any]) -> CaseResult:
     tolerance = TOLERANCE[dtype]
 
     with conv_settings(torch, search, dtype):
-        small = make_problem(torch, device, layer, min(batch, CHECK_BATCH), dtype, layout,
-                             direction, seed=1)
-        small_error = relative_error(torch, small, small.run())
-        _check(small_error, tolerance, dtype, f"batch {min(batch, CHECK_BATCH)}")
-        del small
+        deterministic = bool(torch.backends.cudnn.deterministic)
+
+        def problem_key(n: int) -> tuple[Any, ...]:
+            return (ctx.device.torch_device, layer, n, dtype, layout, direction, deterministic)
+
+        details: dict[str, Any] = {}
+        small_batch = min(batch, CHECK_BATCH)
+        if batch > CHECK_BATCH:  # else the full-size problem is small, checked in full below
+            small = make_problem(torch, device, layer, small_batch, dtype, layout, direction,
+                                 seed=1)
+            algorithm_cache_note(ctx.device, problem_key(small_batch), _PROBLEMS_SEEN)
+            small_error = relative_error(torch, small, small.run())
+            _check(small_error, tolerance, dtype, f"batch {small_batch}")
+            del small
 
         problem = make_problem(torch, device, layer, batch, dtype, layout, direction, seed=0)
+        cache_note = algorithm_cache_note(ctx.device, problem_key(batch), _PROBLEMS_SEEN)
+        # Timed before anything else runs this problem: with search on, this call searches.
         first_call, result = first_call_seconds(torch, ctx.device, problem.run)
-        details: dict[str, Any] = {}
-        if batch > CHECK_BATCH and direction != "bwd-weight":
+        if batch <= CHECK_BATCH:
+            small_error = relative_error(torch, problem, result)
+            _check(small_error, tolerance, dtype, f"batch {batch}")
+        elif direction != "bwd-weight":
             full_error = relative_error(torch, problem, result, image=0)
             _check(full_error, tolerance, dtype, f"image 0 of batch {batch}")
             details["check_rel_error_full"] = full_error
@@ -148,14 +169,16 @@ def measure(ctx: CaseContext, params: dict[str, Any]) -> CaseResult:
         "check_rel_error_small": small_error,
         "check_tolerance": tolerance,
         "check": (
-            f"batch {min(batch, CHECK_BATCH)} in full (and image 0 of the full batch for "
-            "fwd and bwd-data) against a float64 CPU reference"
+            f"batch {small_batch} in full"
+            + (f", and image 0 of batch {batch}" if "check_rel_error_full" in details else "")
+            + ", against a float64 CPU reference"
         ),
         **library_settings(ctx.device, flags, os.environ),
     })
     if search:
         details["search_time_s"] = search_time
         details["search_time_formula"] = "first call - median steady-state call"
+    details["algorithm_cache"] = "warm" if cache_note else "cold"
     figures = [Figure("first_call_time", first_call, "s", higher_is_better=False)]
     if search:
         figures.insert(0, Figure("search_time", search_time, "s", higher_is_better=False))
@@ -164,7 +187,26 @@ def measure(ctx: CaseContext, params: dict[str, Any]) -> CaseResult:
         rates=(Rate("throughput", flop, "FLOP/s", ctx.peak_flops(dtype)),),
         figures=tuple(figures),
         details=details,
+        warnings=(cache_note,) if cache_note else (),
     )
+
+
+def algorithm_cache_note(
+    device: DeviceInfo, key: tuple[Any, ...], seen: set[tuple[Any, ...]]
+) -> str | None:
+    """A warning when this process has run the problem before on a GPU, else None (and the
+    problem is remembered): the algorithm then comes from PyTorch's per-process cache,
+    whatever the search setting of this case."""
+    if device.platform not in ("cuda", "rocm"):
+        return None
+    if key in seen:
+        return (
+            "algorithm from PyTorch's per-process cache: this worker ran the same problem "
+            "before, so this case's search setting did not choose the algorithm and the "
+            "first call did no search; measure it alone for a clean figure"
+        )
+    seen.add(key)
+    return None
 
 
 def tensor_bytes(layer: ConvLayer, batch: int, element_bytes: int) -> int:
@@ -224,7 +266,11 @@ def library_settings(
     platform = device.platform
     out: dict[str, Any] = {
         "conv_library": CONV_LIBRARY.get(platform, f"PyTorch's {platform} kernels"),
-        "flags": dict(flags),
+        "flags": {
+            name: value
+            for name, value in flags.items()
+            if platform == "rocm" or not name.startswith("miopen.")
+        },
         "algorithm_selection": _selection(platform, flags),
     }
     if platform == "rocm":
@@ -259,7 +305,8 @@ def _selection(platform: str, flags: Mapping[str, Any]) -> str:
             return ("cuDNN benchmark: candidate algorithms timed once per problem per "
                     "process (torch.backends.cudnn.benchmark)")
         return "cuDNN heuristics, no search"
-    return f"the {platform} library picks its implementation; the search flag has no effect"
+    library = CONV_LIBRARY.get(platform, f"PyTorch's {platform} kernels")
+    return f"{library} picks its implementation itself; the search flag has no effect here"
 
 
 def make_problem(
@@ -313,8 +360,9 @@ def reference(torch: Any, problem: ConvProblem, image: int | None = None) -> Any
     x, w = cpu64(problem.x), cpu64(problem.w, batched=False)
     stride, padding, dilation = list(layer.stride), list(layer.padding), list(layer.dilation)
     if problem.direction == "fwd":
-        conv = getattr(torch.nn.functional, f"conv{layer.dims}d")
-        return conv(x, w, None, stride, padding, dilation, layer.groups)
+        # The generic op rather than F.conv2d/conv3d, so the reference takes another route.
+        return torch.ops.aten.convolution(x, w, None, stride, padding, dilation, False,
+                                          [0] * layer.dims, layer.groups)
     mask = [problem.direction == "bwd-data", problem.direction == "bwd-weight", False]
     grads = torch.ops.aten.convolution_backward(
         cpu64(problem.grad_out), x, w, None, stride, padding, dilation, False,
@@ -323,7 +371,9 @@ def reference(torch: Any, problem: ConvProblem, image: int | None = None) -> Any
     return grads[0] if problem.direction == "bwd-data" else grads[1]
 
 
-def relative_error(torch: Any, problem: ConvProblem, result: Any, image: int | None = None) -> float:
+def relative_error(
+    torch: Any, problem: ConvProblem, result: Any, image: int | None = None
+) -> float:
     """||result - ref|| / ||ref|| over the whole result, or one image of it."""
     want = reference(torch, problem, image)
     got = result if image is None else result[image : image + 1]
@@ -374,6 +424,12 @@ def _check(error: float, tolerance: float, dtype: str, where: str) -> None:
         )
 
 
+def search_worker_key(params: Mapping[str, Any]) -> str:
+    """Search-on and search-off cases run in separate workers: once a process has chosen
+    an algorithm for a problem, either way, PyTorch reuses it whatever the setting."""
+    return "conv-search" if params["search"] else "conv-heuristic"
+
+
 BENCHMARK = Benchmark(
     name="conv",
     family="micro",
@@ -415,4 +471,5 @@ BENCHMARK = Benchmark(
     ),
     devices=("cpu", "cuda"),
     timeout_s=600.0,
+    worker_key=search_worker_key,
 )

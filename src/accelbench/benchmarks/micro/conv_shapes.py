@@ -229,8 +229,11 @@ def layer_names(network: str | None = None) -> list[str]:
 
 
 def parse_layer(text: str) -> ConvLayer:
-    """The layer named or written in `text`; ValueError says what is wrong."""
-    spec = text.strip().lower()
+    """The layer named or written in `text`; ValueError says what is wrong.
+
+    Only the exact spelling is accepted, so one layer has one case identity.
+    """
+    spec = text
     if spec in NAMED_LAYERS:
         return NAMED_LAYERS[spec]
     if ":" not in spec:
@@ -287,6 +290,9 @@ def _sizes(text: str, dims: int | None = None, minimum: int = 1) -> tuple[int, .
 
 
 def _hint(name: str) -> str:
+    name = name.strip().lower()
+    if name in NAMED_LAYERS:
+        return f"did you mean {name}? "
     network, _, module = name.partition(".")
     if network in NETWORKS and module:
         close = difflib.get_close_matches(name, layer_names(network), n=1)

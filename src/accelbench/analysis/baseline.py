@@ -1,0 +1,256 @@
+"""What a healthy node measures: one run, a saved file, or the median of a fleet.
+
+A fleet baseline takes, for every case and figure, the median over the nodes (the latest
+run of each host and device). The median already ignores a minority of bad nodes; nodes
+further than OUTLIER_Z robust standard deviations (1.4826 MAD) from it are also left out
+of the spread and named, so the file says which nodes it did not trust.
+
+File format history (FORMAT_VERSION):
+  1: first version: {"format", "format_version", "created_at", "source",
+     "generation_keys", "runs", "hosts", "cases": [{"key", "label", "benchmark",
+     "version", "family", "params", "nodes", "outliers", "cv", "primary",
+     "figures": [{"name", "unit", "higher_is_better", "value", "spread",
+     "pct_of_peak"}]}]}
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from accelbench.core.measurement import Measurement
+from accelbench.errors import UserError
+from accelbench.store import StoredRun
+
+FORMAT = "accelbench-baseline"
+FORMAT_VERSION = 1
+OUTLIER_Z = 3.5
+
+
+@dataclass(frozen=True)
+class BaselineFigure:
+    name: str
+    unit: str
+    higher_is_better: bool
+    value: float
+    spread: float = 0.0  # robust standard deviation across nodes (0 for one run)
+    pct_of_peak: float | None = None
+
+
+@dataclass(frozen=True)
+class BaselineCase:
+    key: str
+    label: str
+    benchmark: str
+    version: str
+    family: str
+    params: dict[str, Any]
+    primary: str
+    figures: dict[str, BaselineFigure]
+    cv: float | None = None  # median coefficient of variation of the nodes' samples
+    nodes: int = 1
+    outliers: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class Baseline:
+    source: str  # "run ID", "fleet median of N nodes", or the file it came from
+    generation_keys: tuple[str, ...]
+    runs: tuple[str, ...]
+    hosts: tuple[str, ...]
+    cases: dict[str, BaselineCase] = field(default_factory=dict)
+    created_at: float = 0.0
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "format": FORMAT,
+            "format_version": FORMAT_VERSION,
+            "created_at": self.created_at,
+            "source": self.source,
+            "generation_keys": list(self.generation_keys),
+            "runs": list(self.runs),
+            "hosts": list(self.hosts),
+            "cases": [
+                {
+                    "key": c.key, "label": c.label, "benchmark": c.benchmark,
+                    "version": c.version, "family": c.family, "params": c.params,
+                    "nodes": c.nodes, "outliers": list(c.outliers), "cv": c.cv,
+                    "primary": c.primary,
+                    "figures": [vars(f) for f in c.figures.values()],
+                }
+                for c in self.cases.values()
+            ],
+        }
+
+
+def node_runs(runs: Sequence[StoredRun]) -> list[StoredRun]:
+    """The latest run of each node (host and device), in host order."""
+    latest: dict[tuple[str, str], StoredRun] = {}
+    for run in sorted(runs, key=lambda r: (r.record.started_at, r.record.id)):
+        latest[(run.record.host, run.record.device)] = run
+    return [latest[k] for k in sorted(latest)]
+
+
+def node_names(runs: Sequence[StoredRun]) -> dict[str, str]:
+    """Run id -> node name: the host, or host/device where a host ran on several devices."""
+    devices: dict[str, set[str]] = {}
+    for run in runs:
+        devices.setdefault(run.record.host, set()).add(run.record.device)
+    return {
+        run.record.id: run.record.host if len(devices[run.record.host]) == 1
+        else f"{run.record.host}/{run.record.device}"
+        for run in runs
+    }
+
+
+def from_run(run: StoredRun) -> Baseline:
+    record = run.record
+    cases = {
+        m.case.key: _case([m], (), nodes=1)
+        for m in run.measurements if m.ok and m.figures
+    }
+    return Baseline(f"run {record.id}", (record.generation_key,), (record.id,), (record.host,),
+                    cases, time.time())
+
+
+def fleet_median(runs: Sequence[StoredRun], source: str | None = None) -> Baseline:
+    """The median node of `runs` (the latest run per node is used)."""
+    nodes = node_runs(runs)
+    if not nodes:
+        raise UserError("no runs to build a baseline from")
+    names = node_names(nodes)
+    per_case: dict[str, list[tuple[str, Measurement]]] = {}
+    for run in nodes:
+        for m in run.measurements:
+            if m.ok and m.figures:
+                per_case.setdefault(m.case.key, []).append((names[run.record.id], m))
+    cases = {}
+    for key, items in per_case.items():
+        version = items[-1][1].case.version
+        items = [(n, m) for n, m in items if m.case.version == version]
+        cases[key] = _fleet_case(items)
+    gens = tuple(dict.fromkeys(r.record.generation_key for r in nodes))
+    return Baseline(
+        source or f"fleet median of {len(nodes)} nodes", gens,
+        tuple(r.record.id for r in nodes), tuple(dict.fromkeys(r.record.host for r in nodes)),
+        cases, time.time(),
+    )
+
+
+def _fleet_case(items: list[tuple[str, Measurement]]) -> BaselineCase:
+    newest = items[-1][1]
+    figures = {}
+    outliers: set[str] = set()
+    for fig in newest.figures:
+        values = [(n, m.figure(fig.name)) for n, m in items]
+        named = [(n, f.value) for n, f in values if f is not None and _finite(f.value)]
+        if not named:
+            continue
+        median, spread, out = robust_center([v for _, v in named])
+        outliers.update(n for (n, _), is_out in zip(named, out, strict=True) if is_out)
+        pct = 100.0 * median / fig.peak if fig.peak else None
+        figures[fig.name] = BaselineFigure(fig.name, fig.unit, fig.higher_is_better, median,
+                                           spread, pct)
+    kept = [m for n, m in items if n not in outliers] or [m for _, m in items]
+    return _case(kept, tuple(sorted(outliers)), nodes=len(items), figures=figures)
+
+
+def robust_center(values: Sequence[float]) -> tuple[float, float, list[bool]]:
+    """(median of the inliers, their robust standard deviation, which values are outliers)."""
+    x = np.asarray(values, dtype=float)
+    median = float(np.median(x))
+    mad = float(np.median(np.abs(x - median)))
+    scale = max(1.4826 * mad, 1e-3 * abs(median), 1e-300)
+    out = list(np.abs(x - median) / scale > OUTLIER_Z)
+    inliers = x[~np.asarray(out)] if not all(out) else x
+    center = float(np.median(inliers))
+    spread = float(1.4826 * np.median(np.abs(inliers - center))) if inliers.size > 1 else 0.0
+    return center, spread, [bool(o) for o in out]
+
+
+def _case(
+    measurements: list[Measurement], outliers: tuple[str, ...], *, nodes: int,
+    figures: dict[str, BaselineFigure] | None = None,
+) -> BaselineCase:
+    newest = measurements[-1]
+    case = newest.case
+    if figures is None:
+        figures = {
+            f.name: BaselineFigure(f.name, f.unit, f.higher_is_better, f.value, 0.0,
+                                   f.pct_of_peak)
+            for f in newest.figures if _finite(f.value)
+        }
+    cvs = [m.stats.cv for m in measurements if m.stats is not None and _finite(m.stats.cv)]
+    primary = newest.primary
+    return BaselineCase(
+        key=case.key, label=case.label, benchmark=case.benchmark, version=case.version,
+        family=case.family, params=case.param_dict,
+        primary=primary.name if primary else "",
+        figures=figures, cv=float(np.median(cvs)) if cvs else None, nodes=nodes,
+        outliers=outliers,
+    )
+
+
+def _finite(value: Any) -> bool:
+    return isinstance(value, (int, float)) and math.isfinite(value)
+
+
+# -- files -------------------------------------------------------------------------------
+
+
+def write_baseline(baseline: Baseline, path: str | Path) -> None:
+    try:
+        Path(path).write_text(json.dumps(baseline.to_dict(), indent=2) + "\n", encoding="utf-8")
+    except OSError as exc:
+        raise UserError(f"cannot write baseline {path}: {exc.strerror or exc}") from None
+
+
+def read_baseline(path: str | Path) -> Baseline:
+    try:
+        data = json.loads(Path(path).read_text(encoding="utf-8"))
+    except OSError as exc:
+        raise UserError(f"cannot read baseline {path}: {exc.strerror or exc}") from None
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise UserError(f"baseline {path} is not JSON: {exc}") from None
+    return baseline_from_dict(data, str(path))
+
+
+def baseline_from_dict(data: Any, source: str) -> Baseline:
+    if not isinstance(data, dict) or data.get("format") != FORMAT:
+        raise UserError(f"{source} is not an accelbench baseline (no \"format\": \"{FORMAT}\")")
+    version = data.get("format_version")
+    if not isinstance(version, int) or version < 1 or version > FORMAT_VERSION:
+        raise UserError(f"baseline {source} has format version {version!r}; this accelbench "
+                        f"reads version {FORMAT_VERSION}")
+    try:
+        cases = {}
+        for c in data["cases"]:
+            figures = {
+                f["name"]: BaselineFigure(
+                    str(f["name"]), str(f["unit"]), bool(f["higher_is_better"]),
+                    float(f["value"]), float(f.get("spread") or 0.0),
+                    None if f.get("pct_of_peak") is None else float(f["pct_of_peak"]))
+                for f in c["figures"]
+            }
+            cases[str(c["key"])] = BaselineCase(
+                key=str(c["key"]), label=str(c["label"]), benchmark=str(c["benchmark"]),
+                version=str(c["version"]), family=str(c["family"]), params=dict(c["params"]),
+                primary=str(c.get("primary") or next(iter(figures), "")), figures=figures,
+                cv=None if c.get("cv") is None else float(c["cv"]),
+                nodes=int(c.get("nodes", 1)), outliers=tuple(c.get("outliers", ())),
+            )
+        return Baseline(
+            source=f"baseline file {source}",
+            generation_keys=tuple(data.get("generation_keys", ())),
+            runs=tuple(data.get("runs", ())), hosts=tuple(data.get("hosts", ())),
+            cases=cases, created_at=float(data.get("created_at", 0.0)),
+        )
+    except (KeyError, TypeError, ValueError, AttributeError) as exc:
+        raise UserError(f"baseline {source} is malformed: {type(exc).__name__}: {exc}") from None

@@ -1,0 +1,216 @@
+"""Which nodes of a fleet are bad, by which rule, and by how much.
+
+Each node (the latest run of each host and device) is checked against a baseline with
+the rules of `rules.py`. Without a given baseline, each stack generation of the fleet is
+its own baseline: the fleet median of its nodes (`baseline.fleet_median`).
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from accelbench.analysis import rules as r
+from accelbench.analysis.baseline import Baseline, fleet_median, node_names, node_runs
+from accelbench.analysis.rules import Rule
+from accelbench.core.measurement import Figure, Measurement
+from accelbench.errors import UserError
+from accelbench.store import StoredRun
+
+
+@dataclass(frozen=True)
+class Finding:
+    rule: str
+    category: str
+    compare: str
+    case: str
+    figure: str | None
+    observed: float | None
+    limit: str  # "min 0.95", "max 0.1", "status ok"
+    off_by: float | None  # how far past the limit, relative to it: 0.16 is 16% short
+    detail: str = ""
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"rule": self.rule, "category": self.category, "compare": self.compare,
+                "case": self.case, "figure": self.figure, "observed": self.observed,
+                "limit": self.limit,
+                "off_by_pct": None if self.off_by is None else 100.0 * self.off_by,
+                "detail": self.detail or None}
+
+
+@dataclass(frozen=True)
+class NodeResult:
+    node: str
+    host: str
+    run_id: str
+    generation_key: str
+    checks: int
+    findings: list[Finding] = field(default_factory=list)
+
+    @property
+    def failed(self) -> bool:
+        return bool(self.findings)
+
+    @property
+    def categories(self) -> list[str]:
+        return list(dict.fromkeys(f.category for f in self.findings))
+
+    def worst_by_rule(self) -> list[tuple[Finding, int]]:
+        """The worst finding of each failed rule, with how many cases failed it."""
+        by_rule: dict[str, list[Finding]] = {}
+        for f in self.findings:
+            by_rule.setdefault(f.rule, []).append(f)
+        return [(max(fs, key=lambda f: -1.0 if f.off_by is None else f.off_by), len(fs))
+                for fs in by_rule.values()]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"node": self.node, "host": self.host, "run": self.run_id,
+                "generation_key": self.generation_key, "checks": self.checks,
+                "failed": self.failed, "categories": self.categories,
+                "findings": [f.to_dict() for f in self.findings]}
+
+
+@dataclass(frozen=True)
+class Diagnosis:
+    nodes: list[NodeResult]
+    baselines: list[Baseline]
+    rules: list[Rule]
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def failing(self) -> list[NodeResult]:
+        return [n for n in self.nodes if n.failed]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "nodes": [n.to_dict() for n in self.nodes],
+            "failing": [n.node for n in self.failing],
+            "baselines": [{"source": b.source, "generation_keys": list(b.generation_keys),
+                           "runs": list(b.runs)} for b in self.baselines],
+            "rules": [rule.to_dict() for rule in self.rules],
+            "notes": self.notes,
+        }
+
+
+def diagnose(
+    runs: Sequence[StoredRun], rules: Sequence[Rule], baseline: Baseline | None = None
+) -> Diagnosis:
+    nodes = node_runs(runs)
+    if not nodes:
+        raise UserError("no runs to diagnose")
+    names = node_names(nodes)
+    notes: list[str] = []
+    if baseline is None:
+        by_generation: dict[str, list[StoredRun]] = {}
+        for run in nodes:
+            by_generation.setdefault(run.record.generation_key, []).append(run)
+        baselines = {
+            gen: fleet_median(group, f"fleet median of {len(group)} nodes on {gen}")
+            for gen, group in by_generation.items()
+        }
+        for gen, group in by_generation.items():
+            if len(group) < 3:
+                notes.append(f"only {len(group)} node(s) on {gen}: a fleet median needs "
+                             "at least 3 to outvote a bad one")
+    else:
+        baselines = {run.record.generation_key: baseline for run in nodes}
+        stacks = set(baseline.generation_keys)
+        for run in nodes:
+            if stacks and run.record.generation_key not in stacks:
+                notes.append(f"{names[run.record.id]} runs {run.record.generation_key}, "
+                             f"the baseline {' / '.join(sorted(stacks))}")
+    results = [
+        check_node(names[run.record.id], run, rules, baselines[run.record.generation_key])
+        for run in nodes
+    ]
+    unique = list({id(b): b for b in baselines.values()}.values())
+    return Diagnosis(results, unique, list(rules), notes)
+
+
+def check_node(node: str, run: StoredRun, rules: Sequence[Rule], baseline: Baseline) -> NodeResult:
+    findings: list[Finding] = []
+    checks = 0
+    by_key = {m.case.key: m for m in run.measurements}
+    for rule in rules:
+        if rule.compare == r.STATUS:
+            for case in baseline.cases.values():
+                if rule.family in (None, case.family) and _pattern_matches(rule, case) and (
+                        case.key not in by_key):
+                    checks += 1
+                    findings.append(Finding(rule.name, rule.category, rule.compare, case.label,
+                                            None, None, "status ok", None, "missing"))
+        for m in run.measurements:
+            if not rule.applies(m.case):
+                continue
+            if rule.compare == r.STATUS:
+                checks += 1
+                if not m.ok:
+                    findings.append(Finding(rule.name, rule.category, rule.compare,
+                                            m.case.label, None, None, "status ok", None,
+                                            f"{m.status}: {m.reason or '-'}"))
+                continue
+            if not m.ok:
+                continue
+            for figure in _figures(m, rule.figure):
+                observed = _observed(rule.compare, m, figure, baseline)
+                if observed is None:
+                    continue
+                checks += 1
+                finding = _check(rule, m, figure.name, rule.compare, observed, rule.min, rule.max)
+                if finding:
+                    findings.append(finding)
+            if rule.max_cv is not None and m.stats is not None and math.isfinite(m.stats.cv):
+                checks += 1
+                finding = _check(rule, m, None, r.CV, m.stats.cv, None, rule.max_cv)
+                if finding:
+                    findings.append(finding)
+    record = run.record
+    return NodeResult(node, record.host, record.id, record.generation_key, checks, findings)
+
+
+def _pattern_matches(rule: Rule, case: Any) -> bool:
+    """A rule's case pattern against a baseline case (which has no Case object)."""
+    from accelbench.core.case import Case
+
+    return rule.metric.matches(Case.make(case.benchmark, case.version, case.family,
+                                         case.params, ""))
+
+
+def _figures(m: Measurement, pattern: str | None) -> list[Figure]:
+    if pattern is None:
+        return [m.primary] if m.primary else []
+    return [f for f in m.figures if fnmatch.fnmatchcase(f.name, pattern)]
+
+
+def _observed(compare: str, m: Measurement, figure: Figure, baseline: Baseline) -> float | None:
+    if compare == r.VALUE:
+        value: float | None = figure.value
+    elif compare == r.PCT_OF_PEAK:
+        value = figure.pct_of_peak
+    elif compare == r.CV:
+        value = m.stats.cv if m.stats else None
+    else:
+        base = baseline.cases.get(m.case.key)
+        if base is None or base.version != m.case.version:
+            return None
+        ref = base.figures.get(figure.name)
+        if ref is None or not ref.value:
+            return None
+        value = figure.value / ref.value
+    return value if value is not None and math.isfinite(value) else None
+
+
+def _check(rule: Rule, m: Measurement, figure: str | None, compare: str, observed: float,
+           low: float | None, high: float | None) -> Finding | None:
+    if low is not None and observed < low:
+        off = (low - observed) / abs(low) if low else math.inf
+        return Finding(rule.name, rule.category, compare, m.case.label, figure, observed,
+                       f"min {low:g}", off)
+    if high is not None and observed > high:
+        off = (observed - high) / abs(high) if high else math.inf
+        return Finding(rule.name, rule.category, compare, m.case.label, figure, observed,
+                       f"max {high:g}", off)
+    return None

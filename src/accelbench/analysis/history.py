@@ -1,0 +1,178 @@
+"""A case's headline figure over the stored runs of one stack, and where it changed.
+
+A series is one case (same key and benchmark version) on one generation key, one point
+per run (the run's median), oldest first. Change points come from step detection on the
+series (`changepoints.detect`); a step is reported when its size, the median level after
+it over the median level before it, is at least the minimum effect.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from accelbench.analysis import changepoints
+from accelbench.analysis.select import CasePattern, parse_case_pattern
+from accelbench.analysis.values import case_sort_key, speed_ratio, value_samples
+from accelbench.core.case import Case
+from accelbench.core.stats import median_ci
+from accelbench.errors import UserError
+from accelbench.store import StoredRun
+
+DEFAULT_LIMIT = 200
+DEFAULT_MIN_EFFECT = 0.05
+REGRESSED = "regressed"
+IMPROVED = "improved"
+_CASE_KEY = re.compile(r"^[0-9a-f]{16}$")
+
+
+@dataclass(frozen=True)
+class Point:
+    run_id: str
+    started_at: float
+    host: str
+    value: float
+    ci_low: float
+    ci_high: float
+    samples: int
+    noisy: bool
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"run": self.run_id, "started_at": self.started_at, "host": self.host,
+                "value": self.value, "ci": [self.ci_low, self.ci_high],
+                "samples": self.samples, "noisy": self.noisy}
+
+
+@dataclass(frozen=True)
+class ChangePoint:
+    index: int  # first point of the new level
+    run_id: str
+    started_at: float
+    before: float  # median level of the segment before
+    after: float  # median level of the segment after
+    change: float  # relative change in speed: -0.12 is 12% slower
+    kind: str  # REGRESSED or IMPROVED
+
+    def describe(self) -> str:
+        return f"{self.kind} by {abs(self.change) * 100:.1f}% at run {self.run_id}"
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"index": self.index, "run": self.run_id, "started_at": self.started_at,
+                "before": self.before, "after": self.after,
+                "change_pct": 100.0 * self.change, "kind": self.kind,
+                "description": self.describe()}
+
+
+@dataclass(frozen=True)
+class Series:
+    case: Case
+    generation_key: str
+    figure: str
+    unit: str
+    higher_is_better: bool
+    points: list[Point]
+    change_points: list[ChangePoint]
+    small_steps: int  # steps detected but below the minimum effect
+
+    @property
+    def latest_regression(self) -> ChangePoint | None:
+        """The last change point, when it is a regression: the series is still down."""
+        if self.change_points and self.change_points[-1].kind == REGRESSED:
+            return self.change_points[-1]
+        return None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "key": self.case.key, "case": self.case.label, "version": self.case.version,
+            "family": self.case.family, "generation_key": self.generation_key,
+            "figure": self.figure, "unit": self.unit,
+            "higher_is_better": self.higher_is_better,
+            "points": [p.to_dict() for p in self.points],
+            "change_points": [c.to_dict() for c in self.change_points],
+            "small_steps": self.small_steps,
+        }
+
+
+def case_matcher(text: str) -> CasePattern | str:
+    """A 16-hex-digit case key, or a case pattern."""
+    text = text.strip()
+    return text if _CASE_KEY.match(text) else parse_case_pattern(text)
+
+
+def history(
+    runs: Sequence[StoredRun],
+    case: CasePattern | str,
+    *,
+    stacks: str | None = None,
+    hosts: str | None = None,
+    limit: int = DEFAULT_LIMIT,
+    min_effect: float = DEFAULT_MIN_EFFECT,
+    penalty_factor: float = changepoints.DEFAULT_PENALTY_FACTOR,
+) -> list[Series]:
+    """Every series of the cases `case` selects in `runs`, with their change points.
+
+    `stacks` and `hosts` are globs on the generation key and the host; `limit` keeps the
+    newest points of each series.
+    """
+    groups: dict[tuple[str, str, str], list[tuple[StoredRun, Any]]] = {}
+    for run in sorted(runs, key=lambda r: (r.record.started_at, r.record.id)):
+        record = run.record
+        if stacks and not fnmatch.fnmatchcase(record.generation_key.lower(), stacks.lower()):
+            continue
+        if hosts and not fnmatch.fnmatchcase(record.host.lower(), hosts.lower()):
+            continue
+        for m in run.measurements:
+            if not m.ok or m.primary is None or not _selected(m.case, case):
+                continue
+            groups.setdefault((m.case.key, record.generation_key, m.case.version), []).append(
+                (run, m))
+    if not groups:
+        text = case if isinstance(case, str) else case.text
+        raise UserError(f"no stored result matches {text!r}")
+    out = []
+    for (_, generation_key, _), items in groups.items():
+        items = items[-limit:]
+        points = [_point(run, m) for run, m in items]
+        figure = items[-1][1].primary
+        out.append(_series(items[-1][1].case, generation_key, figure, points, min_effect,
+                           penalty_factor))
+    out.sort(key=lambda s: (case_sort_key(s.case), s.generation_key, s.case.version))
+    return out
+
+
+def _selected(case: Case, wanted: CasePattern | str) -> bool:
+    return case.key == wanted if isinstance(wanted, str) else wanted.matches(case)
+
+
+def _point(run: StoredRun, m: Any) -> Point:
+    values = value_samples(m)
+    low, high, _ = median_ci(values) if values.size else (np.nan, np.nan, False)
+    return Point(run.record.id, run.record.started_at, run.record.host,
+                 float(np.median(values)) if values.size else np.nan, low, high,
+                 len(m.samples), m.noisy)
+
+
+def _series(case: Case, generation_key: str, figure: Any, points: list[Point],
+            min_effect: float, penalty_factor: float) -> Series:
+    values = [p.value for p in points]
+    found = changepoints.detect(values, penalty_factor=penalty_factor)
+    bounds = changepoints.segments(len(values), found)
+    levels = [float(np.median(values[s:e])) for s, e in bounds]
+    changes = []
+    small = 0
+    for i, index in enumerate(found):
+        before, after = levels[i], levels[i + 1]
+        change = speed_ratio(after / before, figure.higher_is_better) - 1.0 if before else 0.0
+        if abs(change) < min_effect:
+            small += 1
+            continue
+        point = points[index]
+        changes.append(ChangePoint(index, point.run_id, point.started_at, before, after, change,
+                                   IMPROVED if change > 0 else REGRESSED))
+    return Series(case, generation_key, figure.name, figure.unit, figure.higher_is_better,
+                  points, changes, small)

@@ -1,0 +1,70 @@
+"""From a case's parameters to a model setup, refusing what cannot or need not run."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from accelbench.benchmarks.models import zoo
+from accelbench.benchmarks.models.precision import Precision
+from accelbench.benchmarks.models.trainer import ModelSetup
+from accelbench.core.context import CaseContext
+from accelbench.core.measurement import CaseFailed, CaseSkipped
+
+
+def setup_from_params(ctx: CaseContext, params: dict[str, Any]) -> ModelSetup:
+    """The setup a case asks for; CaseSkipped where an option does not apply, CaseFailed
+    where the device cannot run it (unsupported precision) or the model is not valid."""
+    try:
+        spec = zoo.get_spec(params["model"], params.get("config", ""))
+    except ValueError as exc:
+        raise CaseFailed(f"model {params['model']!r} cannot be built: {exc}") from None
+    precision = Precision(params["dtype"], params["cast"])
+    if not precision.applies:
+        raise CaseSkipped("cast applies to fp16 and bf16 only")
+    if params["channels_last"] and not spec.is_cnn:
+        raise CaseSkipped(f"channels_last applies to CNNs only, not to {spec.arch}")
+    if params["h2d"] and ctx.device.type == "cpu":
+        raise CaseSkipped("h2d: the CPU has no host-to-device copy")
+    problem = precision.problem(ctx.device)
+    if problem:
+        raise CaseFailed(f"unsupported precision: {problem}")
+    if spec.is_language_model and params["seq"] > spec.shape["max_positions"]:
+        raise CaseFailed(f"seq {params['seq']} is longer than {spec.name}'s "
+                         f"{spec.shape['max_positions']} positions")
+    return ModelSetup(spec, precision, params["batch"], params["seq"], params["image"],
+                      params["channels_last"], params["compile"], params["h2d"])
+
+
+def check_finite(value: float, what: str) -> None:
+    if not math.isfinite(value):
+        raise CaseFailed(f"wrong result: {what} is {value}")
+
+
+def build_failure(name: str, exc: Exception) -> CaseFailed:
+    text = str(exc).strip().splitlines()
+    return CaseFailed(f"model {name} failed to build: {type(exc).__name__}: "
+                      f"{text[0] if text else ''}"[:500])
+
+
+def agree_min(ctx: CaseContext, value: int) -> int:
+    """The smallest value over all ranks (the coordinator gives the largest of floats)."""
+    return int(-ctx.coordinator.slowest(-float(value)))
+
+
+def setup_details(setup: ModelSetup, n_params: int) -> dict[str, Any]:
+    spec = setup.spec
+    details: dict[str, Any] = {
+        "model": spec.name,
+        "arch": spec.arch,
+        "task": spec.task,
+        "parameters": n_params,
+        "model_shape": dict(spec.shape),
+        "precision": setup.precision.label,
+        "batch": setup.batch,
+    }
+    if spec.uses_seq:
+        details["seq"] = setup.seq
+    if spec.is_vision:
+        details["image"] = setup.image
+    return details

@@ -1,0 +1,35 @@
+"""The parameters the model benchmarks share (declarations only: no torch here)."""
+
+from __future__ import annotations
+
+from accelbench.benchmarks.models.precision import MODEL_DTYPES
+from accelbench.benchmarks.models.zoo import MODEL_NAMES, overrides_problem
+from accelbench.core.params import Param
+
+
+def model_params(batch: int) -> tuple[Param, ...]:
+    return (
+        Param("model", "str", "bert-base", help="model name; <arch>-tiny variants for tests",
+              choices=MODEL_NAMES),
+        Param("dtype", "str", "fp32", help="fp32, tf32 (TF32 math), fp16 (autocast with "
+              "gradient scaling) or bf16 (autocast)", choices=MODEL_DTYPES),
+        Param("cast", "bool", False, help="cast the whole model to fp16/bf16 instead of "
+              "autocast, as SuperBench does (labelled in the results)"),
+        Param("batch", "int", batch, help="samples per step (per rank with data parallelism)",
+              minimum=1),
+        Param("seq", "int", 128, help="sequence length (language models and the LSTM)",
+              minimum=1),
+        Param("image", "int", 224, help="image height and width (vision models)", minimum=8),
+        Param("compile", "bool", False, help="torch.compile the model; compile time reported "
+              "apart"),
+        Param("channels_last", "bool", False, help="channels-last memory format (CNNs only)"),
+        Param("h2d", "bool", False, help="copy the batch from pinned host memory every step"),
+        Param("steps_per_window", "int", 4, help="steps per timed call: the device is "
+              "synchronised once per window, never inside it", minimum=1, maximum=1000),
+        Param("config", "str", "", help="shape overrides, e.g. layers=4,hidden=1024",
+              check=overrides_problem),
+    )
+
+
+FIND_BATCH = Param("find_batch", "bool", False, help="use the largest batch that fits, "
+                   "searching up from `batch` (GPU: by trying; CPU: by a memory model)")

@@ -1,0 +1,95 @@
+"""How a model runs in a precision: autocast, loss scaling, whole-model casts, TF32.
+
+- fp32: float32 everywhere; TF32 is switched off for matmuls and convolutions.
+- tf32: float32 storage, TF32 matrix math (matmul and cuDNN/MIOpen convolutions).
+- fp16: autocast to float16 with a gradient scaler (the standard mixed-precision recipe).
+- bf16: autocast to bfloat16; no scaler is needed.
+- cast (fp16 or bf16 only): the whole model and its inputs are cast to the half type,
+  with no autocast and no loss scaling, as SuperBench's model benchmarks do. Batch norm
+  stays in float32, as there. Results are labelled so, to line up with charts made
+  that way; it is not the recipe anyone trains with.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+from accelbench.core.dtypes import DTYPES, unsupported_reason
+from accelbench.env.device import DeviceInfo
+
+MODEL_DTYPES = ("fp32", "tf32", "fp16", "bf16")
+HALF = ("fp16", "bf16")
+
+
+@dataclass(frozen=True)
+class Precision:
+    dtype: str  # one of MODEL_DTYPES
+    cast: bool = False
+
+    def problem(self, device: DeviceInfo) -> str | None:
+        """Why this precision cannot run on device, or None."""
+        return unsupported_reason(device, self.dtype)
+
+    @property
+    def applies(self) -> bool:
+        return not self.cast or self.dtype in HALF
+
+    @property
+    def label(self) -> str:
+        if self.cast:
+            return f"{self.dtype} whole-model cast (SuperBench-style: no autocast, no loss scaling)"
+        return {
+            "fp32": "fp32 (TF32 off)",
+            "tf32": "fp32 storage, TF32 matrix math",
+            "fp16": "fp16 autocast with gradient scaling",
+            "bf16": "bf16 autocast",
+        }[self.dtype]
+
+    @property
+    def uses_autocast(self) -> bool:
+        return self.dtype in HALF and not self.cast
+
+    @property
+    def uses_scaler(self) -> bool:
+        return self.dtype == "fp16" and not self.cast
+
+    def torch_dtype(self, torch: Any) -> Any:
+        return getattr(torch, DTYPES[self.dtype].torch_name)
+
+    def storage_dtype(self, torch: Any) -> Any:
+        """The dtype of parameters and float inputs."""
+        return self.torch_dtype(torch) if self.cast else torch.float32
+
+    def autocast(self, torch: Any, device_type: str) -> Any:
+        if not self.uses_autocast:
+            return contextlib.nullcontext()
+        return torch.autocast(device_type, dtype=self.torch_dtype(torch))
+
+    def scaler(self, torch: Any, device_type: str) -> Any | None:
+        return torch.amp.GradScaler(device_type) if self.uses_scaler else None
+
+    def prepare(self, torch: Any, model: Any) -> Any:
+        """Cast the model for `cast` mode (batch norm kept in float32); else unchanged."""
+        if not self.cast:
+            return model
+        model = model.to(dtype=self.torch_dtype(torch))
+        for module in model.modules():
+            if isinstance(module, torch.nn.modules.batchnorm._BatchNorm):
+                module.float()
+        return model
+
+
+@contextlib.contextmanager
+def math_mode(torch: Any, precision: Precision) -> Iterator[None]:
+    """TF32 on for tf32, off otherwise (PyTorch leaves it on for cuDNN by default)."""
+    matmul, cudnn = torch.backends.cuda.matmul, torch.backends.cudnn
+    previous = (matmul.allow_tf32, cudnn.allow_tf32)
+    allow = precision.dtype == "tf32"
+    matmul.allow_tf32 = cudnn.allow_tf32 = allow
+    try:
+        yield
+    finally:
+        matmul.allow_tf32, cudnn.allow_tf32 = previous

@@ -1,0 +1,181 @@
+"""Training throughput of a whole model: samples/s, tokens/s, MFU, memory.
+
+One timed call is a window of `steps_per_window` real training steps (forward, the
+task's loss, backward, optimizer step) on a fixed synthetic batch; the device is
+synchronised at the ends of the timing core's samples only, never inside a window.
+Warm-up, repetitions and the noise target are the timing core's, as for every
+benchmark. Before timing, the loss of the first steps must be finite; after timing,
+the loss must still be finite.
+
+`train` runs on one device, in the ordinary worker. `train-ddp` is the same measurement
+on every rank of a torchrun job, the model wrapped in DistributedDataParallel: its
+throughput is the aggregate (ranks x batch per rank x steps over the slowest rank's
+time, as the timing core takes each sample from the slowest rank), stored once, by
+rank 0. With a single rank it is skipped: that is `train`'s measurement.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from accelbench.benchmarks.models import batchsize, checks, flops
+from accelbench.benchmarks.models.memory import PeakMemory
+from accelbench.benchmarks.models.params import FIND_BATCH, model_params
+from accelbench.benchmarks.models.precision import math_mode
+from accelbench.benchmarks.models.results import Work, model_result
+from accelbench.benchmarks.models.trainer import ModelSetup, Trainer
+from accelbench.core.context import CaseContext
+from accelbench.core.measurement import CaseFailed, CaseResult, CaseSkipped
+from accelbench.core.registry import Benchmark
+
+CHECK_STEPS = 2  # steps whose loss is read before timing
+NEEDS_RANKS = ("data-parallel training needs at least 2 ranks; run with --nproc-per-node 2 "
+               "or under torchrun (`train` measures one device)")
+
+
+def measure(ctx: CaseContext, params: dict[str, Any]) -> CaseResult:
+    """Single-device training (in torchrun's rank mode each rank trains on its own)."""
+    return _measure(ctx, params, data_parallel=False)
+
+
+def measure_ddp(ctx: CaseContext, params: dict[str, Any]) -> CaseResult:
+    """Data-parallel training across the ranks of the job."""
+    if ctx.dist is None or ctx.dist.world_size < 2:
+        raise CaseSkipped(NEEDS_RANKS)
+    return _measure(ctx, params, data_parallel=True)
+
+
+def _measure(ctx: CaseContext, params: dict[str, Any], data_parallel: bool) -> CaseResult:
+    import torch
+
+    setup = checks.setup_from_params(ctx, params)
+    device = torch.device(ctx.device.torch_device)
+    rank = ctx.dist.rank if ctx.dist else 0
+    world = ctx.dist.world_size if data_parallel and ctx.dist else 1
+    meter = PeakMemory(torch, device)
+    trainer: Trainer | None = None
+    try:
+        with math_mode(torch, setup.precision):
+            trainer = _build(torch, setup, device, rank)
+            details: dict[str, Any] = {}
+            if params["find_batch"]:
+                details.update(_find_batch(ctx, trainer, setup.batch))
+            trainer.wrap(data_parallel)
+            result = _time_training(ctx, trainer, params["steps_per_window"], world, meter)
+        result.details.update(details)
+        return result
+    finally:
+        if trainer is not None:
+            trainer.release()
+        if setup.compile:
+            torch._dynamo.reset()  # compiled graphs hold on to the model
+
+
+def _build(torch: Any, setup: ModelSetup, device: Any, rank: int) -> Trainer:
+    try:
+        return Trainer(torch, setup, device, rank=rank)
+    except torch.OutOfMemoryError:
+        raise  # recorded as out of memory by the runner
+    except Exception as exc:
+        raise checks.build_failure(setup.spec.name, exc) from None
+
+
+def _find_batch(ctx: CaseContext, trainer: Trainer, start: int) -> dict[str, Any]:
+    if trainer.device.type == "cuda":
+        found = batchsize.find_on_device(trainer, start)
+    else:
+        ranks_here = ctx.dist.local_world_size if ctx.dist else 1
+        found = batchsize.find_on_cpu(trainer, start, ranks_here)
+    batch = checks.agree_min(ctx, found.batch) if ctx.dist else found.batch
+    if batch < 1:
+        raise CaseFailed("out of memory: not even a batch of 1 fits")
+    trainer.set_batch(batch)
+    return {"find_batch": {"batch": batch, "rule": found.rule,
+                           "tried": [list(t) for t in found.tried]}}
+
+
+def _time_training(
+    ctx: CaseContext, trainer: Trainer, steps_per_window: int, world: int, meter: PeakMemory
+) -> CaseResult:
+    torch, setup = trainer.torch, trainer.setup
+    started = time.perf_counter()
+    trainer.step()
+    trainer.sync()
+    first_step = time.perf_counter() - started
+    check_times, losses = [], []
+    for _ in range(CHECK_STEPS):
+        started = time.perf_counter()
+        losses.append(float(trainer.step()))
+        check_times.append(time.perf_counter() - started)
+    checks.check_finite(losses[0], "the training loss before timing")
+
+    timing = ctx.time(lambda: trainer.steps(steps_per_window))
+
+    last_loss = float(trainer.last_loss)
+    checks.check_finite(last_loss, "the training loss after timing")
+    peak_memory, memory_details = meter.peak()
+    batch = trainer.setup.batch
+    model_flops = flops.model_flops(torch, setup.spec, trainer.module, setup.seq, setup.image)
+    samples = batch * steps_per_window * world
+    work = flops_work(model_flops, trainer, samples, steps_per_window)
+    peak = ctx.peak_flops(setup.precision.dtype)
+    n_params = sum(p.numel() for p in trainer.module.parameters())
+    details = {
+        **checks.setup_details(trainer.setup, n_params),
+        **memory_details,
+        "mode": "train",
+        "optimizer": type(trainer.optimizer).__name__,
+        "loss_scaling": trainer.scaler is not None,
+        "loss_first": losses[0],
+        "loss_last": last_loss,
+        "model_flop_formula": model_flops.formula,
+        "first_step_s": first_step,
+        "step_times": "p50/p90/p99 of the seconds per step, one value per timed sample",
+    }
+    if world > 1:
+        details.update(data_parallel="DistributedDataParallel", world_size=world,
+                       batch_per_rank=batch, global_batch=batch * world,
+                       throughput_scope="aggregate over ranks; each sample the slowest rank's")
+    compile_time = None
+    if setup.compile:
+        compile_time = max(0.0, first_step - min(check_times))
+        details["compile_time"] = "first step minus a steady step (synchronised)"
+    step_times = [s / steps_per_window for s in timing.samples]
+    return model_result(
+        timing, work, peak_flops=peak * world if peak else None, peak_memory=peak_memory,
+        step_times=step_times, compile_time=compile_time, details=details,
+        time_name="window_time",
+    )
+
+
+def flops_work(model_flops: flops.ModelFlops, trainer: Trainer, samples: int,
+               steps: int) -> Work:
+    tokens = samples * trainer.setup.seq if trainer.setup.spec.is_language_model else 0
+    return Work(samples=samples, tokens=tokens,
+                flop=model_flops.per_step(samples, training=True), steps=steps)
+
+
+_SUMMARY = ("Training throughput of a whole model (sample/s, token/s, MFU): forward, loss, "
+            "backward, optimizer step")
+
+BENCHMARK = Benchmark(
+    name="train",
+    family="model",
+    summary=_SUMMARY,
+    entry="accelbench.benchmarks.models.train:measure",
+    params=(*model_params(batch=8), FIND_BATCH),
+    devices=("cpu", "cuda"),
+    timeout_s=900.0,
+)
+
+DDP_BENCHMARK = Benchmark(
+    name="train-ddp",
+    family="model",
+    summary=_SUMMARY + "; DistributedDataParallel across the ranks of a torchrun job",
+    entry="accelbench.benchmarks.models.train:measure_ddp",
+    params=(*model_params(batch=8), FIND_BATCH),
+    devices=("cpu", "cuda"),
+    timeout_s=900.0,
+    distributed=True,
+)

@@ -1,0 +1,307 @@
+"""The model zoo: named shapes of real architectures, built with random weights.
+
+Every model is built from a configuration: transformers' config classes for BERT, GPT-2
+and LLaMA, torchvision's constructors (``weights=None``) for the CNNs and ViT, and
+torch.nn for the LSTM. Nothing is ever downloaded. Each architecture also has a tiny
+variant (``<arch>-tiny``) small enough to train for real on a laptop CPU in seconds.
+
+A model's shape can be changed with overrides (``layers=4,hidden=1024``); the keys an
+architecture accepts are listed in ``OVERRIDES``. This module imports torch only inside
+the builders, so declarations can list the model names cheaply.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from types import MappingProxyType
+from typing import Any
+
+# What each architecture is trained on, and so which loss and inputs it gets.
+TASKS = {
+    "bert": "masked-lm",
+    "gpt2": "causal-lm",
+    "llama": "causal-lm",
+    "lstm": "sequence-classification",
+    "resnet": "image-classification",
+    "densenet": "image-classification",
+    "vgg": "image-classification",
+    "vit": "image-classification",
+}
+LANGUAGE_MODELS = ("bert", "gpt2", "llama")
+CNNS = ("resnet", "densenet", "vgg")
+
+# Shape keys an override may set, per architecture.
+OVERRIDES: Mapping[str, tuple[str, ...]] = MappingProxyType({
+    "bert": ("layers", "hidden", "heads", "intermediate", "vocab", "max_positions"),
+    "gpt2": ("layers", "hidden", "heads", "vocab", "max_positions"),
+    "llama": ("layers", "hidden", "heads", "kv_heads", "intermediate", "vocab",
+              "max_positions"),
+    "lstm": ("layers", "hidden", "input", "classes"),
+    "resnet": ("classes",),
+    "densenet": ("classes",),
+    "vgg": ("classes",),
+    "vit": ("layers", "hidden", "heads", "mlp", "patch", "classes"),
+})
+
+
+@dataclass(frozen=True)
+class ModelSpec:
+    """A named model: its architecture and shape (generic keys, see OVERRIDES)."""
+
+    name: str
+    arch: str
+    shape: Mapping[str, Any]
+    tiny: bool = False
+
+    @property
+    def task(self) -> str:
+        return TASKS[self.arch]
+
+    @property
+    def is_language_model(self) -> bool:
+        return self.arch in LANGUAGE_MODELS
+
+    @property
+    def is_cnn(self) -> bool:
+        return self.arch in CNNS
+
+    @property
+    def is_vision(self) -> bool:
+        return self.task == "image-classification"
+
+    @property
+    def uses_seq(self) -> bool:
+        return not self.is_vision
+
+    def with_overrides(self, overrides: Mapping[str, int]) -> ModelSpec:
+        allowed = OVERRIDES[self.arch]
+        unknown = sorted(set(overrides) - set(allowed))
+        if unknown:
+            raise ValueError(f"{self.name} has no shape setting {unknown[0]!r} "
+                             f"(settings: {', '.join(allowed)})")
+        return ModelSpec(self.name, self.arch, {**self.shape, **overrides}, self.tiny)
+
+
+def _spec(name: str, arch: str, tiny: bool = False, **shape: Any) -> ModelSpec:
+    return ModelSpec(name, arch, MappingProxyType(shape), tiny)
+
+
+_BERT_VOCAB, _GPT2_VOCAB = 30522, 50257
+_TINY_VOCAB = 128
+
+MODELS: Mapping[str, ModelSpec] = MappingProxyType({s.name: s for s in (
+    _spec("bert-base", "bert", layers=12, hidden=768, heads=12, intermediate=3072,
+          vocab=_BERT_VOCAB, max_positions=512),
+    _spec("bert-large", "bert", layers=24, hidden=1024, heads=16, intermediate=4096,
+          vocab=_BERT_VOCAB, max_positions=512),
+    _spec("bert-tiny", "bert", True, layers=2, hidden=32, heads=2, intermediate=64,
+          vocab=_TINY_VOCAB, max_positions=128),
+    _spec("gpt2-small", "gpt2", layers=12, hidden=768, heads=12, vocab=_GPT2_VOCAB,
+          max_positions=1024),
+    _spec("gpt2-medium", "gpt2", layers=24, hidden=1024, heads=16, vocab=_GPT2_VOCAB,
+          max_positions=1024),
+    _spec("gpt2-large", "gpt2", layers=36, hidden=1280, heads=20, vocab=_GPT2_VOCAB,
+          max_positions=1024),
+    _spec("gpt2-xl", "gpt2", layers=48, hidden=1600, heads=25, vocab=_GPT2_VOCAB,
+          max_positions=1024),
+    _spec("gpt2-tiny", "gpt2", True, layers=2, hidden=32, heads=2, vocab=_TINY_VOCAB,
+          max_positions=128),
+    # LLaMA 3.2 1B (tied embeddings, grouped-query attention) and LLaMA 2 7B shapes.
+    _spec("llama-1b", "llama", layers=16, hidden=2048, heads=32, kv_heads=8,
+          intermediate=8192, vocab=128256, max_positions=8192, tied=True),
+    _spec("llama-7b", "llama", layers=32, hidden=4096, heads=32, kv_heads=32,
+          intermediate=11008, vocab=32000, max_positions=4096, tied=False),
+    _spec("llama-tiny", "llama", True, layers=2, hidden=32, heads=4, kv_heads=2,
+          intermediate=64, vocab=_TINY_VOCAB, max_positions=128, tied=False),
+    # SuperBench's LSTM: 8 layers of 1024, 256 input features, 100 classes.
+    _spec("lstm", "lstm", layers=8, hidden=1024, input=256, classes=100),
+    _spec("lstm-tiny", "lstm", True, layers=2, hidden=32, input=16, classes=10),
+    _spec("resnet50", "resnet", depth=50, classes=1000),
+    _spec("resnet101", "resnet", depth=101, classes=1000),
+    _spec("resnet152", "resnet", depth=152, classes=1000),
+    _spec("resnet-tiny", "resnet", True, depth=10, classes=10),  # resnet18 blocks, one per stage
+    _spec("densenet169", "densenet", depth=169, classes=1000),
+    _spec("densenet201", "densenet", depth=201, classes=1000),
+    _spec("densenet-tiny", "densenet", True, depth=0, classes=10),
+    _spec("vgg11", "vgg", depth=11, classes=1000),
+    _spec("vgg13", "vgg", depth=13, classes=1000),
+    _spec("vgg16", "vgg", depth=16, classes=1000),
+    _spec("vgg19", "vgg", depth=19, classes=1000),
+    _spec("vgg-tiny", "vgg", True, depth=0, classes=10),
+    _spec("vit-b16", "vit", layers=12, hidden=768, heads=12, mlp=3072, patch=16, classes=1000),
+    _spec("vit-tiny", "vit", True, layers=2, hidden=32, heads=2, mlp=64, patch=8, classes=10),
+)})
+
+MODEL_NAMES: tuple[str, ...] = tuple(MODELS)
+
+
+def get_spec(name: str, overrides: str = "") -> ModelSpec:
+    """The named model with the overrides applied; ValueError for bad input."""
+    if name not in MODELS:
+        raise ValueError(f"unknown model {name!r} (models: {', '.join(MODELS)})")
+    return MODELS[name].with_overrides(parse_overrides(overrides))
+
+
+def parse_overrides(text: str) -> dict[str, int]:
+    """``"layers=4,hidden=1024"`` -> {"layers": 4, "hidden": 1024}; ValueError if malformed."""
+    out: dict[str, int] = {}
+    for item in filter(None, (part.strip() for part in text.split(","))):
+        key, sep, value = item.partition("=")
+        key = key.strip()
+        if not sep or not key or not value.strip().isdigit() or int(value) < 1:
+            raise ValueError(f"bad shape setting {item!r}: use key=positive-integer")
+        out[key] = int(value)
+    return out
+
+
+def overrides_problem(text: str) -> str | None:
+    """Parameter check for the overrides string (syntax only; keys are checked per model)."""
+    try:
+        overrides = parse_overrides(text)
+    except ValueError as exc:
+        return str(exc)
+    known = {key for keys in OVERRIDES.values() for key in keys}
+    unknown = sorted(set(overrides) - known)
+    return f"unknown shape setting {unknown[0]!r}" if unknown else None
+
+
+# --- builders (import torch, transformers, torchvision) ---------------------------------
+
+
+def build(spec: ModelSpec, image: int = 224) -> Any:
+    """A freshly initialised torch.nn.Module for spec, on the current default device.
+
+    Use ``with torch.device("meta"):`` around it to describe a model without allocating
+    it (parameter counts of the 7B shape, FLOP counting).
+    """
+    return _BUILDERS[spec.arch](spec, image)
+
+
+def _offline() -> None:
+    # Built from configs, transformers has nothing to fetch; make sure it never tries.
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+
+
+def _bert(spec: ModelSpec, image: int) -> Any:
+    _offline()
+    from transformers import BertConfig, BertForMaskedLM
+
+    s = spec.shape
+    config = BertConfig(vocab_size=s["vocab"], hidden_size=s["hidden"],
+                        num_hidden_layers=s["layers"], num_attention_heads=s["heads"],
+                        intermediate_size=s["intermediate"],
+                        max_position_embeddings=s["max_positions"])
+    return BertForMaskedLM(config)
+
+
+def _gpt2(spec: ModelSpec, image: int) -> Any:
+    _offline()
+    from transformers import GPT2Config, GPT2LMHeadModel
+
+    s = spec.shape
+    config = GPT2Config(vocab_size=s["vocab"], n_embd=s["hidden"], n_layer=s["layers"],
+                        n_head=s["heads"], n_positions=s["max_positions"], use_cache=False,
+                        bos_token_id=s["vocab"] - 1, eos_token_id=s["vocab"] - 1)
+    model = GPT2LMHeadModel(config)
+    model.loss_type = "ForCausalLM"  # what transformers falls back to, after a warning
+    return model
+
+
+def _llama(spec: ModelSpec, image: int) -> Any:
+    _offline()
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    s = spec.shape
+    config = LlamaConfig(vocab_size=s["vocab"], hidden_size=s["hidden"],
+                         intermediate_size=s["intermediate"], num_hidden_layers=s["layers"],
+                         num_attention_heads=s["heads"], num_key_value_heads=s["kv_heads"],
+                         max_position_embeddings=s["max_positions"],
+                         tie_word_embeddings=bool(s.get("tied", False)), use_cache=False)
+    return LlamaForCausalLM(config)
+
+
+def _lstm(spec: ModelSpec, image: int) -> Any:
+    from accelbench.benchmarks.models.lstm import LSTMClassifier
+
+    s = spec.shape
+    return LSTMClassifier(s["input"], s["hidden"], s["layers"], s["classes"])
+
+
+def _resnet(spec: ModelSpec, image: int) -> Any:
+    from torchvision import models
+    from torchvision.models.resnet import BasicBlock, ResNet
+
+    depth, classes = spec.shape["depth"], spec.shape["classes"]
+    if depth == 10:
+        return ResNet(BasicBlock, [1, 1, 1, 1], num_classes=classes)
+    return getattr(models, f"resnet{depth}")(weights=None, num_classes=classes)
+
+
+def _densenet(spec: ModelSpec, image: int) -> Any:
+    from torchvision import models
+    from torchvision.models.densenet import DenseNet
+
+    depth, classes = spec.shape["depth"], spec.shape["classes"]
+    if depth == 0:
+        return DenseNet(growth_rate=8, block_config=(2, 2, 2, 2), num_init_features=16,
+                        bn_size=2, num_classes=classes)
+    return getattr(models, f"densenet{depth}")(weights=None, num_classes=classes)
+
+
+def _vgg(spec: ModelSpec, image: int) -> Any:
+    from torchvision import models
+
+    depth, classes = spec.shape["depth"], spec.shape["classes"]
+    if depth == 0:
+        return _tiny_vgg(classes)
+    return getattr(models, f"vgg{depth}")(weights=None, num_classes=classes)
+
+
+def _tiny_vgg(classes: int) -> Any:
+    """torchvision's VGG feature stack at a small width, with a small classifier.
+
+    torchvision's VGG class fixes a 25088 -> 4096 -> 4096 classifier (120M parameters),
+    so the tiny variant keeps VGG's layers and swaps only the sizes.
+    """
+    from collections import OrderedDict
+
+    from torch import nn
+    from torchvision.models.vgg import make_layers
+
+    return nn.Sequential(OrderedDict(
+        features=make_layers([8, "M", 16, "M", 32, 32, "M"]),
+        avgpool=nn.AdaptiveAvgPool2d((1, 1)),
+        flatten=nn.Flatten(),
+        classifier=nn.Sequential(nn.Linear(32, 64), nn.ReLU(True), nn.Dropout(),
+                                 nn.Linear(64, classes)),
+    ))
+
+
+def _vit(spec: ModelSpec, image: int) -> Any:
+    from torchvision.models.vision_transformer import VisionTransformer
+
+    s = spec.shape
+    if image % s["patch"]:
+        raise ValueError(f"{spec.name}: image size {image} is not a multiple of the "
+                         f"patch size {s['patch']}")
+    return VisionTransformer(image_size=image, patch_size=s["patch"], num_layers=s["layers"],
+                             num_heads=s["heads"], hidden_dim=s["hidden"], mlp_dim=s["mlp"],
+                             num_classes=s["classes"])
+
+
+_BUILDERS: Mapping[str, Callable[[ModelSpec, int], Any]] = MappingProxyType({
+    "bert": _bert, "gpt2": _gpt2, "llama": _llama, "lstm": _lstm, "resnet": _resnet,
+    "densenet": _densenet, "vgg": _vgg, "vit": _vit,
+})
+
+
+def parameter_count(spec: ModelSpec, image: int = 224) -> int:
+    """Parameters of the model, counted on the meta device (nothing is allocated)."""
+    import torch
+
+    with torch.device("meta"):
+        model = build(spec, image)
+    return sum(p.numel() for p in model.parameters())

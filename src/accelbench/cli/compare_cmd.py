@@ -1,0 +1,71 @@
+"""`accelbench compare A B`: every case both sides measured, B over A, with a verdict."""
+
+from __future__ import annotations
+
+import argparse
+
+from accelbench.cli.options import add_json, add_store, open_store, print_json
+
+NAME = "compare"
+HELP = "compare two runs (or two sets of runs, e.g. two stacks) case by case"
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("a", metavar="A", help="baseline: run id, prefix, 'latest', a stack "
+                        "glob such as '*MI250X*', or FIELD=GLOB (gen, host, device, suite)")
+    parser.add_argument("b", metavar="B", help="the runs compared with A, given the same way")
+    parser.add_argument("--min-effect", type=float, default=5.0, metavar="PCT",
+                        help="smallest change reported as faster or slower (default 5)")
+    parser.add_argument("--alpha", type=float, default=0.05,
+                        help="significance level of the test (default 0.05: 95%% CIs)")
+    parser.add_argument("--fail-on-regression", type=float, metavar="PCT",
+                        help="exit with 1 when a case is significantly slower by PCT%% or more")
+    parser.add_argument("--case", metavar="PATTERN",
+                        help="only cases matching 'BENCH [NAME=GLOB ...]', e.g. 'gemm dtype=bf16'")
+    add_store(parser)
+    add_json(parser)
+
+
+def check_percent(value: float | None, option: str, allow_zero: bool = True) -> None:
+    from accelbench.errors import UserError
+
+    if value is None:
+        return
+    if not (0 <= value < 100) or (value == 0 and not allow_zero):
+        raise UserError(f"{option} must be a percentage {'from' if allow_zero else 'above'} 0 "
+                        "and below 100")
+
+
+def run(args: argparse.Namespace) -> int:
+    from accelbench.analysis.compare import compare
+    from accelbench.analysis.select import parse_case_pattern, select_group
+    from accelbench.errors import EXIT_CASE_FAILED, UserError
+
+    check_percent(args.min_effect, "--min-effect")
+    check_percent(args.fail_on_regression, "--fail-on-regression", allow_zero=False)
+    if not 0 < args.alpha < 1:
+        raise UserError("--alpha must be between 0 and 1")
+    pattern = parse_case_pattern(args.case) if args.case else None
+    with open_store(args, create=False) as store:
+        a = select_group(store, args.a)
+        b = select_group(store, args.b)
+    result = compare(a, b, min_effect=args.min_effect / 100, alpha=args.alpha, cases=pattern)
+    gate = args.fail_on_regression
+    regressions = result.regressions(gate / 100) if gate is not None else []
+    if args.json:
+        data = result.to_dict()
+        if gate is not None:
+            data["fail_on_regression_pct"] = gate
+            data["regressions"] = [c.label for c in regressions]
+        print_json(data)
+    else:
+        from accelbench.analysis.tables import comparison_tables, render_rich
+        from accelbench.report.terminal import console
+
+        out = console()
+        render_rich(comparison_tables(result), out)
+        if gate is not None:
+            verdict = (f"{len(regressions)} case(s) regressed by {gate:g}% or more"
+                       if regressions else f"no case regressed by {gate:g}% or more")
+            out.print(verdict, markup=False)
+    return EXIT_CASE_FAILED if regressions else 0

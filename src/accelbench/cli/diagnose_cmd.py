@@ -1,0 +1,61 @@
+"""`accelbench diagnose`: which nodes fail which rule against a baseline, and by how much."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+from typing import Any
+
+from accelbench.cli.options import add_json, add_store, open_store, print_json
+
+NAME = "diagnose"
+HELP = "check every node's latest run against a baseline with rules; exit 1 if any fails"
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("runs", nargs="*", metavar="RUN",
+                        help="runs or filters forming the fleet (default: every stored run; "
+                        "the latest run of each host and device is used)")
+    parser.add_argument("--rules", metavar="FILE",
+                        help="YAML rules file (default: the rules shipped with accelbench)")
+    parser.add_argument("--baseline", default="fleet", metavar="REF",
+                        help="'fleet' (default: the fleet median of each stack), a baseline "
+                        "file written by `accelbench baseline`, or runs (their median)")
+    add_store(parser)
+    add_json(parser)
+
+
+def load_baseline(ref: str, store: Any) -> Any:
+    """None for the fleet median; else a baseline file, one run, or the median of runs."""
+    from accelbench.analysis import baseline
+    from accelbench.analysis.select import select_group
+
+    if ref == "fleet":
+        return None
+    if Path(ref).is_file():
+        return baseline.read_baseline(ref)
+    group = select_group(store, ref)
+    if len(group.runs) == 1:
+        return baseline.from_run(group.runs[0])
+    return baseline.fleet_median(group.runs, f"median of the {len(group.runs)} runs of {ref}")
+
+
+def run(args: argparse.Namespace) -> int:
+    from accelbench.analysis.diagnose import diagnose
+    from accelbench.analysis.rules import load_rules
+    from accelbench.analysis.select import select_runs
+    from accelbench.errors import EXIT_CASE_FAILED
+
+    rules = load_rules(args.rules)
+    with open_store(args, create=False) as store:
+        base = load_baseline(args.baseline, store)
+        runs = select_runs(store, args.runs)
+    result = diagnose(runs, rules, base)
+    if args.json:
+        print_json(result.to_dict())
+    else:
+        from accelbench.analysis.tables import diagnosis_table, render_rich
+        from accelbench.report.terminal import console
+
+        render_rich([diagnosis_table(result)], console())
+    return EXIT_CASE_FAILED if result.failing else 0

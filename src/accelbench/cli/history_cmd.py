@@ -1,0 +1,53 @@
+"""`accelbench history CASE`: a case over the stored runs of each stack, and its steps."""
+
+from __future__ import annotations
+
+import argparse
+
+from accelbench.cli.options import add_json, add_store, open_store, print_json
+
+NAME = "history"
+HELP = "the series of a case over stored runs of the same stack, and where it changed"
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("case", metavar="CASE",
+                        help="a case key, or a pattern 'BENCH [NAME=GLOB ...]' such as "
+                        "'gemm dtype=bf16 shape=4096'")
+    parser.add_argument("--stack", metavar="GLOB", help="only runs of matching generation keys")
+    parser.add_argument("--host", metavar="GLOB", help="only runs of matching hosts")
+    parser.add_argument("--limit", type=int, default=200, metavar="N",
+                        help="the newest N runs of each series (default 200)")
+    parser.add_argument("--min-effect", type=float, default=5.0, metavar="PCT",
+                        help="smallest step reported (default 5)")
+    parser.add_argument("--fail-on-regression", action="store_true",
+                        help="exit with 1 when a series ends on a regression")
+    add_store(parser)
+    add_json(parser)
+
+
+def run(args: argparse.Namespace) -> int:
+    from accelbench.analysis.history import case_matcher, history
+    from accelbench.analysis.select import select_runs
+    from accelbench.cli.compare_cmd import check_percent
+    from accelbench.errors import EXIT_CASE_FAILED, UserError
+
+    if args.limit < 2:
+        raise UserError("--limit must be at least 2")
+    check_percent(args.min_effect, "--min-effect")
+    wanted = case_matcher(args.case)
+    with open_store(args, create=False) as store:
+        runs = select_runs(store, [])
+    series = history(runs, wanted, stacks=args.stack, hosts=args.host, limit=args.limit,
+                     min_effect=args.min_effect / 100)
+    down = [s for s in series if s.latest_regression is not None]
+    if args.json:
+        print_json({"series": [s.to_dict() for s in series],
+                    "ends_on_regression": [f"{s.case.label} on {s.generation_key}"
+                                           for s in down]})
+    else:
+        from accelbench.analysis.tables import history_tables, render_rich
+        from accelbench.report.terminal import console
+
+        render_rich(history_tables(series), console())
+    return EXIT_CASE_FAILED if args.fail_on_regression and down else 0

@@ -1,0 +1,66 @@
+"""`accelbench merge`: gather runs from other stores or JSON exports into one store."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+from typing import Any
+
+from accelbench.cli.options import add_json, print_json
+
+NAME = "merge"
+HELP = "copy the runs of other stores or JSON exports into one store (idempotent)"
+
+_SQLITE_HEADER = b"SQLite format 3\x00"
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("sources", nargs="+", metavar="SOURCE",
+                        help="result stores (.sqlite) or exports (`accelbench export`, JSON)")
+    parser.add_argument("--into", metavar="STORE",
+                        help="the store to merge into (default: $ACCELBENCH_STORE, else "
+                        "results.sqlite in the user data directory)")
+    add_json(parser)
+
+
+def read_source(path: Path) -> list[Any]:
+    """Every run of a store file or a JSON export."""
+    from accelbench.errors import StoreError
+    from accelbench.store import Store, load_json
+
+    try:
+        with path.open("rb") as f:
+            head = f.read(len(_SQLITE_HEADER))
+    except OSError as exc:
+        raise StoreError(f"cannot read {path}: {exc.strerror or exc}") from None
+    if head == _SQLITE_HEADER:
+        with Store.open(path, create=False) as source:
+            return [source.load_run(r.id) for r in reversed(source.list_runs())]
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise StoreError(f"{path} is neither a result store nor a JSON export: {exc}") from None
+    return load_json(data)
+
+
+def run(args: argparse.Namespace) -> int:
+    from accelbench.store import Store, default_store_path
+
+    target = Path(args.into).expanduser() if args.into else default_store_path()
+    sources = [Path(s).expanduser() for s in args.sources]
+    loaded = [(path, read_source(path)) for path in sources]  # all read before any write
+    added = skipped = 0
+    per_source = []
+    with Store.open(target, create=True) as store:
+        for path, runs in loaded:
+            new = sum(store.import_run(run) for run in runs)
+            per_source.append({"source": str(path), "runs": len(runs), "added": new})
+            added += new
+            skipped += len(runs) - new
+    if args.json:
+        print_json({"into": str(target), "added": added, "already_present": skipped,
+                    "sources": per_source})
+    else:
+        print(f"Merged {added} run(s) into {target}; {skipped} already there.")
+    return 0

@@ -1,0 +1,193 @@
+"""`accelbench profile BENCH`: one case under the PyTorch profiler, its trace and analysis."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import Any
+
+from accelbench.cli.options import add_device, add_json, add_store, open_store, print_json
+from accelbench.errors import UserError
+
+NAME = "profile"
+HELP = "profile one benchmark case with the PyTorch profiler and analyse the trace"
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("bench", metavar="BENCH", help="the benchmark to profile")
+    parser.add_argument("-p", "--param", action="append", metavar="NAME=V",
+                        help="set a parameter (repeatable; one value each)")
+    parser.add_argument("--dtype", metavar="DTYPE", help="the precision, for benchmarks with one")
+    add_device(parser)
+    parser.add_argument("--steps", type=int, default=5, metavar="N",
+                        help="active (recorded) steps (default 5)")
+    parser.add_argument("--warmup", type=int, default=2, metavar="N",
+                        help="steps profiled but discarded first (default 2)")
+    parser.add_argument("--wait", type=int, default=1, metavar="N",
+                        help="steps run without the profiler before those (default 1)")
+    parser.add_argument("--memory", action="store_true",
+                        help="record memory allocations (peak memory in the analysis)")
+    parser.add_argument("--nproc-per-node", type=int, default=1, metavar="N",
+                        help="profile on N ranks started here with torchrun (collectives, "
+                        "data-parallel training); each rank writes its own trace")
+    parser.add_argument("--backend", choices=("nccl", "gloo", "mpi"),
+                        help="torch.distributed backend (default: nccl on GPUs — RCCL on "
+                        "ROCm — and gloo on the CPU)")
+    parser.add_argument("--output", metavar="DIR",
+                        help="directory for the traces, one folder per run "
+                        "(default: profiles/ beside the store)")
+    add_store(parser)
+    add_json(parser)
+
+
+def run(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    from accelbench.benchmarks import REGISTRY
+    from accelbench.cli.run_cmd import parse_overrides
+    from accelbench.env.device import parse_device_spec
+    from accelbench.profile.capture import Schedule
+    from accelbench.profile.session import check_request, profile_session
+    from accelbench.runner.distributed import check_backend, launched_by_torchrun
+    from accelbench.runner.plan import Request
+
+    try:
+        schedule = Schedule(wait=args.wait, warmup=args.warmup, active=args.steps,
+                            memory=args.memory)
+    except ValueError as exc:
+        raise UserError(f"invalid schedule: {exc}") from None
+    request = Request(benches=(args.bench,), overrides=parse_overrides(args.param),
+                      dtypes=(args.dtype,) if args.dtype else (), device=args.device,
+                      nproc_per_node=args.nproc_per_node, backend=args.backend)
+    check_request(request, REGISTRY)  # bad input fails here, before the store is touched
+    kind, _ = parse_device_spec(request.device)
+    if kind != "auto":
+        check_backend(request.backend, kind)
+    output = Path(args.output) if args.output else None
+    if launched_by_torchrun():
+        return _profile_as_rank(args, request, schedule, output)
+    if request.nproc_per_node > 1:
+        return _launch_ranks(args)
+    with open_store(args, create=True) as store:
+        outcome = profile_session(request, store, REGISTRY, schedule, output,
+                                  argv=sys.argv[1:])
+        store_location = store.path
+    return _finish(args, outcome, store_location)
+
+
+def _profile_as_rank(args: argparse.Namespace, request: Any, schedule: Any, output: Any
+                     ) -> int:
+    """Under torchrun: every rank profiles; rank 0 stores and prints."""
+    from contextlib import ExitStack
+
+    from accelbench.benchmarks import REGISTRY
+    from accelbench.profile.ranks import profile_as_rank
+
+    with ExitStack() as stack:
+        opened: list[Any] = []  # only rank 0 opens the store
+
+        def open_once() -> Any:
+            opened.append(stack.enter_context(open_store(args, create=True)))
+            return opened[0]
+
+        outcome = profile_as_rank(request, REGISTRY, schedule, open_once, output,
+                                  argv=sys.argv[1:])
+        if outcome is None:
+            return 0
+        return _finish(args, outcome, opened[0].path)
+
+
+def _launch_ranks(args: argparse.Namespace) -> int:
+    """Start this same command on N ranks with torchrun; rank 0 prints."""
+    import subprocess
+
+    command = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nnodes=1",
+               f"--nproc-per-node={args.nproc_per_node}", "-m", "accelbench",
+               *rank_argv(args)]
+    try:
+        return subprocess.run(command, check=False).returncode
+    except OSError as exc:
+        from accelbench.errors import EXIT_INTERNAL
+
+        raise UserError(f"could not start torchrun: {exc}", EXIT_INTERNAL) from None
+
+
+def rank_argv(args: argparse.Namespace) -> list[str]:
+    """This command's arguments for each rank (without --nproc-per-node)."""
+    out = [NAME, args.bench]
+    for item in args.param or ():
+        out += ["-p", item]
+    options = (("--dtype", args.dtype), ("--device", args.device), ("--steps", args.steps),
+               ("--warmup", args.warmup), ("--wait", args.wait), ("--backend", args.backend),
+               ("--output", args.output), ("--store", args.store))
+    for option, value in options:
+        if value is not None:
+            out += [option, str(value)]
+    out += [flag for flag, on in (("--memory", args.memory), ("--json", args.json)) if on]
+    return out
+
+
+def _finish(args: argparse.Namespace, outcome: Any, store_location: Any) -> int:
+    if args.json:
+        print_json({
+            "run_id": outcome.run_id,
+            "status": outcome.status,
+            "store": str(store_location),
+            "trace_dir": str(outcome.trace_dir),
+            "traces": [str(p) for p in outcome.trace_paths],
+            "problems": outcome.problems,
+            "measurement": outcome.measurement.to_dict(),
+            "analysis": outcome.analysis,
+        })
+    else:
+        _print(outcome, store_location)
+    return outcome.exit_code
+
+
+def _print(outcome: Any, store_location: Any) -> None:
+    from rich.console import Console
+    from rich.markup import escape
+    from rich.table import Table
+
+    from accelbench.profile.categories import short_name
+    from accelbench.profile.summary import pct, profile_summary_rows, seconds
+
+    out = Console(highlight=False)
+    m = outcome.measurement
+    out.print(f"[bold]Profile of {escape(m.case.label)}[/bold] on "
+              f"{escape(outcome.fingerprint.generation_key)}", soft_wrap=True)
+    if not m.ok:
+        out.print(f"{m.status}: {m.reason}", markup=False)
+    elif m.primary is not None:
+        from accelbench.report.units import format_value
+
+        shown = ", ".join(format_value(f.value, f.unit) for f in m.figures[:2])
+        out.print(f"{shown} (under the profiler: its overhead included)", markup=False)
+    for problem in outcome.problems:
+        out.print(f"problem: {problem}", markup=False)
+    analysis = outcome.analysis
+    if analysis and "error" not in analysis:
+        summary = Table(show_header=False, box=None, padding=(0, 2, 0, 0))
+        for label, value in profile_summary_rows(analysis):
+            summary.add_row(label, value)
+        out.print(summary)
+        for key, title, time_key in (("top_kernels", "Top device kernels", "time_s"),
+                                     ("top_operators", "Top operators (self time)", "self_s")):
+            items = analysis.get(key) or []
+            if not items:
+                continue
+            table = Table(title=title, title_justify="left")
+            for column in ("name", "kind", "calls", "time", "share"):
+                table.add_column(column, justify="left" if column in ("name", "kind")
+                                 else "right")
+            for item in items:
+                table.add_row(short_name(item["name"]), item["category"], str(item["calls"]),
+                              seconds(item[time_key]), pct(item["share"]))
+            out.print(table)
+    for path in outcome.trace_paths:
+        out.print(f"Trace: {path}", markup=False, soft_wrap=True)
+    if outcome.trace_paths:
+        out.print("Open it in Perfetto, or run: tensorboard --logdir "
+                  f"{outcome.trace_dir.parent}", markup=False, soft_wrap=True)
+    out.print(f"Stored in {store_location} as run {outcome.run_id}", markup=False,
+              soft_wrap=True)

@@ -1,0 +1,104 @@
+"""`accelbench profile` on every rank of a torch.distributed job (under torchrun).
+
+Each rank profiles the same case on its own device and writes its own trace
+(`rank<N>.<timestamp>.pt.trace.json.gz`) into one folder per run, which rank 0 names;
+rank 0 stores the run, its measurement (failed if any rank failed), the paths of all
+the ranks' traces and the analysis of its own trace. On a machine of its own, each
+node writes where the same --output path points there.
+"""
+
+from __future__ import annotations
+
+import socket
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+from accelbench import __version__
+from accelbench.core.registry import Registry
+from accelbench.env.device import parse_device_spec
+from accelbench.errors import UserError
+from accelbench.profile.capture import Schedule
+from accelbench.profile.session import (
+    SUITE,
+    ProfileOutcome,
+    add_analysis,
+    check_request,
+    default_output,
+    plan_one,
+)
+from accelbench.runner.plan import Request
+
+
+def profile_as_rank(
+    request: Request,
+    registry: Registry,
+    schedule: Schedule,
+    open_store: Callable[[], Any],
+    output: Path | None = None,
+    argv: Sequence[str] = (),
+) -> ProfileOutcome | None:
+    """Rank 0's outcome; None on the other ranks."""
+    import torch
+    import torch.distributed as dist
+
+    from accelbench.env.fingerprint import collect
+    from accelbench.profile.case import profile_case
+    from accelbench.runner.distributed import (
+        GroupCoordinator,
+        check_backend,
+        gather_outcomes,
+        init_group,
+        shutdown_group,
+    )
+    from accelbench.runner.ranks import combine
+
+    check_request(request, registry)
+    if request.nproc_per_node != 1:
+        raise UserError("already started by torchrun: leave out --nproc-per-node")
+    kind, index = parse_device_spec(request.device)
+    if index is not None:
+        raise UserError("under torchrun each rank uses its local GPU: use --device cuda or cpu")
+    if kind == "auto":
+        kind = "cuda" if torch.cuda.is_available() else "cpu"
+    backend = check_backend(request.backend, kind)
+    info = init_group(backend, kind, registry.get(request.benches[0]).timeout_s)
+    try:
+        fingerprint = collect("cpu" if kind == "cpu" else f"{kind}:{info.local_rank}")
+        device = fingerprint.device
+        planned = plan_one(request, registry, device)
+        if planned.benchmark.distributed:
+            planned = planned.on_world(info.world_size, backend)
+        store = run_id = None
+        shared: list[Any] = [None]
+        if info.rank == 0:
+            store = open_store()
+            run_id = store.begin_run(
+                fingerprint=fingerprint.to_dict(), fingerprint_id=fingerprint.fingerprint_id,
+                generation_key=fingerprint.generation_key, device=device.torch_device,
+                suite=SUITE, argv=list(argv), host=socket.gethostname(),
+                accelbench_version=__version__,
+            )
+            shared = [str((Path(output) if output else default_output(store.path)) / run_id)]
+        dist.broadcast_object_list(shared, src=0)
+        trace_dir = Path(shared[0])
+        coordinator = GroupCoordinator("cpu" if backend != "nccl" else device.torch_device)
+        profiled = profile_case(planned, device, schedule, trace_dir, f"rank{info.rank}",
+                                info, coordinator)
+        m = profiled.measurement
+        outcomes = gather_outcomes(m.status, m.reason)
+        paths: list[Any] = [None] * info.world_size
+        dist.all_gather_object(paths, [str(p) for p in profiled.trace_paths])
+        if info.rank != 0:
+            return None
+        assert store is not None and run_id is not None
+        measurement = combine(m, outcomes, info)
+        store.add_measurement(run_id, measurement)
+        outcome = ProfileOutcome(run_id, fingerprint, measurement, trace_dir,
+                                 tuple(Path(p) for rank in paths for p in rank))
+        if profiled.trace_paths:
+            add_analysis(outcome, store, planned, profiled.trace_paths[0])
+        store.finish_run(run_id, outcome.status)
+        return outcome
+    finally:
+        shutdown_group()

@@ -1,0 +1,309 @@
+"""A self-contained HTML report: inline CSS and SVG, no script, no external resource, so
+it opens from disk anywhere. Rendered by Jinja2 with autoescaping on, so every string
+from a result or a fingerprint (host names, labels, parameters) reaches the page as
+text; the only markup not escaped is the SVG that `charts` draws (matplotlib escapes
+the text inside it).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from itertools import count
+from typing import Any
+
+from accelbench import __version__
+from accelbench.core.measurement import Measurement
+from accelbench.core.stats import median_ci
+from accelbench.report import charts
+from accelbench.report.table import COLUMNS, counts, row
+from accelbench.store import StoredRun
+
+_PREFIXES = [(1e15, "P"), (1e12, "T"), (1e9, "G"), (1e6, "M"), (1e3, "k")]
+
+
+@dataclass
+class Chart:
+    title: str
+    svg: str
+    caption: str = ""
+
+
+@dataclass
+class Section:
+    """One table of a report section, in the shape of analysis.tables.Table."""
+
+    title: str
+    header: Sequence[str]
+    rows: Sequence[Sequence[str]]
+    notes: Sequence[str] = ()
+    numeric: frozenset[int] = frozenset()
+    styles: Sequence[str | None] = ()
+
+
+@dataclass
+class RunView:
+    anchor: str
+    record: Any
+    started: str
+    tally: dict[str, int]
+    fingerprint: list[tuple[str, str]]
+    families: list[Section]
+    charts: list[Chart]
+    notes: list[tuple[str, str]]
+
+
+@dataclass
+class Analysis:
+    anchor: str
+    title: str
+    tables: list[Any]
+    charts: list[Chart] = field(default_factory=list)
+
+
+def html_report(
+    runs: Sequence[StoredRun],
+    *,
+    comparisons: Sequence[Any] = (),
+    generations: Any = None,
+    title: str | None = None,
+    generated_at: float | None = None,
+) -> str:
+    """The report of `runs` (each shown in full), and optionally of comparisons
+    (analysis.compare.Comparison) and of generations (analysis.generations.Generations)."""
+    ids = (f"chart-{i}" for i in count(1))
+    analyses = []
+    for i, c in enumerate(comparisons, 1):
+        analyses.append(_comparison(c, f"comparison-{i}", ids))
+    if generations is not None and generations.rows:
+        analyses.append(_generations(generations, ids))
+    views = [_run_view(run, f"run-{i}", ids) for i, run in enumerate(runs, 1)]
+    when = dt.datetime.fromtimestamp(
+        generated_at if generated_at is not None else dt.datetime.now().timestamp(),
+        dt.timezone.utc)
+    if title is None:
+        title = (f"accelbench run {runs[0].record.id}" if len(runs) == 1
+                 else f"accelbench report: {len(runs)} runs")
+    return _template().render(
+        title=title, generated=f"{when:%Y-%m-%d %H:%M} UTC", version=__version__,
+        runs=views, analyses=analyses, columns=COLUMNS,
+    )
+
+
+def _template() -> Any:
+    from jinja2 import Environment, PackageLoader, StrictUndefined
+
+    env = Environment(
+        loader=PackageLoader("accelbench.report", "templates"),
+        autoescape=True, undefined=StrictUndefined, trim_blocks=True, lstrip_blocks=True,
+    )
+    return env.get_template("report.html.j2")
+
+
+def _markup(svg: str) -> Any:
+    from markupsafe import Markup
+
+    return Markup(svg)  # noqa: S704 - matplotlib's SVG, its text escaped by matplotlib
+
+
+# -- one run -----------------------------------------------------------------------------
+
+
+def _run_view(run: StoredRun, anchor: str, ids: Any) -> RunView:
+    from accelbench.env.metadata import rows as fingerprint_rows
+
+    record = run.record
+    started = dt.datetime.fromtimestamp(record.started_at, dt.timezone.utc)
+    families: dict[str, list[Measurement]] = {}
+    for m in run.measurements:
+        families.setdefault(m.case.family, []).append(m)
+    sections = []
+    notes = []
+    for family, ms in families.items():
+        table_rows = [row(m) for m in ms]
+        sections.append(Section(
+            family, COLUMNS, [r.cells() for r in table_rows], numeric=frozenset({2, 3, 4, 5}),
+            styles=[None if r.ok and not r.noisy else "warn" if r.ok else "bad"
+                    for r in table_rows]))
+        notes += [(f"{r.benchmark} {r.params}", r.note) for r in table_rows if r.note]
+    fingerprint = fingerprint_rows(run.fingerprint) or _flatten(run.fingerprint)
+    return RunView(anchor, record, f"{started:%Y-%m-%d %H:%M:%S} UTC", counts(run.measurements),
+                   fingerprint, sections, _run_charts(run, ids), notes)
+
+
+def _flatten(d: Any, prefix: str = "") -> list[tuple[str, str]]:
+    """Every leaf of a fingerprint of a shape the metadata keys do not know."""
+    if not isinstance(d, dict):
+        return [(prefix, str(d))]
+    out: list[tuple[str, str]] = []
+    for k, v in d.items():
+        out += _flatten(v, f"{prefix}.{k}" if prefix else str(k))
+    return out
+
+
+def _run_charts(run: StoredRun, ids: Any) -> list[Chart]:
+    ok = [m for m in run.measurements if m.ok and m.primary is not None]
+    out = []
+    micro: dict[tuple[str, str], list[Measurement]] = {}
+    for m in ok:
+        if m.case.family == "micro":
+            micro.setdefault((m.case.benchmark, m.primary.unit), []).append(m)  # type: ignore[union-attr]
+    for (bench, unit), ms in micro.items():
+        out.append(_micro_chart(bench, unit, ms, next(ids)))
+    collectives = [m for m in ok if m.case.family == "collective" and "bytes" in m.case.param_dict]
+    if collectives:
+        out.append(_collective_chart(collectives, next(ids)))
+    models = [m for m in ok if m.case.family == "model"]
+    for mode in dict.fromkeys(str(m.case.param_dict.get("mode", "")) for m in models):
+        chosen = [m for m in models if str(m.case.param_dict.get("mode", "")) == mode]
+        out.append(_model_chart(mode, chosen, next(ids)))
+    return out
+
+
+def _value_ci(m: Measurement) -> tuple[float, float, float]:
+    from accelbench.analysis.values import value_samples
+
+    values = value_samples(m)
+    value = m.primary.value if m.primary else math.nan
+    if values.size < 2:
+        return value, value, value
+    low, high, _ = median_ci(values)
+    return value, low, high
+
+
+def _micro_chart(bench: str, unit: str, ms: list[Measurement], chart_id: str) -> Chart:
+    from accelbench.analysis.generations import short_labels
+
+    labels = short_labels([m.case for m in ms])
+    labels = [" ".join(f"{k}={v}" for k, v in m.case.params) if label == bench else label
+              for label, m in zip(labels, ms, strict=True)]
+    peaks = [m.primary.peak if m.primary else None for m in ms]
+    stats = [_value_ci(m) for m in ms]
+    if all(peaks):
+        values = [100 * v / p for (v, _, _), p in zip(stats, peaks, strict=True)]  # type: ignore[operator]
+        errors = [(100 * lo / p, 100 * hi / p) for (_, lo, hi), p in zip(stats, peaks, strict=True)]  # type: ignore[operator]
+        ylabel, title = "% of peak", f"{bench}: % of the published peak"
+    else:
+        factor, shown = _scale([v for v, _, _ in stats], unit)
+        values = [v / factor for v, _, _ in stats]
+        errors = [(lo / factor, hi / factor) for _, lo, hi in stats]
+        ylabel, title = shown, f"{bench} ({shown}; no published peak for this device)"
+    svg = charts.bar_chart(chart_id, labels, [charts.BarSeries(bench, values, errors)],
+                           ylabel=ylabel)
+    return Chart(title, _markup(svg), "Bars: median; whiskers: 95% CI of the median.")
+
+
+def _collective_chart(ms: list[Measurement], chart_id: str) -> Chart:
+    lines: dict[str, list[tuple[float, float]]] = {}
+    unit = "B/s"
+    for m in ms:
+        fig = m.figure("busbw") or m.primary
+        if fig is None:
+            continue
+        unit = fig.unit
+        rest = " ".join(f"{k}={v}" for k, v in m.case.params if k != "bytes")
+        lines.setdefault(rest or m.case.benchmark, []).append(
+            (float(m.case.param_dict["bytes"]), fig.value))
+    factor, shown = _scale([y for pts in lines.values() for _, y in pts], unit)
+    series = [
+        charts.LineSeries(name, [x for x, _ in sorted(pts)], [y / factor for _, y in sorted(pts)])
+        for name, pts in lines.items()
+    ]
+    svg = charts.line_chart(chart_id, series, xlabel="message size (bytes, log2)",
+                            ylabel=f"bus bandwidth ({shown})", logx=True)
+    return Chart("Collective bus bandwidth against message size", _markup(svg))
+
+
+def _model_chart(mode: str, ms: list[Measurement], chart_id: str) -> Chart:
+    from accelbench.analysis.generations import short_labels
+
+    labels = short_labels([m.case for m in ms])
+    categories = list(dict.fromkeys(labels))
+    dtypes = list(dict.fromkeys(str(m.case.dtype) for m in ms))
+    unit = ms[0].primary.unit if ms[0].primary else ""
+    stats = {(label, str(m.case.dtype)): _value_ci(m)
+             for label, m in zip(labels, ms, strict=True)}
+    factor, shown = _scale([v for v, _, _ in stats.values()], unit)
+    series = []
+    for dtype in dtypes:
+        cells = [stats.get((c, dtype)) for c in categories]
+        series.append(charts.BarSeries(
+            dtype, [s[0] / factor if s else None for s in cells],
+            [(s[1] / factor, s[2] / factor) if s else None for s in cells]))
+    name = {"train": "Training", "infer": "Inference"}.get(mode, mode or "Model")
+    svg = charts.bar_chart(chart_id, categories, series, ylabel=shown)
+    return Chart(f"{name} throughput per model and precision", _markup(svg),
+                 "Bars: median; whiskers: 95% CI of the median.")
+
+
+def _scale(values: Sequence[float], unit: str) -> tuple[float, str]:
+    """A common SI prefix for a chart's axis: (divisor, unit with prefix)."""
+    finite = [abs(v) for v in values if v is not None and math.isfinite(v)]
+    top = max(finite, default=0.0)
+    if unit.endswith("/s") or unit in ("B", "FLOP"):
+        for factor, prefix in _PREFIXES:
+            if top >= factor:
+                return factor, prefix + unit
+    if unit == "s":
+        for factor, name in ((1.0, "s"), (1e-3, "ms"), (1e-6, "µs"), (1e-9, "ns")):
+            if top >= factor:
+                return factor, name
+        return 1e-9, "ns"
+    return 1.0, unit
+
+
+# -- analyses ----------------------------------------------------------------------------
+
+
+def _comparison(c: Any, anchor: str, ids: Any) -> Analysis:
+    from accelbench.analysis.generations import short_labels
+    from accelbench.analysis.tables import comparison_tables
+
+    tables = comparison_tables(c)
+    chart_list = []
+    if c.cases:
+        labels = short_labels([case.b.case for case in c.cases])
+        series = charts.BarSeries(
+            "B/A", [case.speed.ratio for case in c.cases],
+            [(case.speed.low, case.speed.high) for case in c.cases])
+        svg = charts.bar_chart(next(ids), labels, [series], ylabel="speed, B over A",
+                               reference=1.0)
+        chart_list.append(Chart("Speed of B relative to A per case", _markup(svg),
+                                "Above 1: B is faster. Whiskers: CI of the ratio."))
+    return Analysis(anchor, f"Comparison: {c.b.label} against {c.a.label}", tables, chart_list)
+
+
+def _generations(g: Any, ids: Any) -> Analysis:
+    from accelbench.analysis.tables import generations_table
+
+    return Analysis("generations", "Generations", [generations_table(g)],
+                    [generation_chart(g, next(ids))])
+
+
+def generation_chart(g: Any, chart_id: str, *, standalone: bool = False) -> Chart:
+    """Speed of every row relative to the baseline generation: one group of bars per row
+    (case and precision), one bar per generation."""
+    dtypes = {r.dtype for r in g.rows}
+    labels = [f"{r.label} {r.dtype}" if len(dtypes) > 1 else r.label for r in g.rows]
+    series = []
+    for key in g.keys:
+        values: list[float | None] = []
+        errors: list[tuple[float, float] | None] = []
+        for r in g.rows:
+            cell = r.cells.get(key)
+            rel = cell.versus_baseline if cell else None
+            if key == g.baseline and cell is not None:
+                values.append(1.0)
+                errors.append(None)
+            else:
+                values.append(rel.ratio if rel else None)
+                errors.append((rel.low, rel.high) if rel else None)
+        series.append(charts.BarSeries(key, values, errors))
+    figures = sorted({r.figure for r in g.rows})
+    svg = charts.bar_chart(chart_id, labels, series, ylabel=f"{', '.join(figures)}, x baseline",
+                           reference=1.0, standalone=standalone)
+    return Chart(f"{', '.join(figures)} relative to {g.baseline}",
+                 svg if standalone else _markup(svg),
+                 "Whiskers: 95% CI of the ratio to the baseline generation.")
