@@ -89,10 +89,9 @@ def test_cases_with_different_worker_keys_never_share_a_process(store_path):
 
     request = Request(benches=("keyed_pid", "pid"), overrides={"mode": ("a", "b")},
                       timing=FAST)
-    with Store.open(store_path) as store:
-        with pytest.MonkeyPatch.context() as mp:
-            mp.setattr(session, "expand", ordered_expand)
-            outcome = session.run_session(request, store, SAMPLE_REGISTRY)
+    with Store.open(store_path) as store, pytest.MonkeyPatch.context() as mp:
+        mp.setattr(session, "expand", ordered_expand)
+        outcome = session.run_session(request, store, SAMPLE_REGISTRY)
     pids = [m.details["pid"] for m in outcome.measurements]
     assert pids[0] == pids[1]  # same key: same worker
     assert pids[2] != pids[1]  # another key: a fresh worker
