@@ -285,14 +285,14 @@ def test_a_new_migration_upgrades_an_existing_store(store_path: Path, monkeypatc
 
     with Store.open(store_path) as store:
         run_id = store.begin_run(**RUN_ARGS)
-    broken = [*MIGRATIONS, ("002_broken", ["ALTER TABLE runs ADD COLUMN note TEXT",
+    broken = [*MIGRATIONS, ("999_broken", ["ALTER TABLE runs ADD COLUMN note TEXT",
                                            "ALTER TABLE no_such_table ADD COLUMN x"])]
     monkeypatch.setattr(store_sqlite, "MIGRATIONS", broken)
     monkeypatch.setattr(store_sqlite, "KNOWN_MIGRATIONS", {name for name, _ in broken})
     with pytest.raises(StoreError, match="no such table"):
         Store.open(store_path)
 
-    added = [*MIGRATIONS, ("002_run_note", ["ALTER TABLE runs ADD COLUMN note TEXT"])]
+    added = [*MIGRATIONS, ("999_run_note", ["ALTER TABLE runs ADD COLUMN note TEXT"])]
     monkeypatch.setattr(store_sqlite, "MIGRATIONS", added)
     monkeypatch.setattr(store_sqlite, "KNOWN_MIGRATIONS", {name for name, _ in added})
     with Store.open(store_path) as store:
@@ -300,8 +300,8 @@ def test_a_new_migration_upgrades_an_existing_store(store_path: Path, monkeypatc
     conn = sqlite3.connect(store_path)
     try:
         names = [row[0] for row in conn.execute("SELECT name FROM migrations ORDER BY rowid")]
-        assert names == ["001_initial", "002_run_note"]
-        assert conn.execute("PRAGMA user_version").fetchone()[0] == 2
+        assert names == [*(name for name, _ in MIGRATIONS), "999_run_note"]
+        assert conn.execute("PRAGMA user_version").fetchone()[0] == len(MIGRATIONS) + 1
         assert conn.execute("SELECT note FROM runs").fetchall() == [(None,)]
     finally:
         conn.close()

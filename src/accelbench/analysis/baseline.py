@@ -31,7 +31,7 @@ from accelbench.store import StoredRun
 
 FORMAT = "accelbench-baseline"
 FORMAT_VERSION = 1
-OUTLIER_Z = 3.5
+OUTLIER_Z = 5.0
 
 
 @dataclass(frozen=True)

@@ -223,19 +223,19 @@ def _cell(generation: str, entry: CaseResults, base: CaseResults | None) -> Cell
     return Cell(generation, entry, estimate)
 
 
-def short_labels(cases: Sequence[Case]) -> list[str]:
-    """Each case without its precision, and without what tells cases apart no better than
-    what is already shown: parameters with one value throughout, parameters that follow
-    from one shown before them (a model's batch size), and the benchmark name when there
-    is only one."""
+def short_labels(cases: Sequence[Case], *, dtype: bool = False) -> list[str]:
+    """Each case without its precision (unless `dtype`), and without what tells cases apart
+    no better than what is already shown: parameters with one value throughout (except a
+    model's name), parameters that follow from one shown before them (a model's batch
+    size), and the benchmark name when there is only one."""
     if not cases:
         return []
-    names = sorted({name for c in cases for name, _ in c.params if name != "dtype"},
+    names = sorted({name for c in cases for name, _ in c.params if dtype or name != "dtype"},
                    key=lambda name: (name != "model", name))
     shown: list[str] = []
     for name in names:
         values = [repr(c.param_dict.get(name)) for c in cases]
-        if len(set(values)) < 2:
+        if len(set(values)) < 2 and name != "model":
             continue
         if any(_follows(cases, name, other) for other in shown):
             continue

@@ -48,20 +48,27 @@ def bar_chart(
     ylabel: str,
     title: str = "",
     reference: float | None = None,
+    horizontal: bool = False,
     standalone: bool = False,
 ) -> str:
-    """Grouped vertical bars: one group per category, one bar per series, with error bars.
+    """Grouped bars with error bars: one group per category, one bar per series.
 
-    `standalone`: a complete SVG file rather than markup to inline in HTML."""
+    `horizontal` puts the categories on the vertical axis, for long labels; `standalone`
+    gives a complete SVG file rather than markup to inline in HTML.
+    """
     from matplotlib.figure import Figure
 
     n_cat = max(len(categories), 1)
-    width_in = min(max(_WIDTH_IN, 0.35 * n_cat * max(len(series), 1) + 2.0), 16.0)
+    n_series = max(len(series), 1)
+    if horizontal:
+        size = (_WIDTH_IN, min(max(1.6, 0.22 * n_cat * max(1.0, 0.6 * n_series) + 1.0), 30.0))
+    else:
+        size = (min(max(3.2, 1.6 + 0.5 * n_cat * max(1.0, 0.6 * n_series)), 16.0), _HEIGHT_IN)
     with _style(chart_id):
-        fig = Figure(figsize=(width_in, _HEIGHT_IN), layout="constrained")
+        fig = Figure(figsize=size, layout="constrained")
         ax = fig.add_subplot()
         group = 0.8
-        bar = group / max(len(series), 1)
+        bar = group / n_series
         for i, s in enumerate(series):
             xs, heights, lows, highs = [], [], [], []
             for j, value in enumerate(s.values):
@@ -74,21 +81,33 @@ def bar_chart(
                 highs.append(max(err[1] - value, 0.0) if err else 0.0)
             if not xs:
                 continue
-            ax.bar(xs, heights, bar * 0.95, label=text(s.name),
-                   yerr=[lows, highs] if any(lows) or any(highs) else None,
-                   capsize=2, error_kw={"elinewidth": 0.8})
-        if reference is not None:
-            ax.axhline(reference, color="#555555", linewidth=0.8, linestyle="--")
-        ax.set_xticks(range(len(categories)), [text(c) for c in categories],
-                      rotation=25 if len(categories) > 4 else 0,
-                      ha="right" if len(categories) > 4 else "center")
-        ax.set_ylabel(text(ylabel))
+            errors = [lows, highs] if any(lows) or any(highs) else None
+            style = {"label": text(s.name), "capsize": 2, "error_kw": {"elinewidth": 0.8}}
+            if horizontal:
+                ax.barh(xs, heights, bar * 0.95, xerr=errors, **style)
+            else:
+                ax.bar(xs, heights, bar * 0.95, yerr=errors, **style)
+        labels = [text(c) for c in categories]
+        if horizontal:
+            if reference is not None:
+                ax.axvline(reference, color="#555555", linewidth=0.8, linestyle="--")
+            ax.set_yticks(range(len(categories)), labels)
+            ax.invert_yaxis()
+            ax.set_xlabel(text(ylabel))
+            ax.grid(axis="x", linewidth=0.3)
+        else:
+            if reference is not None:
+                ax.axhline(reference, color="#555555", linewidth=0.8, linestyle="--")
+            tilt = len(categories) > 4
+            ax.set_xticks(range(len(categories)), labels, rotation=25 if tilt else 0,
+                          ha="right" if tilt else "center")
+            ax.set_ylabel(text(ylabel))
+            ax.grid(axis="y", linewidth=0.3)
+        ax.set_axisbelow(True)
         if title:
             ax.set_title(text(title))
         if len(series) > 1:
             ax.legend(fontsize="small", frameon=False)
-        ax.grid(axis="y", linewidth=0.3)
-        ax.set_axisbelow(True)
         return _svg(fig, chart_id, standalone)
 
 
@@ -125,8 +144,7 @@ def line_chart(
         ax.set_ylabel(text(ylabel))
         if title:
             ax.set_title(text(title))
-        if len(series) > 1:
-            ax.legend(fontsize="small", frameon=False)
+        ax.legend(fontsize="small", frameon=False)
         ax.grid(linewidth=0.3)
         return _svg(fig, chart_id)
 

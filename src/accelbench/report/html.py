@@ -176,7 +176,7 @@ def _value_ci(m: Measurement) -> tuple[float, float, float]:
 def _micro_chart(bench: str, unit: str, ms: list[Measurement], chart_id: str) -> Chart:
     from accelbench.analysis.generations import short_labels
 
-    labels = short_labels([m.case for m in ms])
+    labels = short_labels([m.case for m in ms], dtype=True)
     labels = [" ".join(f"{k}={v}" for k, v in m.case.params) if label == bench else label
               for label, m in zip(labels, ms, strict=True)]
     peaks = [m.primary.peak if m.primary else None for m in ms]
@@ -264,12 +264,12 @@ def _comparison(c: Any, anchor: str, ids: Any) -> Analysis:
     tables = comparison_tables(c)
     chart_list = []
     if c.cases:
-        labels = short_labels([case.b.case for case in c.cases])
+        labels = short_labels([case.b.case for case in c.cases], dtype=True)
         series = charts.BarSeries(
             "B/A", [case.speed.ratio for case in c.cases],
             [(case.speed.low, case.speed.high) for case in c.cases])
         svg = charts.bar_chart(next(ids), labels, [series], ylabel="speed, B over A",
-                               reference=1.0)
+                               reference=1.0, horizontal=True)
         chart_list.append(Chart("Speed of B relative to A per case", _markup(svg),
                                 "Above 1: B is faster. Whiskers: CI of the ratio."))
     return Analysis(anchor, f"Comparison: {c.b.label} against {c.a.label}", tables, chart_list)

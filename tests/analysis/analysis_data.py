@@ -1,0 +1,135 @@
+"""Synthetic stored runs for the analysis tests: a fleet of nodes, a history of runs."""
+
+from __future__ import annotations
+
+import shutil
+from collections.abc import Sequence
+from pathlib import Path
+
+import numpy as np
+
+from accelbench.core.case import Case
+from accelbench.core.measurement import Figure, Measurement
+from accelbench.store import Store
+
+CORPUS = Path(__file__).parents[1] / "fixtures" / "analysis"
+FLEET_STACK = "AMD Instinct MI300X | ROCm 6.3 | PyTorch 2.6.0"
+GEMM_FLOP = 2 * 8192**3
+COPY_BYTES = 2 * 1024 * 2**20
+SIZES = (2**20, 2**24, 2**28)
+
+
+def corpus_store(tmp_path: Path) -> Path:
+    """A copy of the committed corpus store: opening one may write beside it."""
+    path = tmp_path / "generations.sqlite"
+    shutil.copyfile(CORPUS / "generations-schema1.db", path)
+    return path
+
+
+def rated(
+    case: Case, per_call_s: float, amount: float, unit: str, *, rng: np.random.Generator,
+    n: int = 20, noise: float = 0.005, name: str = "throughput", peak: float | None = None,
+    extra: Sequence[tuple[str, float, str]] = (),
+) -> Measurement:
+    """A measurement whose samples scatter around `per_call_s` with relative `noise`."""
+    samples = tuple(float(v) for v in per_call_s * (1 + noise * rng.standard_normal(n)))
+    median = float(np.median(samples))
+    figures = [Figure(name, amount / median, unit, True, peak)]
+    figures += [Figure(n2, a / median, u, True) for n2, a, u in extra]
+    figures.append(Figure("time", median, "s", higher_is_better=False))
+    return Measurement(case=case, status="ok", samples=samples, number=10,
+                       figures=tuple(figures))
+
+
+def add_run(store: Store, *, host: str, stack: str, started_at: float,
+            measurements: Sequence[Measurement], device: str = "cuda:0") -> str:
+    fingerprint = {"format_version": 1, "platform": "rocm",
+                   "device": {"name": stack.split(" | ")[0], "type": "cuda"},
+                   "host": {"hostname": host}}
+    run_id = store.begin_run(
+        fingerprint=fingerprint, fingerprint_id=f"fp-{host}", generation_key=stack,
+        device=device, suite="quick", argv=["run"], host=host, accelbench_version="0.1.0",
+        started_at=started_at,
+    )
+    for m in measurements:
+        store.add_measurement(run_id, m)
+    store.finish_run(run_id, "complete", finished_at=started_at + 60)
+    return run_id
+
+
+# -- a fleet of 16 nodes, two of them bad ------------------------------------------------
+
+SLOW_GEMM_NODE = "node05"  # GEMM 20% slow: a compute fault (thermal throttling, clocks)
+BAD_NETWORK_NODE = "node12"  # all_reduce bus bandwidth 40% low and unsteady: a link fault
+
+
+def node_measurements(node: str, rng: np.random.Generator) -> list[Measurement]:
+    spread = 1.0 + 0.01 * rng.standard_normal()  # healthy nodes differ by about 1%
+    gemm_speed = spread * (0.80 if node == SLOW_GEMM_NODE else 1.0)
+    net_speed = spread * (0.60 if node == BAD_NETWORK_NODE else 1.0)
+    net_noise = 0.15 if node == BAD_NETWORK_NODE else 0.01
+    out = []
+    for dtype, rate in (("bf16", 700e12), ("fp16", 720e12)):
+        case = Case.make("gemm", "g1", "micro", {"shape": "8192", "dtype": dtype, "batch": 1},
+                         "cuda:0")
+        out.append(rated(case, GEMM_FLOP / (rate * gemm_speed), GEMM_FLOP, "FLOP/s", rng=rng,
+                         peak=1307e12))
+    case = Case.make("memory", "m1", "micro", {"op": "copy", "size_mib": 1024, "pinned": True},
+                     "cuda:0")
+    out.append(rated(case, COPY_BYTES / (4.0e12 * spread), COPY_BYTES, "B/s", rng=rng,
+                     name="bandwidth", peak=5.3e12))
+    for size in SIZES:
+        busbw = 300e9 * size / (size + 2**22) * net_speed
+        case = Case.make("collective", "c1", "collective",
+                         {"op": "all_reduce", "bytes": size, "dtype": "bf16"}, "cuda:0")
+        out.append(rated(case, size * 1.75 / busbw, size * 1.75, "B/s", rng=rng, n=15,
+                         noise=net_noise, name="busbw", extra=(("algbw", size, "B/s"),)))
+    case = Case.make("model", "t1", "model",
+                     {"model": "resnet50", "dtype": "bf16", "mode": "train", "batch": 256},
+                     "cuda:0")
+    out.append(rated(case, 256 / (3000 * spread), 256, "sample/s", rng=rng, n=10))
+    return out
+
+
+def make_fleet(path: Path, nodes: int = 16, seed: int = 7) -> list[str]:
+    """A store with one run per node, node01..node16, on one stack. Returns the hosts."""
+    rng = np.random.default_rng(seed)
+    hosts = [f"node{i:02d}" for i in range(1, nodes + 1)]
+    with Store.open(path) as store:
+        for i, host in enumerate(hosts):
+            add_run(store, host=host, stack=FLEET_STACK, started_at=1.75e9 + 60 * i,
+                    measurements=node_measurements(host, rng))
+    return hosts
+
+
+# -- a history with known steps ----------------------------------------------------------
+
+HISTORY_STACK = "AMD Instinct MI250X | ROCm 6.2 | PyTorch 2.5.1"
+# Level of GEMM throughput per run: improved by 8% at run 12, regressed by 12% at run 24.
+HISTORY_LEVELS = [1.0] * 12 + [1.08] * 12 + [1.08 * 0.88] * 8
+HISTORY_IMPROVED_AT = 12
+HISTORY_REGRESSED_AT = 24
+
+
+def make_history(path: Path, seed: int = 3) -> list[str]:
+    """A store of 32 nightly runs of one machine; returns the run ids, oldest first."""
+    rng = np.random.default_rng(seed)
+    ids = []
+    with Store.open(path) as store:
+        for i, level in enumerate(HISTORY_LEVELS):
+            run_level = level * (1 + 0.005 * rng.standard_normal())
+            gemm = Case.make("gemm", "g1", "micro", {"shape": "4096", "dtype": "bf16",
+                                                     "batch": 1}, "cuda:0")
+            flop = 2 * 4096**3
+            copy = Case.make("memory", "m1", "micro", {"op": "copy", "size_mib": 256,
+                                                       "pinned": True}, "cuda:0")
+            ms = [rated(gemm, flop / (150e12 * run_level), flop, "FLOP/s", rng=rng),
+                  rated(copy, 2**29 / (1.3e12 * (1 + 0.005 * rng.standard_normal())), 2**29,
+                        "B/s", rng=rng, name="bandwidth")]
+            ids.append(add_run(store, host="mi250x-07", stack=HISTORY_STACK,
+                               started_at=1.7e9 + 86400 * i, measurements=ms))
+        # The same case on another stack: a series of its own, not part of this one.
+        add_run(store, host="mi250x-07", stack="AMD Instinct MI250X | ROCm 6.3 | PyTorch 2.6.0",
+                started_at=1.7e9 + 86400 * 40,
+                measurements=[rated(gemm, flop / 170e12, flop, "FLOP/s", rng=rng)])
+    return ids
