@@ -91,13 +91,13 @@ def test_geometric_mean_per_family_is_scipys(a_vs_b) -> None:
 
 def test_time_figures_compare_as_speed(store_path) -> None:
     with Store.open(store_path, create=False) as store:
-        mi100 = select_group(store, "*MI100*")
+        mi250x_b = select_group(store, "20221115")
         h100 = select_group(store, "*H100*")
-    result = compare(mi100, h100, cases=parse_case_pattern("gemm dtype=fp16"))
-    (gemm,) = result.cases
-    assert gemm.speed.ratio == pytest.approx(700 / 120, rel=0.02) and gemm.verdict == FASTER
-    launch = next(u for u in result.version_differs if u.label.startswith("launch"))
-    assert "l1 in A, l2 in B" in launch.reason
+    (launch,) = compare(mi250x_b, h100, cases=parse_case_pattern("launch")).cases
+    assert launch.figure == "latency" and not launch.higher_is_better
+    assert launch.ratio.ratio == pytest.approx(3.0 / 4.5, rel=0.03)  # latency, B over A
+    assert launch.speed.ratio == pytest.approx(4.5 / 3.0, rel=0.03)  # B is 1.5x as fast
+    assert launch.verdict == FASTER and launch.change > 0
 
 
 def test_stack_filters_pool_runs(store_path) -> None:

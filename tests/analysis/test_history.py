@@ -31,7 +31,7 @@ def history_store(tmp_path_factory):
 def test_known_steps_are_found_and_described(history_store) -> None:
     _, ids, runs = history_store
     series = history(runs, case_matcher("gemm dtype=bf16"))
-    assert [s.generation_key for s in series][0] == HISTORY_STACK
+    assert series[0].generation_key == HISTORY_STACK
     main_series = series[0]
     assert len(main_series.points) == len(ids)
     improved, regressed = main_series.change_points

@@ -38,16 +38,22 @@ def test_quick_suite_runs_every_case_and_stores_it(quick_run):
     with Store.open(store, create=False) as opened:
         stored = opened.load_run("latest")
     statuses = {m.case.label: m.status for m in stored.measurements}
-    assert statuses and set(statuses.values()) == {"ok"}, statuses
+    assert "failed" not in statuses.values(), statuses
+    # With one process, only what needs several ranks is left out, and it says why.
+    skipped = [m for m in stored.measurements if m.status == "skipped"]
+    assert all(m.case.family == "collective" and "--nproc-per-node" in m.reason
+               for m in skipped)
     assert {"gemm", "memory", "launch", "conv", "attention"} <= {
         m.case.benchmark for m in stored.measurements}
     assert stored.record.status == "complete"
     assert stored.fingerprint["platform"] == "cpu"
     for m in stored.measurements:
+        if m.status == "skipped":
+            continue
         assert m.samples and all(s > 0 for s in m.samples)
         assert m.primary.value > 0
     # Progress went to stderr, one line per case.
-    assert result.stderr.count("✓") == len(stored.measurements)
+    assert result.stderr.count("✓") == len(stored.measurements) - len(skipped)
 
 
 def test_reading_commands_on_the_stored_run(quick_run, capsys):

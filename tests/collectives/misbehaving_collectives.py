@@ -66,7 +66,7 @@ def _variant(name: str, fn: Callable[..., Any], timeout: float) -> Benchmark:
                      timeout_s=timeout, distributed=True)
 
 
-HANG_TIMEOUT_S = 6.0
+HANG_TIMEOUT_S = 8.0
 
 REGISTRY = Registry([
     BENCHMARK,

@@ -7,10 +7,10 @@ import statistics
 import weakref
 
 import pytest
-from conftest import TINY
 
 from accelbench.benchmarks.models import infer, tasks, train, zoo
 from accelbench.core.measurement import CaseSkipped
+from conftest import TINY
 
 TRAIN_FIGURES = ["throughput", "tokens", "model_flops", "window_time", "p50", "p90", "p99",
                  "peak_memory"]
@@ -36,7 +36,7 @@ def test_training_figures_are_total_over_total_with_tokens_and_flops(execute) ->
     assert p50 == pytest.approx(statistics.median(m.samples) / TINY["steps_per_window"])
     d = m.details
     assert d["loss_last"] < d["loss_first"]
-    assert d["precision"] == "fp32 (TF32 off)" and d["optimizer"] == "AdamW"
+    assert d["precision"] == "fp32 (TF32 off)" and d["optimizer"] == "AdamW (fused)"
     assert d["parameters"] == zoo.parameter_count(zoo.MODELS["gpt2-tiny"])
     assert "6*N" not in d["model_flop_formula"] or "training 3x" in d["model_flop_formula"]
 

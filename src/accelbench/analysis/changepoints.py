@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from itertools import pairwise
 
 import numpy as np
 
@@ -80,5 +81,4 @@ def detect(
 
 def segments(n: int, points: Sequence[int]) -> list[tuple[int, int]]:
     """[start, end) of each segment between the change points."""
-    bounds = [0, *points, n]
-    return list(zip(bounds[:-1], bounds[1:], strict=True))
+    return list(pairwise([0, *points, n]))

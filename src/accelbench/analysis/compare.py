@@ -20,7 +20,7 @@ from accelbench.analysis.significance import (
     geometric_mean,
     ratio_of_medians,
 )
-from accelbench.analysis.values import CaseResults, case_sort_key, collect, speed_ratio
+from accelbench.analysis.values import CaseResults, case_sort_key, collect
 
 FASTER = "faster"
 SLOWER = "slower"
@@ -178,9 +178,9 @@ def compare(
         elif ea.version != eb.version:
             result.version_differs.append(_unpaired(
                 ea, f"benchmark version differs: {ea.version} in A, {eb.version} in B"))
-        elif not ea.measured or not eb.measured:
-            side, entry = ("A", ea) if not ea.measured else ("B", eb)
-            reason = entry.reasons[-1] if entry.reasons else "no result"
+        elif not _usable(ea) or not _usable(eb):
+            side, entry = ("A", ea) if not _usable(ea) else ("B", eb)
+            reason = entry.reasons[-1] if entry.reasons else "no headline figure"
             result.not_measured.append(_unpaired(entry, f"not measured in {side}: {reason}"))
         else:
             result.cases.append(compare_case(ea, eb, alpha=alpha, min_effect=min_effect))
@@ -196,7 +196,7 @@ def compare_case(
     ratio = ratio_of_medians(a.values, b.values, confidence=1.0 - alpha)
     speed = ratio if figure.higher_is_better else ratio.inverted()
     test = difference(a.values, b.values, alpha)
-    change = speed_ratio(ratio.ratio, figure.higher_is_better) - 1.0
+    change = speed.ratio - 1.0
     verdict = SAME
     if test.significant and abs(change) >= min_effect - 1e-12 and math.isfinite(change):
         verdict = FASTER if change > 0 else SLOWER
@@ -208,8 +208,13 @@ def compare_case(
     )
 
 
-def _filtered(entries: dict[str, CaseResults], pattern: CasePattern | None) -> dict[
-        str, CaseResults]:
+def _usable(entry: CaseResults) -> bool:
+    return entry.measured and entry.figure is not None and entry.values.size > 0
+
+
+def _filtered(
+    entries: dict[str, CaseResults], pattern: CasePattern | None
+) -> dict[str, CaseResults]:
     if pattern is None:
         return entries
     return {k: e for k, e in entries.items() if pattern.matches(e.case)}
@@ -220,6 +225,7 @@ def _unpaired(entry: CaseResults | None, reason: str) -> Unpaired:
     return Unpaired(entry.key, entry.case.label, entry.case.family, reason)
 
 
-def _sort_key(side_a: dict[str, CaseResults], side_b: dict[str, CaseResults], key: str) -> tuple[
-        Any, ...]:
+def _sort_key(
+    side_a: dict[str, CaseResults], side_b: dict[str, CaseResults], key: str
+) -> tuple[Any, ...]:
     return case_sort_key((side_b.get(key) or side_a[key]).case)

@@ -156,7 +156,7 @@ def generations(
 
     per_gen = {
         g.key: {k: e for k, e in collect(by_generation[g.key]).items()
-                if e.measured and keep(e.case)}
+                if e.measured and e.figure is not None and e.values.size and keep(e.case)}
         for g in gens
     }
     keys = {k for entries in per_gen.values() for k in entries}

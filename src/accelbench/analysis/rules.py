@@ -20,6 +20,7 @@ skipped, or is missing where the baseline has it.
 
 from __future__ import annotations
 
+import contextlib
 import math
 from dataclasses import dataclass
 from importlib import resources
@@ -158,10 +159,8 @@ def _number(item: dict[str, Any], key: str, where: str) -> float | None:
     value = item[key]
     # YAML 1.1 reads 1e-3 (no dot) as text: accept numbers written that way too.
     if isinstance(value, str):
-        try:
+        with contextlib.suppress(ValueError):
             value = float(value)
-        except ValueError:
-            pass
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(
             value):
         raise UserError(f"{where}: {key!r} must be a number, got {item[key]!r}")

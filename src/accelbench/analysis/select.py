@@ -54,8 +54,9 @@ class RunGroup:
         return self.runs[-1]
 
 
-def matching_records(records: Sequence[RunRecord], ref: str, store_path: object = "") -> list[
-        RunRecord]:
+def matching_records(
+    records: Sequence[RunRecord], ref: str, store_path: object = ""
+) -> list[RunRecord]:
     """The runs `ref` selects among `records` (newest first), newest first."""
     ref = ref.strip()
     if not ref:

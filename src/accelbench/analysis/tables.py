@@ -210,7 +210,7 @@ def render_rich(tables: Sequence[Table], console: Any) -> None:
         for i, row in enumerate(t.rows):
             style = t.styles[i] if i < len(t.styles) else None
             table.add_row(*(Text(cell) for cell in row),
-                          style={GOOD: "green", BAD: "red"}.get(style or "", None))
+                          style={GOOD: "green", BAD: "red"}.get(style or ""))
         if t.notes:
             table.caption = Text("\n".join(t.notes))
             table.caption_justify = "left"

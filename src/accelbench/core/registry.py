@@ -37,6 +37,7 @@ class Benchmark:
     # Runs on every rank of a torch.distributed job at once (collectives, data-parallel
     # training); the runner launches the ranks and stores rank 0's result.
     distributed: bool = False
+    min_ranks: int = 1  # a distributed benchmark with fewer ranks is skipped, unlaunched
     # Cases with different keys never share a worker process: for state a case leaves
     # in the process that would change what a later case measures (PyTorch keeps the
     # convolution algorithm it picked for a problem for the life of the process).
@@ -88,6 +89,7 @@ class Benchmark:
             "params": [p.describe() for p in self.params],
             "timeout_s": self.timeout_s,
             "distributed": self.distributed,
+            "min_ranks": self.min_ranks,
         }
 
 

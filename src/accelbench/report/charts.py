@@ -12,8 +12,10 @@ from __future__ import annotations
 import io
 import math
 import re
-from collections.abc import Sequence
-from dataclasses import dataclass, field
+import warnings
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
 
 _WIDTH_IN = 7.5
 _HEIGHT_IN = 3.4
@@ -31,12 +33,18 @@ class LineSeries:
     name: str
     x: Sequence[float]
     y: Sequence[float]
-    markers: Sequence[int] = field(default_factory=tuple)  # indices to mark (change points)
+
+
+_MAX_LABEL = 48
 
 
 def text(label: object) -> str:
-    """A label as matplotlib must get it: no mathtext, no legend-hiding leading '_'."""
-    out = str(label).replace("$", r"\$")
+    """A label as matplotlib must get it: one line, not longer than a chart can hold (the
+    tables beside a chart give it in full), no mathtext, no legend-hiding leading '_'."""
+    out = " ".join(str(label).split())
+    if len(out) > _MAX_LABEL:
+        out = out[: _MAX_LABEL - 1] + "…"
+    out = out.replace("$", r"\$")
     return " " + out if out.startswith("_") else out
 
 
@@ -119,27 +127,20 @@ def line_chart(
     ylabel: str,
     title: str = "",
     logx: bool = False,
-    logy: bool = False,
-    xticklabels: Sequence[str] | None = None,
+    byte_ticks: bool = False,
 ) -> str:
+    """Lines with point markers. `logx` spaces the x axis by powers of two; `byte_ticks`
+    labels them as sizes (64 KiB)."""
     from matplotlib.figure import Figure
 
     with _style(chart_id):
         fig = Figure(figsize=(_WIDTH_IN, _HEIGHT_IN), layout="constrained")
         ax = fig.add_subplot()
         for s in series:
-            (line,) = ax.plot(list(s.x), list(s.y), marker="o", markersize=3, linewidth=1.2,
-                              label=text(s.name))
-            for i in s.markers:
-                ax.axvline(s.x[i], color=line.get_color(), linewidth=0.8, linestyle="--")
+            ax.plot(list(s.x), list(s.y), marker="o", markersize=3, linewidth=1.2,
+                    label=text(s.name))
         if logx:
-            ax.set_xscale("log", base=2)
-        if logy:
-            ax.set_yscale("log")
-        if xticklabels is not None:
-            step = max(1, math.ceil(len(xticklabels) / 12))
-            ticks = list(range(0, len(xticklabels), step))
-            ax.set_xticks(ticks, [text(xticklabels[i]) for i in ticks], rotation=25, ha="right")
+            _log2_axis(ax.xaxis, byte_ticks)
         ax.set_xlabel(text(xlabel))
         ax.set_ylabel(text(ylabel))
         if title:
@@ -149,16 +150,40 @@ def line_chart(
         return _svg(fig, chart_id)
 
 
-def _style(chart_id: str):  # noqa: ANN202 - a matplotlib rc_context
+def _log2_axis(axis: object, byte_ticks: bool) -> None:
+    """A base-2 log axis labelled in plain text (mathtext tick labels are slow to lay out)."""
+    from matplotlib.ticker import FuncFormatter, LogLocator, NullLocator
+
+    axis.axes.set_xscale("log", base=2)  # type: ignore[attr-defined]
+    axis.set_major_locator(LogLocator(base=2, numticks=12))  # type: ignore[attr-defined]
+    axis.set_minor_locator(NullLocator())  # type: ignore[attr-defined]
+    label = format_bytes if byte_ticks else (lambda v: f"{v:g}")
+    axis.set_major_formatter(FuncFormatter(lambda v, _: label(v)))  # type: ignore[attr-defined]
+
+
+def format_bytes(n: float) -> str:
+    """Binary sizes for message-size axes: 65536 -> "64 KiB"."""
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if abs(n) < 1024 or unit == "GiB":
+            return f"{n:g} {unit}"
+        n /= 1024
+    raise AssertionError("unreachable")
+
+
+@contextmanager
+def _style(chart_id: str) -> Iterator[None]:
     import matplotlib
 
-    return matplotlib.rc_context({
+    with warnings.catch_warnings(), matplotlib.rc_context({
         "svg.fonttype": "none",
         "svg.hashsalt": chart_id,
         "font.size": 9,
         "axes.spines.top": False,
         "axes.spines.right": False,
-    })
+    }):
+        # A chart crowded by long labels is still drawn; the warning would only be noise.
+        warnings.filterwarnings("ignore", message="constrained_layout not applied")
+        yield
 
 
 _PROLOG = re.compile(r"^.*?(?=<svg\b)", re.S)

@@ -105,7 +105,7 @@ def _template() -> Any:
 def _markup(svg: str) -> Any:
     from markupsafe import Markup
 
-    return Markup(svg)  # noqa: S704 - matplotlib's SVG, its text escaped by matplotlib
+    return Markup(svg)  # matplotlib's SVG: matplotlib escaped the text in it
 
 
 # -- one run -----------------------------------------------------------------------------
@@ -148,8 +148,8 @@ def _run_charts(run: StoredRun, ids: Any) -> list[Chart]:
     out = []
     micro: dict[tuple[str, str], list[Measurement]] = {}
     for m in ok:
-        if m.case.family == "micro":
-            micro.setdefault((m.case.benchmark, m.primary.unit), []).append(m)  # type: ignore[union-attr]
+        if m.case.family == "micro" and m.primary is not None:
+            micro.setdefault((m.case.benchmark, m.primary.unit), []).append(m)
     for (bench, unit), ms in micro.items():
         out.append(_micro_chart(bench, unit, ms, next(ids)))
     collectives = [m for m in ok if m.case.family == "collective" and "bytes" in m.case.param_dict]
@@ -163,6 +163,7 @@ def _run_charts(run: StoredRun, ids: Any) -> list[Chart]:
 
 
 def _value_ci(m: Measurement) -> tuple[float, float, float]:
+    """The headline figure with the 95% CI of its median, on the figure's own scale."""
     from accelbench.analysis.values import value_samples
 
     values = value_samples(m)
@@ -174,6 +175,7 @@ def _value_ci(m: Measurement) -> tuple[float, float, float]:
 
 
 def _micro_chart(bench: str, unit: str, ms: list[Measurement], chart_id: str) -> Chart:
+    """% of the published peak per case; the figure itself where a peak is not known."""
     from accelbench.analysis.generations import short_labels
 
     labels = short_labels([m.case for m in ms], dtype=True)
@@ -182,14 +184,14 @@ def _micro_chart(bench: str, unit: str, ms: list[Measurement], chart_id: str) ->
     peaks = [m.primary.peak if m.primary else None for m in ms]
     stats = [_value_ci(m) for m in ms]
     if all(peaks):
-        values = [100 * v / p for (v, _, _), p in zip(stats, peaks, strict=True)]  # type: ignore[operator]
-        errors = [(100 * lo / p, 100 * hi / p) for (_, lo, hi), p in zip(stats, peaks, strict=True)]  # type: ignore[operator]
+        scales = [100.0 / p for p in peaks if p]
         ylabel, title = "% of peak", f"{bench}: % of the published peak"
     else:
         factor, shown = _scale([v for v, _, _ in stats], unit)
-        values = [v / factor for v, _, _ in stats]
-        errors = [(lo / factor, hi / factor) for _, lo, hi in stats]
+        scales = [1.0 / factor] * len(ms)
         ylabel, title = shown, f"{bench} ({shown}; no published peak for this device)"
+    values = [v * k for (v, _, _), k in zip(stats, scales, strict=True)]
+    errors = [(lo * k, hi * k) for (_, lo, hi), k in zip(stats, scales, strict=True)]
     svg = charts.bar_chart(chart_id, labels, [charts.BarSeries(bench, values, errors)],
                            ylabel=ylabel)
     return Chart(title, _markup(svg), "Bars: median; whiskers: 95% CI of the median.")
@@ -211,8 +213,8 @@ def _collective_chart(ms: list[Measurement], chart_id: str) -> Chart:
         charts.LineSeries(name, [x for x, _ in sorted(pts)], [y / factor for _, y in sorted(pts)])
         for name, pts in lines.items()
     ]
-    svg = charts.line_chart(chart_id, series, xlabel="message size (bytes, log2)",
-                            ylabel=f"bus bandwidth ({shown})", logx=True)
+    svg = charts.line_chart(chart_id, series, xlabel="message size",
+                            ylabel=f"bus bandwidth ({shown})", logx=True, byte_ticks=True)
     return Chart("Collective bus bandwidth against message size", _markup(svg))
 
 

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from accelbench import __version__
-from accelbench.core.measurement import STATUS_FAILED, Measurement, not_measured
+from accelbench.core.measurement import STATUS_FAILED, STATUS_SKIPPED, Measurement, not_measured
 from accelbench.core.registry import Registry
 from accelbench.env.device import DeviceInfo, parse_device_spec
 from accelbench.errors import (
@@ -178,11 +178,25 @@ def _run_distributed(
     from accelbench.runner.distributed import check_backend
     from accelbench.runner.launcher import RankGroup
 
-    group = RankGroup(request.nproc_per_node, check_backend(request.backend, device.type))
+    ranks = request.nproc_per_node
+    runnable = []
+    for offset, planned in enumerate(segment):
+        if planned.benchmark.min_ranks > ranks:
+            # Said without starting any rank: there would be nothing to measure.
+            listener.started(first + offset, planned)
+            reason = (f"needs at least {planned.benchmark.min_ranks} ranks; run with "
+                      f"--nproc-per-node {planned.benchmark.min_ranks} or under torchrun")
+            record(first + offset, not_measured(planned.case, STATUS_SKIPPED, reason,
+                                                time.time(), 0.0))
+        else:
+            runnable.append((first + offset, planned))
+    if not runnable:
+        return
+    group = RankGroup(ranks, check_backend(request.backend, device.type))
     group.run(
-        segment, device, policy, timeout_for,
-        on_start=lambda i: listener.started(first + i, segment[i]),
-        on_result=lambda i, m: record(first + i, m),
+        [planned for _, planned in runnable], device, policy, timeout_for,
+        on_start=lambda i: listener.started(runnable[i][0], runnable[i][1]),
+        on_result=lambda i, m: record(runnable[i][0], m),
     )
 
 

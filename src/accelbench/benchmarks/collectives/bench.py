@@ -45,4 +45,5 @@ BENCHMARK = Benchmark(
     devices=("cpu", "cuda"),
     timeout_s=300.0,
     distributed=True,
+    min_ranks=2,
 )

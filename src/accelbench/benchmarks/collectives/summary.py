@@ -69,8 +69,8 @@ def summary_table(measurements: Iterable[Measurement]) -> Any:
 
     table = Table(title="Collectives: peak bus bandwidth and small-message latency",
                   title_justify="left")
-    for name in ("Operation", "Ranks", "Backend", "Sizes", "Peak busbw", "at", "Latency", "at"):
-        table.add_column(name, justify="left" if name in ("Operation", "Backend") else "right")
+    for name in ("Operation", "Ranks", "Library", "Sizes", "Peak busbw", "at", "Latency", "at"):
+        table.add_column(name, justify="left" if name in ("Operation", "Library") else "right")
     for r in rows:
         dtype = r["dtype"] if r["op"] != "barrier" else ""
         what = " ".join(str(x) for x in (r["op"], dtype, _variant(r)) if x)

@@ -78,7 +78,7 @@ def measure(ctx: CaseContext, params: dict[str, Any]) -> CaseResult:
             latencies = latency_samples(ctx, forward)
         peak_memory, memory_details = meter.peak()
     finally:
-        model = runner = batch = inputs = None  # noqa: F841  (give the memory back)
+        model = runner = batch = inputs = None  # give the memory back
         if setup.compile:
             torch._dynamo.reset()
 
@@ -96,7 +96,8 @@ def measure(ctx: CaseContext, params: dict[str, Any]) -> CaseResult:
     compile_time = None
     if setup.compile:
         compile_time = max(0.0, first_call - steady)
-        details["compile_time"] = "first call minus a steady call (synchronised)"
+        details["compile_time"] = ("first call minus a steady call (synchronised); PyTorch's "
+                                   "on-disk compile caches, when warm, shorten it")
     return model_result(
         timing, work, peak_flops=ctx.peak_flops(precision.dtype), peak_memory=peak_memory,
         step_times=latencies, compile_time=compile_time, details=details,

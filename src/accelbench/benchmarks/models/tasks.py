@@ -103,9 +103,14 @@ def make_optimizer(torch: Any, spec: ModelSpec, params: Any, device_type: str, e
     learning rate, so that a few steps visibly lower the loss; speed does not depend on it.
     """
     params = list(params)
-    fused = {"fused": True} if device_type in ("cuda", "cpu") else {}
     if spec.arch in ("bert", "gpt2", "llama", "vit"):
-        lr = 1e-2 if spec.tiny else 1e-4
-        return torch.optim.AdamW(params, lr=lr, eps=eps, **fused)
-    lr = 0.1 if spec.tiny else 0.01
-    return torch.optim.SGD(params, lr=lr, momentum=0.9, weight_decay=1e-4, **fused)
+        kind, settings = torch.optim.AdamW, {"lr": 1e-2 if spec.tiny else 1e-4, "eps": eps}
+    else:
+        kind, settings = torch.optim.SGD, {"lr": 0.1 if spec.tiny else 0.01, "momentum": 0.9,
+                                           "weight_decay": 1e-4}
+    if device_type in ("cuda", "cpu"):
+        try:
+            return kind(params, fused=True, **settings)
+        except RuntimeError:  # no fused kernel for these parameters on this build
+            pass
+    return kind(params, **settings)

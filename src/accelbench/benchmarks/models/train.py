@@ -61,6 +61,7 @@ def _measure(ctx: CaseContext, params: dict[str, Any], data_parallel: bool) -> C
             details: dict[str, Any] = {}
             if params["find_batch"]:
                 details.update(_find_batch(ctx, trainer, setup.batch))
+                meter.reset()  # the search's tries are not the case's footprint
             trainer.wrap(data_parallel)
             result = _time_training(ctx, trainer, params["steps_per_window"], world, meter)
         result.details.update(details)
@@ -125,7 +126,8 @@ def _time_training(
         **checks.setup_details(trainer.setup, n_params),
         **memory_details,
         "mode": "train",
-        "optimizer": type(trainer.optimizer).__name__,
+        "optimizer": type(trainer.optimizer).__name__
+        + (" (fused)" if trainer.optimizer.defaults.get("fused") else ""),
         "loss_scaling": trainer.scaler is not None,
         "loss_first": losses[0],
         "loss_last": last_loss,
@@ -136,11 +138,13 @@ def _time_training(
     if world > 1:
         details.update(data_parallel="DistributedDataParallel", world_size=world,
                        batch_per_rank=batch, global_batch=batch * world,
-                       throughput_scope="aggregate over ranks; each sample the slowest rank's")
+                       throughput_scope="aggregate over ranks; each sample the slowest rank's",
+                       step_time_scope="the slowest rank's")
     compile_time = None
     if setup.compile:
         compile_time = max(0.0, first_step - min(check_times))
-        details["compile_time"] = "first step minus a steady step (synchronised)"
+        details["compile_time"] = ("first step minus a steady step (synchronised); PyTorch's "
+                                   "on-disk compile caches, when warm, shorten it")
     step_times = [s / steps_per_window for s in timing.samples]
     return model_result(
         timing, work, peak_flops=peak * world if peak else None, peak_memory=peak_memory,

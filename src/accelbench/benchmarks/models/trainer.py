@@ -138,7 +138,7 @@ class Trainer:
             ok = True
         except torch.OutOfMemoryError:
             ok = False
-        probe = None  # noqa: F841  (frees the probe batch before the next try)
+        probe = None  # frees the probe batch before the next try
         self.optimizer.zero_grad(set_to_none=True)
         if not ok:
             # A step cut short may leave the scaler mid-step; start it afresh.

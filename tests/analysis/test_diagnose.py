@@ -1,0 +1,209 @@
+"""Diagnosis rules and baselines on a synthetic 16-node fleet with two bad nodes."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from analysis_data import BAD_NETWORK_NODE, FLEET_STACK, SLOW_GEMM_NODE, make_fleet
+
+from accelbench.analysis import baseline as baselines
+from accelbench.analysis.diagnose import diagnose
+from accelbench.analysis.rules import load_rules, parse_rules
+from accelbench.analysis.select import select_runs
+from accelbench.cli.main import main
+from accelbench.errors import EXIT_CASE_FAILED, EXIT_STORE, EXIT_USAGE, UserError
+from accelbench.store import Store
+
+RULES = """
+version: 1
+rules:
+  - name: gemm
+    metric: "gemm dtype=bf16"
+    compare: ratio_to_baseline
+    min: 0.95
+    category: compute
+  - name: allreduce-large
+    metric: "collective op=all_reduce bytes=268435456"
+    figure: busbw
+    compare: ratio_to_baseline
+    min: 0.90
+    category: network
+  - name: allreduce-steady
+    metric: collective
+    compare: cv
+    max: 1e-1
+    category: network
+  - name: gemm-efficiency
+    metric: gemm
+    compare: pct_of_peak
+    min: 40
+    category: compute
+"""
+
+
+@pytest.fixture(scope="module")
+def fleet(tmp_path_factory):
+    path = tmp_path_factory.mktemp("fleet") / "results.sqlite"
+    hosts = make_fleet(path)
+    with Store.open(path) as store:
+        runs = select_runs(store, [])
+    return path, hosts, runs
+
+
+def test_default_rules_find_exactly_the_two_bad_nodes(fleet) -> None:
+    _, hosts, runs = fleet
+    result = diagnose(runs, load_rules())
+    assert len(result.nodes) == 16 == len(hosts)
+    failing = {n.node: n for n in result.failing}
+    assert set(failing) == {SLOW_GEMM_NODE, BAD_NETWORK_NODE}
+    assert failing[SLOW_GEMM_NODE].categories == ["compute"]
+    assert failing[BAD_NETWORK_NODE].categories == ["network"]
+    gemm = [f for f in failing[SLOW_GEMM_NODE].findings if f.rule == "gemm-throughput"]
+    assert len(gemm) == 2  # bf16 and fp16
+    assert all(f.observed == pytest.approx(0.80, abs=0.03) for f in gemm)
+    assert all(f.off_by == pytest.approx((0.90 - f.observed) / 0.90) for f in gemm)
+    network = failing[BAD_NETWORK_NODE].findings
+    assert {f.compare for f in network} == {"ratio_to_baseline", "cv"}
+    assert all(n.checks > 0 for n in result.nodes)
+
+
+def test_rules_from_yaml_with_every_comparison(fleet) -> None:
+    _, _, runs = fleet
+    result = diagnose(runs, parse_rules(RULES, "fleet.yaml"))
+    failing = {n.node: {f.rule for f in n.findings} for n in result.failing}
+    assert failing == {SLOW_GEMM_NODE: {"gemm"},
+                       BAD_NETWORK_NODE: {"allreduce-large", "allreduce-steady"}}
+
+
+def test_fleet_baseline_is_robust_to_the_bad_nodes(fleet) -> None:
+    _, _, runs = fleet
+    base = baselines.fleet_median(runs)
+    gemm = next(c for c in base.cases.values() if c.label.startswith("gemm batch=1 dtype=bf16"))
+    assert gemm.figures["throughput"].value == pytest.approx(700e12, rel=0.01)
+    assert SLOW_GEMM_NODE in gemm.outliers and gemm.nodes == 16
+    large = next(c for c in base.cases.values() if "bytes=268435456" in c.label)
+    assert BAD_NETWORK_NODE in large.outliers
+    assert large.figures["busbw"].value == pytest.approx(300e9 * 2**28 / (2**28 + 2**22),
+                                                         rel=0.01)
+
+
+def test_a_baseline_file_and_a_baseline_run_give_the_same_answer(fleet, tmp_path) -> None:
+    _, _, runs = fleet
+    path = tmp_path / "baseline.json"
+    baselines.write_baseline(baselines.fleet_median(runs), path)
+    loaded = baselines.read_baseline(path)
+    assert loaded.generation_keys == (FLEET_STACK,) and len(loaded.cases) == 7
+    from_file = diagnose(runs, load_rules(), loaded)
+    healthy = next(r for r in runs if r.record.host == "node01")
+    from_run = diagnose(runs, load_rules(), baselines.from_run(healthy))
+    for result in (from_file, from_run):
+        assert {n.node for n in result.failing} == {SLOW_GEMM_NODE, BAD_NETWORK_NODE}
+
+
+def test_a_missing_or_failed_case_fails_the_status_rule(fleet) -> None:
+    _, _, runs = fleet
+    import dataclasses
+
+    node = next(r for r in runs if r.record.host == "node03")
+    first, *rest = node.measurements
+    failed = dataclasses.replace(first, status="failed", reason="HIP error: out of memory")
+    broken = dataclasses.replace(node, measurements=(failed, *rest[:-1]))
+    fleet_runs = [broken if r is node else r for r in runs]
+    result = diagnose(fleet_runs, load_rules())
+    node3 = next(n for n in result.nodes if n.node == "node03")
+    details = {f.detail for f in node3.findings if f.rule == "failed-case"}
+    assert details == {"failed: HIP error: out of memory", "missing"}
+
+
+@pytest.mark.parametrize(
+    ("text", "fragment"),
+    [
+        ("rules: [", "invalid YAML at line 1"),
+        ("- a\n- b\n", "expected a mapping with a 'rules' list"),
+        ("rules: []", "non-empty list"),
+        ("rulez: []\nrules: [{}]", "unknown top-level field 'rulez'"),
+        ("rules:\n  - metric: gemm\n    compare: ratio_to_baseline\n    mni: 1\n"
+         "    category: c\n", "unknown field 'mni'"),
+        ("rules:\n  - metric: gemm\n    compare: eval\n    min: 1\n    category: c\n",
+         "unknown compare 'eval'"),
+        ("rules:\n  - metric: gemm\n    compare: value\n    min: __import__('os')\n"
+         "    category: c\n", "'min' must be a number"),
+        ("rules:\n  - metric: gemm\n    compare: value\n    min: true\n    category: c\n",
+         "'min' must be a number"),
+        ("rules:\n  - metric: gemm\n    compare: value\n    category: c\n",
+         "give 'min', 'max' or 'max_cv'"),
+        ("rules:\n  - metric: gemm\n    compare: value\n    min: 2\n    max: 1\n"
+         "    category: c\n", "'min' (2.0) is above 'max'"),
+        ("rules:\n  - compare: value\n    min: 2\n    category: c\n", "missing field 'metric'"),
+        ("rules:\n  - metric: 'gemm dtype'\n    compare: value\n    min: 2\n    category: c\n",
+         "bad case pattern"),
+        ("rules:\n  - !!python/object/apply:os.system ['true']\n", "invalid YAML"),
+    ],
+)
+def test_bad_rules_are_one_line_user_errors(text, fragment) -> None:
+    with pytest.raises(UserError) as info:
+        parse_rules(text, "rules.yaml")
+    message = str(info.value)
+    assert fragment in message and "\n" not in message and message.startswith("rules.yaml")
+
+
+def test_baseline_files_are_checked(tmp_path) -> None:
+    bad = tmp_path / "bad.json"
+    for content, fragment in [("{", "not JSON"), ('{"format": "x"}', "not an accelbench baseline"),
+                              ('{"format": "accelbench-baseline", "format_version": 9}',
+                               "format version 9"),
+                              ('{"format": "accelbench-baseline", "format_version": 1}',
+                               "malformed")]:
+        bad.write_text(content)
+        with pytest.raises(UserError, match=fragment):
+            baselines.read_baseline(bad)
+
+
+def test_diagnose_and_baseline_commands(fleet, tmp_path, capsys) -> None:
+    path, _, _ = fleet
+    store = ["--store", str(path)]
+    assert main(["diagnose", *store]) == EXIT_CASE_FAILED
+    out = capsys.readouterr().out
+    assert "2 of 16 nodes fail: node05 (compute), node12 (network)" in out
+    rules = tmp_path / "rules.yaml"
+    rules.write_text(RULES)
+    assert main(["diagnose", *store, "--rules", str(rules), "--json"]) == EXIT_CASE_FAILED
+    data = json.loads(capsys.readouterr().out)
+    assert data["failing"] == [SLOW_GEMM_NODE, BAD_NETWORK_NODE]
+    node5 = next(n for n in data["nodes"] if n["node"] == SLOW_GEMM_NODE)
+    assert node5["findings"][0]["off_by_pct"] > 10
+    out_file = tmp_path / "base.json"
+    assert main(["baseline", *store, "-o", str(out_file), "--json"]) == 0
+    summary = json.loads(capsys.readouterr().out)
+    assert summary["nodes"] == 16 and set(summary["outlier_nodes"]) >= {"node05", "node12"}
+    assert main(["diagnose", *store, "--baseline", str(out_file)]) == EXIT_CASE_FAILED
+    capsys.readouterr()
+    # Only healthy nodes: everyone passes.
+    healthy = [f"host=node0{i}" for i in (1, 2, 3, 4)]
+    assert main(["diagnose", *store, *healthy]) == 0
+    assert "all 4 nodes pass" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize(
+    ("args", "code", "fragment"),
+    [
+        (["diagnose", "--rules", "/nonexistent/rules.yaml"], EXIT_USAGE, "cannot read rules"),
+        (["diagnose", "--baseline", "nosuchrun"], EXIT_USAGE, "no run or stack matches"),
+        (["baseline"], EXIT_USAGE, "required: -o"),
+    ],
+)
+def test_diagnose_bad_input(fleet, capsys, args, code, fragment) -> None:
+    path, _, _ = fleet
+    assert main([*args, "--store", str(path)]) == code
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and fragment in err[0]
+
+
+def test_invalid_rules_file_on_the_command_line(fleet, tmp_path, capsys) -> None:
+    path, _, _ = fleet
+    rules = tmp_path / "rules.yaml"
+    rules.write_text("rules:\n  - metric: gemm\n    compare: value\n  min: 1\n")
+    assert main(["diagnose", "--rules", str(rules), "--store", str(path)]) == EXIT_USAGE
+    assert "invalid YAML at line" in capsys.readouterr().err
+    assert main(["diagnose", "--store", str(tmp_path / "none.sqlite")]) == EXIT_STORE

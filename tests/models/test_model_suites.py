@@ -1,0 +1,54 @@
+"""The model cases of the suites, per device class."""
+
+from __future__ import annotations
+
+from accelbench.benchmarks import REGISTRY
+from accelbench.env.device import DeviceInfo
+from accelbench.runner.plan import SUITES, Request, expand, load_suite
+
+CPU = DeviceInfo("cpu", None, "cpu", "cpu")
+MI250X = DeviceInfo("cuda", 0, "rocm", "AMD Instinct MI250X/MI250", "gfx90a")
+ISSUE_MODELS = {"bert-base", "bert-large", "gpt2-small", "gpt2-medium", "gpt2-large", "gpt2-xl",
+                "llama-1b", "lstm", "resnet50", "resnet101", "resnet152", "densenet169",
+                "densenet201", "vgg11", "vgg16", "vit-b16"}
+
+
+def _model_cases(suite: str, device: DeviceInfo, bench: str) -> list[dict]:
+    cases = expand(Request(suite=suite), load_suite(suite), REGISTRY, device)
+    return [dict(c.params) for c in cases if c.benchmark.name == bench]
+
+
+def test_quick_has_one_small_training_and_one_small_inference_case_per_device_class() -> None:
+    for device in (CPU, MI250X):
+        [trained] = _model_cases("quick", device, "train")
+        [inferred] = _model_cases("quick", device, "infer")
+        if device is CPU:
+            assert trained["model"].endswith("-tiny") and inferred["model"].endswith("-tiny")
+
+
+def test_standard_trains_the_whole_zoo_on_gpus_in_three_precisions() -> None:
+    cases = _model_cases("standard", MI250X, "train")
+    assert {c["model"] for c in cases} >= ISSUE_MODELS
+    for model in ISSUE_MODELS:
+        assert {c["dtype"] for c in cases if c["model"] == model} >= {"fp32", "fp16", "bf16"}
+    cpu = _model_cases("standard", CPU, "train")
+    assert cpu and all(c["batch"] <= 8 for c in cpu)
+
+
+def test_generations_uses_superbench_settings() -> None:
+    assert "generations" in SUITES
+    cases = _model_cases("generations", MI250X, "train")
+    by_model = {}
+    for c in cases:
+        by_model.setdefault(c["model"], []).append(c)
+    for model in ("bert-base", "bert-large"):
+        assert {(c["batch"], c["seq"]) for c in by_model[model]} == {(32, 224)}
+    assert {(c["batch"], c["seq"]) for c in by_model["gpt2-large"]} == {(8, 224)}
+    assert {(c["batch"], c["seq"], c["config"]) for c in by_model["lstm"]} == {
+        (224, 32, "input=224,hidden=1000")}
+    for model in ("resnet50", "densenet201", "vgg19"):
+        assert {(c["batch"], c["image"]) for c in by_model[model]} == {(32, 224)}
+    # float32, and float16 as SuperBench runs it: the whole model cast to half.
+    assert {(c["dtype"], c["cast"]) for c in cases} == {("fp32", False), ("fp16", True)}
+    ddp = _model_cases("generations", MI250X, "train-ddp")
+    assert len(ddp) == len(cases)
