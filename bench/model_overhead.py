@@ -8,7 +8,7 @@ optimizer; one synchronisation at the end). Prints samples/s of each per round, 
 ratio accelbench / plain, its median (target: at least 0.97), and the spread of each
 method across rounds.
 
-    python bench/model_overhead.py [--device auto] [--dtype fp32] [--rounds 5]
+    python bench/model_overhead.py [--device auto] [--dtype fp32] [--rounds 5] [--threads N]
 """
 
 from __future__ import annotations
@@ -94,9 +94,14 @@ def main() -> int:
     parser.add_argument("--seq", type=int, default=128)
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--seconds", type=float, default=3.0, help="per method per round")
+    parser.add_argument("--threads", type=int, default=None,
+                        help="CPU threads for torch (default: torch's choice)")
     args = parser.parse_args()
 
     import torch
+
+    if args.threads:
+        torch.set_num_threads(args.threads)
 
     from accelbench.benchmarks import REGISTRY
     from accelbench.core.timing import TimingPolicy

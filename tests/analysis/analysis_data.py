@@ -60,7 +60,7 @@ def add_run(store: Store, *, host: str, stack: str, started_at: float,
 # -- a fleet of 16 nodes, two of them bad ------------------------------------------------
 
 SLOW_GEMM_NODE = "node05"  # GEMM 20% slow: a compute fault (thermal throttling, clocks)
-BAD_NETWORK_NODE = "node12"  # all_reduce bus bandwidth 40% low and unsteady: a link fault
+BAD_NETWORK_NODE = "node12"  # all-reduce bus bandwidth 40% low and unsteady: a link fault
 
 
 def node_measurements(node: str, rng: np.random.Generator) -> list[Measurement]:
@@ -80,12 +80,11 @@ def node_measurements(node: str, rng: np.random.Generator) -> list[Measurement]:
                      name="bandwidth", peak=5.3e12))
     for size in SIZES:
         busbw = 300e9 * size / (size + 2**22) * net_speed
-        case = Case.make("collective", "c1", "collective",
-                         {"op": "all_reduce", "bytes": size, "dtype": "bf16"}, "cuda:0")
+        case = Case.make("collectives", "c1", "collective",
+                         {"op": "all-reduce", "bytes": size, "dtype": "bf16"}, "cuda:0")
         out.append(rated(case, size * 1.75 / busbw, size * 1.75, "B/s", rng=rng, n=15,
                          noise=net_noise, name="busbw", extra=(("algbw", size, "B/s"),)))
-    case = Case.make("model", "t1", "model",
-                     {"model": "resnet50", "dtype": "bf16", "mode": "train", "batch": 256},
+    case = Case.make("train", "t1", "model", {"model": "resnet50", "dtype": "bf16", "batch": 256},
                      "cuda:0")
     out.append(rated(case, 256 / (3000 * spread), 256, "sample/s", rng=rng, n=10))
     return out

@@ -24,13 +24,14 @@ rules:
     min: 0.95
     category: compute
   - name: allreduce-large
-    metric: "collective op=all_reduce bytes=268435456"
+    metric: "collectives op=all-reduce bytes=268435456"
     figure: busbw
     compare: ratio_to_baseline
     min: 0.90
     category: network
   - name: allreduce-steady
-    metric: collective
+    metric: "*"
+    family: collective
     compare: cv
     max: 1e-1
     category: network

@@ -10,6 +10,7 @@ from analysis_data import corpus_store
 
 from accelbench.analysis.generations import generations, short_labels
 from accelbench.analysis.select import select_runs
+from accelbench.analysis.values import case_mode
 from accelbench.cli.main import main
 from accelbench.core.case import Case
 from accelbench.errors import EXIT_USAGE, UserError
@@ -39,7 +40,7 @@ def test_training_throughput_per_generation_normalised_to_the_oldest(runs) -> No
     result = generations(runs)
     assert result.keys == [MI100, MI250X, H100] and result.baseline == MI100
     assert result.filters["family"] == "model" and result.filters["mode"] == "train"
-    assert {r.case.param_dict["mode"] for r in result.rows} == {"train"}
+    assert {r.case.benchmark for r in result.rows} == {"train"}  # not "infer"
     resnet = _row(result, "resnet50", "fp32")
     assert resnet.figure == "throughput" and resnet.unit == "sample/s"
     h100 = resnet.cells[H100].versus_baseline
@@ -76,6 +77,15 @@ def test_short_labels_keep_what_tells_cases_apart() -> None:
     assert short_labels(cases) == ["resnet50", "resnet50", "gpt2", "gpt2"]
     assert short_labels(cases, dtype=True) == ["resnet50 dtype=fp16", "resnet50 dtype=bf16",
                                                "gpt2 dtype=fp16", "gpt2 dtype=bf16"]
+
+
+def test_mode_comes_from_a_parameter_or_the_benchmark_name() -> None:
+    def case(bench, **params):
+        return Case.make(bench, "v", "model", {"model": "m", **params}, "cpu")
+
+    assert case_mode(case("train")) == "train" == case_mode(case("train-ddp"))
+    assert case_mode(case("infer")) == "infer" == case_mode(case("model", mode="infer"))
+    assert case_mode(Case.make("gemm", "v", "micro", {}, "cpu")) is None
 
 
 def test_bad_baseline_is_a_user_error(runs) -> None:

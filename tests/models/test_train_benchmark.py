@@ -134,6 +134,19 @@ def test_out_of_memory_is_recorded_and_the_model_is_released(
     assert after.status == "ok", after.reason
 
 
+def test_a_missing_library_skips_the_case_with_how_to_install_it(
+    execute, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def no_torchvision(spec, image=224):
+        raise ModuleNotFoundError("No module named 'torchvision'", name="torchvision")
+
+    monkeypatch.setattr(zoo, "build", no_torchvision)
+    m = execute(infer.BENCHMARK, model="resnet-tiny", **TINY)
+    assert m.status == "skipped"
+    assert "needs torchvision, which is not installed" in m.reason
+    assert "same package index as your torch" in m.reason
+
+
 def test_the_batch_search_survives_out_of_memory(monkeypatch: pytest.MonkeyPatch) -> None:
     import torch
 

@@ -19,7 +19,7 @@ from typing import Any
 
 from accelbench.analysis.select import CasePattern
 from accelbench.analysis.significance import RatioEstimate, ratio_of_medians
-from accelbench.analysis.values import CaseResults, case_sort_key, collect
+from accelbench.analysis.values import CaseResults, case_mode, case_sort_key, collect
 from accelbench.core.case import Case
 from accelbench.errors import UserError
 from accelbench.store import StoredRun
@@ -123,8 +123,9 @@ def generations(
     """Group `runs` by generation and normalise every kept case to `baseline`.
 
     `family` None means "model" when the runs hold model results, else every family.
-    `mode` keeps cases whose "mode" parameter has this value (cases without one stay);
-    None keeps every mode. `models` are globs on the "model" parameter.
+    `mode` keeps model cases of this mode ("train": the train benchmarks, or a "mode"
+    parameter of that value); other cases stay. None keeps every mode. `models` are globs
+    on the "model" parameter.
     """
     if not runs:
         raise UserError("no runs selected")
@@ -150,7 +151,7 @@ def generations(
             return False
         if dtypes and str(case.dtype) not in dtypes:
             return False
-        if mode is not None and "mode" in params and str(params["mode"]) != mode:
+        if mode is not None and case_mode(case) not in (None, mode):
             return False
         return cases is None or cases.matches(case)
 

@@ -129,3 +129,15 @@ def _natural(value: object) -> tuple[int, float, str]:
     if isinstance(value, (int, float)) and not isinstance(value, bool):
         return (0, float(value), "")
     return (1, 0.0, str(value))
+
+
+def case_mode(case: Case) -> str | None:
+    """"train" or "infer" for a model case: its "mode" parameter, else what its benchmark
+    is named for (train, train-ddp, infer); None for other cases."""
+    mode = case.param_dict.get("mode")
+    if mode is not None:
+        return str(mode)
+    for name in ("train", "infer"):
+        if case.benchmark.startswith(name):
+            return name
+    return None

@@ -20,7 +20,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="YAML rules file (default: the rules shipped with accelbench)")
     parser.add_argument("--baseline", default="fleet", metavar="REF",
                         help="'fleet' (default: the fleet median of each stack), a baseline "
-                        "file written by `accelbench baseline`, or runs (their median)")
+                        "file written by `accelbench baseline`, or a run (several runs: their "
+                        "median)")
     add_store(parser)
     add_json(parser)
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -40,7 +40,9 @@ def run(args: argparse.Namespace) -> int:
     fmt = args.format or _format_for(args.output)
     with open_store(args, create=False) as store:
         groups = [select_group(store, ref) for ref in refs]
-        text = render_groups(groups, fmt, min_effect=args.min_effect / 100)
+        profiles = {r.record.id: store.profiles_for_run(r.record.id)
+                    for g in groups for r in g.runs}
+        text = render_groups(groups, fmt, min_effect=args.min_effect / 100, profiles=profiles)
         if args.output == "-":
             sys.stdout.write(text)
             return 0
@@ -68,9 +70,16 @@ def default_report_path(store_path: Path, run_id: str, fmt: str = "html") -> Pat
     return Path(store_path).parent / "reports" / f"{run_id}.{fmt}"
 
 
-def render_groups(groups: Sequence[Any], fmt: str, *, min_effect: float = 0.05) -> str:
-    """The report of run groups: every run of them in full; with several groups, the first
-    compared with each other one; with several stacks, the generations."""
+def render_groups(
+    groups: Sequence[Any],
+    fmt: str,
+    *,
+    min_effect: float = 0.05,
+    profiles: Mapping[str, Sequence[Any]] | None = None,
+) -> str:
+    """The report of run groups: every run of them in full (with its profiles, by run id);
+    with several groups, the first compared with each other one; with several stacks, the
+    generations."""
     from accelbench.analysis.compare import compare
     from accelbench.analysis.generations import generations
 
@@ -80,14 +89,16 @@ def render_groups(groups: Sequence[Any], fmt: str, *, min_effect: float = 0.05) 
     if len({r.record.generation_key for r in runs}) > 1:
         gens = generations(runs)
         gens = gens if gens.rows else None
+    profiles = profiles or {}
     if fmt == "md":
-        return _markdown(runs, comparisons, gens)
+        return _markdown(runs, comparisons, gens, profiles)
     from accelbench.report.html import html_report
 
-    return html_report(runs, comparisons=comparisons, generations=gens)
+    return html_report(runs, comparisons=comparisons, generations=gens, profiles=profiles)
 
 
-def _markdown(runs: list[Any], comparisons: list[Any], gens: Any) -> str:
+def _markdown(runs: list[Any], comparisons: list[Any], gens: Any,
+              profiles: Mapping[str, Sequence[Any]]) -> str:
     from accelbench.analysis.tables import comparison_tables, generations_table, render_markdown
     from accelbench.report.markdown import run_report
 
@@ -96,7 +107,8 @@ def _markdown(runs: list[Any], comparisons: list[Any], gens: Any) -> str:
         parts.append(render_markdown(comparison_tables(c)))
     if gens is not None:
         parts.append(render_markdown([generations_table(gens)]))
-    parts += [run_report(r.record, r.fingerprint, r.measurements) for r in runs]
+    parts += [run_report(r.record, r.fingerprint, r.measurements,
+                         profiles.get(r.record.id, ())) for r in runs]
     return "\n".join(parts)
 
 

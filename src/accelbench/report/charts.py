@@ -35,7 +35,7 @@ class LineSeries:
     y: Sequence[float]
 
 
-_MAX_LABEL = 48
+_MAX_LABEL = 60
 
 
 def text(label: object) -> str:

@@ -15,6 +15,8 @@ from itertools import count
 from typing import Any
 
 from accelbench import __version__
+from accelbench.analysis.values import case_mode
+from accelbench.core.case import Case
 from accelbench.core.measurement import Measurement
 from accelbench.core.stats import median_ci
 from accelbench.report import charts
@@ -53,6 +55,7 @@ class RunView:
     families: list[Section]
     charts: list[Chart]
     notes: list[tuple[str, str]]
+    profiles: list[tuple[str, list[tuple[str, str]]]] = field(default_factory=list)
 
 
 @dataclass
@@ -70,9 +73,13 @@ def html_report(
     generations: Any = None,
     title: str | None = None,
     generated_at: float | None = None,
+    profiles: Any = None,
 ) -> str:
-    """The report of `runs` (each shown in full), and optionally of comparisons
-    (analysis.compare.Comparison) and of generations (analysis.generations.Generations)."""
+    """The report of `runs` (each shown in full, with its stored profiles by run id), and
+    optionally of comparisons (analysis.compare.Comparison) and of generations
+    (analysis.generations.Generations)."""
+    from accelbench.profile.summary import profile_summary_rows
+
     ids = (f"chart-{i}" for i in count(1))
     analyses = []
     for i, c in enumerate(comparisons, 1):
@@ -80,6 +87,9 @@ def html_report(
     if generations is not None and generations.rows:
         analyses.append(_generations(generations, ids))
     views = [_run_view(run, f"run-{i}", ids) for i, run in enumerate(runs, 1)]
+    for view in views:
+        view.profiles = [(f"Profile of {p.label}", profile_summary_rows(p.analysis))
+                         for p in (profiles or {}).get(view.record.id, ())]
     when = dt.datetime.fromtimestamp(
         generated_at if generated_at is not None else dt.datetime.now().timestamp(),
         dt.timezone.utc)
@@ -156,9 +166,9 @@ def _run_charts(run: StoredRun, ids: Any) -> list[Chart]:
     if collectives:
         out.append(_collective_chart(collectives, next(ids)))
     models = [m for m in ok if m.case.family == "model"]
-    for mode in dict.fromkeys(str(m.case.param_dict.get("mode", "")) for m in models):
-        chosen = [m for m in models if str(m.case.param_dict.get("mode", "")) == mode]
-        out.append(_model_chart(mode, chosen, next(ids)))
+    for mode in dict.fromkeys(case_mode(m.case) for m in models):
+        chosen = [m for m in models if case_mode(m.case) == mode]
+        out.append(_model_chart(mode or "", chosen, next(ids)))
     return out
 
 
@@ -198,20 +208,29 @@ def _micro_chart(bench: str, unit: str, ms: list[Measurement], chart_id: str) ->
 
 
 def _collective_chart(ms: list[Measurement], chart_id: str) -> Chart:
-    lines: dict[str, list[tuple[float, float]]] = {}
+    """Bus bandwidth against message size: one line per operation (and whatever else
+    differs between the cases besides the size)."""
+    from accelbench.analysis.generations import short_labels
+
+    lines: dict[tuple[Any, ...], list[tuple[float, float]]] = {}
+    representatives: dict[tuple[Any, ...], Case] = {}
     unit = "B/s"
     for m in ms:
         fig = m.figure("busbw") or m.primary
         if fig is None:
             continue
         unit = fig.unit
-        rest = " ".join(f"{k}={v}" for k, v in m.case.params if k != "bytes")
-        lines.setdefault(rest or m.case.benchmark, []).append(
-            (float(m.case.param_dict["bytes"]), fig.value))
+        rest = tuple((k, v) for k, v in m.case.params if k != "bytes")
+        representatives.setdefault(rest, Case(m.case.benchmark, m.case.version, m.case.family,
+                                              rest, m.case.device))
+        lines.setdefault(rest, []).append((float(m.case.param_dict["bytes"]), fig.value))
+    names = short_labels(list(representatives.values()), dtype=True)
+    names = [name if name != case.benchmark else str(case.param_dict.get("op", name))
+             for name, case in zip(names, representatives.values(), strict=True)]
     factor, shown = _scale([y for pts in lines.values() for _, y in pts], unit)
     series = [
         charts.LineSeries(name, [x for x, _ in sorted(pts)], [y / factor for _, y in sorted(pts)])
-        for name, pts in lines.items()
+        for name, pts in zip(names, lines.values(), strict=True)
     ]
     svg = charts.line_chart(chart_id, series, xlabel="message size",
                             ylabel=f"bus bandwidth ({shown})", logx=True, byte_ticks=True)

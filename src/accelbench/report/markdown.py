@@ -26,7 +26,12 @@ def _table(header: Sequence[str], body: Sequence[Sequence[str]]) -> list[str]:
     return lines
 
 
-def run_report(record: Any, fingerprint: dict, measurements: Sequence[Measurement]) -> str:
+def run_report(
+    record: Any,
+    fingerprint: dict,
+    measurements: Sequence[Measurement],
+    profiles: Sequence[Any] = (),
+) -> str:
     """`record` is a store RunRecord (id, started_at, status, suite, generation_key)."""
     tally = counts(measurements)
     started = dt.datetime.fromtimestamp(record.started_at, dt.timezone.utc)
@@ -47,6 +52,11 @@ def run_report(record: Any, fingerprint: dict, measurements: Sequence[Measuremen
     if notes:
         lines += ["", "## Failures and warnings", ""]
         lines += [f"- **{escape(b)}** {escape(p)}: {escape(n)}" for b, p, n in notes]
+    if profiles:
+        from accelbench.profile.summary import profile_markdown
+
+        lines += ["", "## Profiles", ""]
+        lines += [profile_markdown(p.analysis, f"Profile of {p.label}") for p in profiles]
     lines += ["", "## Stack", ""]
     lines += _table(("Property", "Value"), fingerprint_rows(fingerprint))
     lines += [

@@ -3,13 +3,16 @@
 from __future__ import annotations
 
 import math
-from typing import Any
+from collections.abc import Callable
+from typing import Any, TypeVar
 
 from accelbench.benchmarks.models import zoo
 from accelbench.benchmarks.models.precision import Precision
 from accelbench.benchmarks.models.trainer import ModelSetup
 from accelbench.core.context import CaseContext
 from accelbench.core.measurement import CaseFailed, CaseSkipped
+
+T = TypeVar("T")
 
 
 def setup_from_params(ctx: CaseContext, params: dict[str, Any]) -> ModelSetup:
@@ -41,10 +44,31 @@ def check_finite(value: float, what: str) -> None:
         raise CaseFailed(f"wrong result: {what} is {value}")
 
 
-def build_failure(name: str, exc: Exception) -> CaseFailed:
-    text = str(exc).strip().splitlines()
-    return CaseFailed(f"model {name} failed to build: {type(exc).__name__}: "
-                      f"{text[0] if text else ''}"[:500])
+INSTALL_HINTS = {
+    "transformers": "pip install transformers (or accelbench[models])",
+    "torchvision": "install torchvision from the same package index as your torch build",
+}
+
+
+def built(torch: Any, name: str, build: Callable[[], T]) -> T:
+    """build(), with its failures turned into the case's outcome.
+
+    Out of memory goes on to the runner, which records it as such; a missing library
+    skips the case with how to install it; any other error fails the case.
+    """
+    try:
+        return build()
+    except torch.OutOfMemoryError:
+        raise
+    except ImportError as exc:
+        package = (exc.name or "").split(".")[0] or str(exc)
+        hint = INSTALL_HINTS.get(package, f"install {package}")
+        raise CaseSkipped(f"model {name} needs {package}, which is not installed: {hint}") \
+            from None
+    except Exception as exc:
+        text = str(exc).strip().splitlines()
+        raise CaseFailed(f"model {name} failed to build: {type(exc).__name__}: "
+                         f"{text[0] if text else ''}"[:500]) from None
 
 
 def agree_min(ctx: CaseContext, value: int) -> int:

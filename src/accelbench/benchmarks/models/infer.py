@@ -38,12 +38,8 @@ def measure(ctx: CaseContext, params: dict[str, Any]) -> CaseResult:
     meter = PeakMemory(torch, device)
     try:
         with math_mode(torch, precision), torch.inference_mode():
-            try:
-                model = build_model(torch, setup, device).eval()
-            except torch.OutOfMemoryError:
-                raise
-            except Exception as exc:
-                raise checks.build_failure(spec.name, exc) from None
+            model = checks.built(torch, spec.name,
+                                 lambda: build_model(torch, setup, device).eval())
             n_params = sum(p.numel() for p in model.parameters())
             model_flops = flops.model_flops(torch, spec, model, setup.seq, setup.image)
             runner = torch.compile(model) if setup.compile else model

@@ -24,7 +24,7 @@ from accelbench.benchmarks.models.memory import PeakMemory
 from accelbench.benchmarks.models.params import FIND_BATCH, model_params
 from accelbench.benchmarks.models.precision import math_mode
 from accelbench.benchmarks.models.results import Work, model_result
-from accelbench.benchmarks.models.trainer import ModelSetup, Trainer
+from accelbench.benchmarks.models.trainer import Trainer
 from accelbench.core.context import CaseContext
 from accelbench.core.measurement import CaseFailed, CaseResult, CaseSkipped
 from accelbench.core.registry import Benchmark
@@ -57,7 +57,8 @@ def _measure(ctx: CaseContext, params: dict[str, Any], data_parallel: bool) -> C
     trainer: Trainer | None = None
     try:
         with math_mode(torch, setup.precision):
-            trainer = _build(torch, setup, device, rank)
+            trainer = checks.built(torch, setup.spec.name,
+                                   lambda: Trainer(torch, setup, device, rank=rank))
             details: dict[str, Any] = {}
             if params["find_batch"]:
                 details.update(_find_batch(ctx, trainer, setup.batch))
@@ -71,15 +72,6 @@ def _measure(ctx: CaseContext, params: dict[str, Any], data_parallel: bool) -> C
             trainer.release()
         if setup.compile:
             torch._dynamo.reset()  # compiled graphs hold on to the model
-
-
-def _build(torch: Any, setup: ModelSetup, device: Any, rank: int) -> Trainer:
-    try:
-        return Trainer(torch, setup, device, rank=rank)
-    except torch.OutOfMemoryError:
-        raise  # recorded as out of memory by the runner
-    except Exception as exc:
-        raise checks.build_failure(setup.spec.name, exc) from None
 
 
 def _find_batch(ctx: CaseContext, trainer: Trainer, start: int) -> dict[str, Any]:
