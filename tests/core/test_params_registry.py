@@ -99,3 +99,17 @@ def test_case_identity_is_frozen_and_order_independent():
     c = Case.make("gemm", "v2", "micro", {"shape": "4096", "dtype": "fp16"}, "cuda:1")
     assert c.key == a.key
     assert Case.from_dict(a.to_dict()) == a
+
+
+def test_version_covers_the_declared_source_modules(tmp_path, monkeypatch):
+    (tmp_path / "versioned_entry.py").write_text("def measure(ctx, params):\n    return 1\n")
+    helper = tmp_path / "versioned_shapes.py"
+    helper.write_text("SHAPES = {'a': 1}\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    bench = Benchmark("v", "micro", "", "versioned_entry:measure", (),
+                      sources=("versioned_shapes",))
+    first = bench.version
+    source_version.cache_clear()
+    helper.write_text("SHAPES = {'a': 2}\n")
+    assert bench.version != first
+    source_version.cache_clear()

@@ -6,19 +6,14 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
+from model_cases import BRIEF, CPU
 
 from accelbench.core.case import Case
 from accelbench.core.context import CaseContext
 from accelbench.core.measurement import Measurement
 from accelbench.core.registry import Benchmark
 from accelbench.core.timing import PerfCounterClock, TimingPolicy
-from accelbench.env.device import DeviceInfo
 from accelbench.runner.plan import PlannedCase
-
-CPU = DeviceInfo(type="cpu", index=None, platform="cpu", name="cpu")
-# Tiny shapes: every architecture trains in well under a second per step on 2 cores.
-TINY = {"batch": 4, "seq": 16, "image": 32, "steps_per_window": 2}
-BRIEF = TimingPolicy(max_time=0.05, warmup_time=0.0, min_samples=3, min_warmup_calls=1)
 
 
 @pytest.fixture(autouse=True)

@@ -7,10 +7,10 @@ import statistics
 import weakref
 
 import pytest
+from model_cases import TINY
 
 from accelbench.benchmarks.models import infer, tasks, train, zoo
 from accelbench.core.measurement import CaseSkipped
-from conftest import TINY
 
 TRAIN_FIGURES = ["throughput", "tokens", "model_flops", "window_time", "p50", "p90", "p99",
                  "peak_memory"]

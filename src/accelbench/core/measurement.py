@@ -72,6 +72,10 @@ class Rate:
     amount: float  # per call, in `unit` without the "/s"
     unit: str  # "FLOP/s", "B/s", "sample/s"
     peak: float | None = None  # published peak, same unit
+    # "median": amount over the median time per call, robust to outliers (kernels);
+    # "mean": amount over the mean, i.e. total work over total timed time (model training,
+    # where a slow step is part of what the user waits for).
+    over: str = "median"
 
 
 @dataclass(frozen=True)
@@ -164,12 +168,14 @@ def from_result(
 ) -> Measurement:
     """Derive figures from a benchmark's raw result: rates over the median time."""
     timing = result.timing
-    median = summarize(timing.samples, timing.confidence).median
+    summary = summarize(timing.samples, timing.confidence)
+    per_call = {"median": summary.median, "mean": summary.mean}
     figures = [
-        Figure(r.name, r.amount / median if median > 0 else math.nan, r.unit, True, r.peak)
+        Figure(r.name, r.amount / per_call[r.over] if per_call[r.over] > 0 else math.nan,
+               r.unit, True, r.peak)
         for r in result.rates
     ]
-    figures.append(Figure(result.time_name, median, "s", higher_is_better=False))
+    figures.append(Figure(result.time_name, summary.median, "s", higher_is_better=False))
     figures.extend(result.figures)
     return Measurement(
         case=case,

@@ -38,6 +38,9 @@ class Benchmark:
     # training); the runner launches the ranks and stores rank 0's result.
     distributed: bool = False
     min_ranks: int = 1  # a distributed benchmark with fewer ranks is skipped, unlaunched
+    # Other modules whose code decides the numbers (shapes, model definitions): part of
+    # the version along with the entry module.
+    sources: tuple[str, ...] = ()
     # Cases with different keys never share a worker process: for state a case leaves
     # in the process that would change what a later case measures (PyTorch keeps the
     # convolution algorithm it picked for a problem for the life of the process).
@@ -59,7 +62,10 @@ class Benchmark:
     @property
     def version(self) -> str:
         """A hash of the benchmark's source, so changed code never compares with old results."""
-        return source_version(self.module)
+        if not self.sources:
+            return source_version(self.module)
+        parts = [source_version(m) for m in (self.module, *sorted(self.sources))]
+        return hashlib.sha256(":".join(parts).encode()).hexdigest()[:12]
 
     @property
     def dtypes(self) -> tuple[str, ...]:

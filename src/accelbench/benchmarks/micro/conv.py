@@ -436,6 +436,7 @@ BENCHMARK = Benchmark(
     summary="Convolution throughput (FLOP/s) per layer of real networks, fwd and bwd, "
     "with and without algorithm search",
     entry="accelbench.benchmarks.micro.conv:measure",
+    sources=("accelbench.benchmarks.micro.conv_shapes",),
     params=(
         Param(
             "layer",

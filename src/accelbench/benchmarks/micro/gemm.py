@@ -257,6 +257,7 @@ BENCHMARK = Benchmark(
     family="micro",
     summary="Matrix multiply throughput (FLOP/s) per dtype, checked against float64 first",
     entry="accelbench.benchmarks.micro.gemm:measure",
+    sources=("accelbench.benchmarks.micro.shapes",),
     params=(
         Param(
             "shape",

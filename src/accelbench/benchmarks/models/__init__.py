@@ -4,3 +4,11 @@
 is downloaded); `train` and `infer` hold the benchmark declarations and their measure
 functions. Importing this package, `zoo` or the declarations does not import torch.
 """
+
+# Every module of the package shapes the numbers (the models, their FLOPs, the step), so
+# all of them are part of the version of the model benchmarks.
+MODEL_SOURCES = tuple(
+    f"accelbench.benchmarks.models.{name}"
+    for name in ("batchsize", "checks", "flops", "lstm", "memory", "params", "precision",
+                 "results", "tasks", "trainer", "zoo")
+)

@@ -58,7 +58,7 @@ def built(torch: Any, name: str, build: Callable[[], T]) -> T:
     """
     try:
         return build()
-    except torch.OutOfMemoryError:
+    except torch.cuda.OutOfMemoryError:  # torch.OutOfMemoryError from torch 2.5 on
         raise
     except ImportError as exc:
         package = (exc.name or "").split(".")[0] or str(exc)

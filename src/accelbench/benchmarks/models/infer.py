@@ -15,7 +15,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from accelbench.benchmarks.models import checks, flops, tasks
+from accelbench.benchmarks.models import MODEL_SOURCES, checks, flops, tasks
 from accelbench.benchmarks.models.memory import PeakMemory
 from accelbench.benchmarks.models.params import model_params
 from accelbench.benchmarks.models.precision import math_mode
@@ -126,4 +126,5 @@ BENCHMARK = Benchmark(
     params=model_params(batch=1),
     devices=("cpu", "cuda"),
     timeout_s=900.0,
+    sources=MODEL_SOURCES,
 )

@@ -2,9 +2,8 @@
 
 Throughput is total samples over total timed time: the timing core's samples are the
 seconds per timed call (a window of steps), each averaged over the calls of one sample,
-so the total time is their sum times the calls per sample. The harness turns a Rate
-into a figure by dividing its amount by the *median* time per call; the amounts here
-are scaled by median/mean, so that the stored figure is exactly total over total.
+so the total time is their sum times the calls per sample: the rates are taken over
+the mean time per call (`Rate.over = "mean"`), which is exactly total over total.
 """
 
 from __future__ import annotations
@@ -29,13 +28,6 @@ class Work:
     tokens: int  # 0 when the model has no tokens
     flop: float  # model FLOPs
     steps: int
-
-
-def total_over_total(timing: Timing) -> float:
-    """The factor that turns amount/median into amount/mean (see the module docstring)."""
-    median = statistics.median(timing.samples)
-    mean = statistics.fmean(timing.samples)
-    return median / mean if mean > 0 else 1.0
 
 
 def mean_seconds_per_call(timing: Timing) -> float:
@@ -70,11 +62,10 @@ def model_result(
     time_name: str,
     warnings: tuple[str, ...] = (),
 ) -> CaseResult:
-    scale = total_over_total(timing)
-    rates = [Rate("throughput", work.samples * scale, "sample/s")]
+    rates = [Rate("throughput", work.samples, "sample/s", over="mean")]
     if work.tokens:
-        rates.append(Rate("tokens", work.tokens * scale, "token/s"))
-    rates.append(Rate("model_flops", work.flop * scale, "FLOP/s", peak_flops))
+        rates.append(Rate("tokens", work.tokens, "token/s", over="mean"))
+    rates.append(Rate("model_flops", work.flop, "FLOP/s", peak_flops, over="mean"))
     figures: list[Figure] = []
     achieved = work.flop / mean_seconds_per_call(timing)
     if peak_flops:

@@ -19,7 +19,7 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from accelbench.benchmarks.models import batchsize, checks, flops
+from accelbench.benchmarks.models import MODEL_SOURCES, batchsize, checks, flops
 from accelbench.benchmarks.models.memory import PeakMemory
 from accelbench.benchmarks.models.params import FIND_BATCH, model_params
 from accelbench.benchmarks.models.precision import math_mode
@@ -163,6 +163,7 @@ BENCHMARK = Benchmark(
     params=(*model_params(batch=8), FIND_BATCH),
     devices=("cpu", "cuda"),
     timeout_s=900.0,
+    sources=MODEL_SOURCES,
 )
 
 DDP_BENCHMARK = Benchmark(
@@ -174,4 +175,5 @@ DDP_BENCHMARK = Benchmark(
     devices=("cpu", "cuda"),
     timeout_s=900.0,
     distributed=True,
+    sources=MODEL_SOURCES,
 )

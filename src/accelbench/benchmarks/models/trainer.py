@@ -136,7 +136,7 @@ class Trainer:
             if self.device.type == "cuda":
                 torch.cuda.synchronize(self.device)
             ok = True
-        except torch.OutOfMemoryError:
+        except torch.cuda.OutOfMemoryError:  # torch.OutOfMemoryError from torch 2.5 on
             ok = False
         probe = None  # frees the probe batch before the next try
         self.optimizer.zero_grad(set_to_none=True)
