@@ -69,3 +69,16 @@ def test_full_suite_extends_standard_with_longer_budgets():
 def test_bad_requests_fail_before_running(request_, message):
     with pytest.raises(UserError, match=message):
         validate(request_, REGISTRY)
+
+
+def test_ranks_come_from_the_request_else_the_suite():
+    suite = load_suite("quick")
+    request = Request(benches=("collectives",))
+    cpu = expand(request, suite, REGISTRY, CPU)
+    assert cpu and {c.ranks for c in cpu} == {2}
+    node = expand(request, suite, REGISTRY, MI300X, device_count=8)
+    assert {c.ranks for c in node} == {8}
+    asked = expand(Request(benches=("collectives",), nproc_per_node=4), suite, REGISTRY, CPU)
+    assert {c.ranks for c in asked} == {4}
+    # Benchmarks that are not distributed stay on one process.
+    assert {c.ranks for c in expand(Request(benches=("gemm",)), suite, REGISTRY, CPU)} == {1}

@@ -39,9 +39,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="stop sampling once the median's 95%% CI is within ±PCT%%")
     parser.add_argument("--flush-cache", action="store_true",
                         help="flush device caches before every sample (kernel benchmarks)")
-    parser.add_argument("--nproc-per-node", type=int, default=1, metavar="N",
+    parser.add_argument("--nproc-per-node", type=int, metavar="N",
                         help="ranks for distributed benchmarks (collectives, data-parallel "
-                        "training), started on this node with torchrun")
+                        "training), started on this node with torchrun (default: as the "
+                        "suite says, else 1)")
     parser.add_argument("--backend", choices=("nccl", "gloo", "mpi"),
                         help="torch.distributed backend (default: nccl on GPUs — RCCL on "
                         "ROCm — and gloo on the CPU)")

@@ -112,7 +112,8 @@ class RankGroup:
                     continue
                 code = process.poll()
                 if code is not None and not lines.read(peek=True):
-                    reason = f"ranks exited with code {code}{_last_line(log)}"
+                    # A rank's own report of its failure says more than the exit code.
+                    reason = rank_failure or f"ranks exited with code {code}{_last_line(log)}"
                     on_result(current, self._failed(cases[current], reason, started_at))
                     return current + 1
                 if time.monotonic() > deadline:

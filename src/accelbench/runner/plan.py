@@ -35,6 +35,9 @@ class SuiteEntry:
     bench: str
     devices: tuple[str, ...]
     grid: Mapping[str, tuple[Any, ...]]
+    # Ranks for a distributed benchmark when the user asks for none: a number, or
+    # "devices" for one rank per visible GPU.
+    ranks: int | str | None = None
 
     def applies_to(self, device: DeviceInfo) -> bool:
         return bool({"any", device.device_class, device.platform} & set(self.devices))
@@ -68,7 +71,10 @@ def load_suite(name: str) -> Suite:
         if bad:
             raise ValueError(f"suite {name}: unknown device class {sorted(bad)}")
         grid = {k: tuple(v if isinstance(v, list) else [v]) for k, v in raw.get("grid", {}).items()}
-        entries.append(SuiteEntry(raw["bench"], devices, grid))
+        ranks = raw.get("ranks")
+        if not (ranks is None or ranks == "devices" or (isinstance(ranks, int) and ranks >= 1)):
+            raise ValueError(f"suite {name}: ranks must be a positive number or 'devices'")
+        entries.append(SuiteEntry(raw["bench"], devices, grid, ranks))
     return Suite(name, data.get("description", ""), timing, tuple(entries))
 
 
@@ -82,7 +88,9 @@ class Request:
     dtypes: tuple[str, ...] = ()  # --dtype
     device: str = "auto"
     timing: Mapping[str, Any] = field(default_factory=dict)  # --max-time etc.
-    nproc_per_node: int = 1  # ranks for distributed benchmarks (torchrun on this node)
+    # Ranks for distributed benchmarks (torchrun on this node); None: as the suite says,
+    # else one.
+    nproc_per_node: int | None = None
     backend: str | None = None  # collective backend; default from the device
 
 
@@ -106,7 +114,7 @@ def validate(request: Request, registry: Registry) -> Suite:
         for bench in owners:
             for value in spread_values(bench, name, values):
                 bench.resolve({name: value})
-    if request.nproc_per_node < 1:
+    if request.nproc_per_node is not None and request.nproc_per_node < 1:
         raise UserError("--nproc-per-node must be at least 1")
     if request.backend is not None and request.backend not in ("nccl", "gloo", "mpi"):
         raise UserError(f"unknown backend {request.backend!r} (backends: nccl, gloo, mpi)")
@@ -131,13 +139,14 @@ class PlannedCase:
     benchmark: Benchmark
     case: Case
     params: Mapping[str, Any]
+    ranks: int = 1  # processes a distributed case runs on
 
     def on_world(self, world_size: int, backend: str) -> PlannedCase:
         """The same case for a job of `world_size` ranks: part of what is compared."""
         identity = {**dict(self.case.params), "world_size": world_size, "backend": backend}
         case = Case.make(self.case.benchmark, self.case.version, self.case.family, identity,
                          self.case.device)
-        return PlannedCase(self.benchmark, case, self.params)
+        return PlannedCase(self.benchmark, case, self.params, world_size)
 
 
 def spread_values(bench: Benchmark, name: str, values: tuple[Any, ...]) -> tuple[Any, ...]:
@@ -150,16 +159,18 @@ def spread_values(bench: Benchmark, name: str, values: tuple[Any, ...]) -> tuple
 
 
 def expand(
-    request: Request, suite: Suite, registry: Registry, device: DeviceInfo
+    request: Request, suite: Suite, registry: Registry, device: DeviceInfo,
+    device_count: int = 1,
 ) -> list[PlannedCase]:
     """The concrete, de-duplicated cases for this device, in suite order."""
     names = list(request.benches) or suite.benchmarks()
     planned: dict[Case, PlannedCase] = {}
     for name in names:
         bench = registry.get(name)
-        grids = [e.grid for e in suite.entries if e.bench == name and e.applies_to(device)]
-        for grid in grids or [{}]:
-            axes = {k: spread_values(bench, k, v) for k, v in grid.items()}
+        entries = [e for e in suite.entries if e.bench == name and e.applies_to(device)]
+        for entry in entries or [SuiteEntry(name, ("any",), {})]:
+            ranks = _ranks(request, entry, device, device_count)
+            axes = {k: spread_values(bench, k, v) for k, v in entry.grid.items()}
             for param, values in request.overrides.items():
                 if bench.param(param) is not None:
                     axes[param] = spread_values(bench, param, values)
@@ -170,6 +181,14 @@ def expand(
                 params = bench.resolve(dict(zip(keys, combo, strict=True)))
                 case = Case.make(bench.name, bench.version, bench.family, params,
                                  device.torch_device)
-                planned.setdefault(case, PlannedCase(bench, case, params))
+                planned.setdefault(case, PlannedCase(bench, case, params, ranks))
     return list(planned.values())
+
+
+def _ranks(request: Request, entry: SuiteEntry, device: DeviceInfo, device_count: int) -> int:
+    if request.nproc_per_node is not None:
+        return request.nproc_per_node
+    if entry.ranks == "devices":
+        return max(1, device_count) if device.type != "cpu" else 1
+    return int(entry.ranks or 1)
 

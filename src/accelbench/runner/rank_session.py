@@ -34,7 +34,7 @@ def run_as_rank(
     from accelbench.runner.distributed import check_backend, init_group, shutdown_group
     from accelbench.runner.ranks import run_cases_as_rank
 
-    if request.nproc_per_node != 1:
+    if request.nproc_per_node is not None:
         raise UserError("already started by torchrun: leave out --nproc-per-node")
     suite = validate(request, registry)
     policy = timing_policy(suite, request)

@@ -94,11 +94,11 @@ def run_session(
     try:
         fingerprint = Fingerprint.from_dict(_ask_fingerprint(worker, request.device))
         device: DeviceInfo = fingerprint.device
-        cases = expand(request, suite, registry, device)
+        cases = expand(request, suite, registry, device, fingerprint.data["devices"]["count"])
         if any(c.benchmark.distributed for c in cases):
             backend = check_backend(request.backend, device.type)
-            cases = [c.on_world(request.nproc_per_node, backend) if c.benchmark.distributed
-                     else c for c in cases]
+            cases = [c.on_world(c.ranks, backend) if c.benchmark.distributed else c
+                     for c in cases]
         run_id = store.begin_run(
             fingerprint=fingerprint.to_dict(),
             fingerprint_id=fingerprint.fingerprint_id,
@@ -155,10 +155,11 @@ def run_session(
 
 
 def _segments(cases: Sequence[PlannedCase]) -> list[tuple[int, list[PlannedCase]]]:
-    """Consecutive cases that run the same way: in the worker, or across ranks."""
+    """Consecutive cases that run the same way: in the worker, or across so many ranks."""
     out: list[tuple[int, list[PlannedCase]]] = []
     for index, planned in enumerate(cases):
-        if out and out[-1][1][0].benchmark.distributed == planned.benchmark.distributed:
+        way = (planned.benchmark.distributed, planned.ranks)
+        if out and (out[-1][1][0].benchmark.distributed, out[-1][1][0].ranks) == way:
             out[-1][1].append(planned)
         else:
             out.append((index, [planned]))
@@ -178,7 +179,7 @@ def _run_distributed(
     from accelbench.runner.distributed import check_backend
     from accelbench.runner.launcher import RankGroup
 
-    ranks = request.nproc_per_node
+    ranks = segment[0].ranks
     runnable = []
     for offset, planned in enumerate(segment):
         if planned.benchmark.min_ranks > ranks:
