@@ -82,9 +82,9 @@ def test_cases_with_different_worker_keys_never_share_a_process(store_path):
              ("keyed_pid", "a")]
     original_expand = session.expand
 
-    def ordered_expand(request, suite, registry, device):
+    def ordered_expand(*args, **kwargs):
         planned = {(p.benchmark.name, p.params.get("mode")): p
-                   for p in original_expand(request, suite, registry, device)}
+                   for p in original_expand(*args, **kwargs)}
         return [planned[item] for item in order]
 
     request = Request(benches=("keyed_pid", "pid"), overrides={"mode": ("a", "b")},

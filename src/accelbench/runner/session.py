@@ -90,9 +90,9 @@ def run_session(
     parse_device_spec(request.device)
     policy = timing_policy(suite, request)
 
-    worker = Worker()
+    slot = _WorkerSlot()
     try:
-        fingerprint = Fingerprint.from_dict(_ask_fingerprint(worker, request.device))
+        fingerprint = Fingerprint.from_dict(_ask_fingerprint(slot.worker, request.device))
         device: DeviceInfo = fingerprint.device
         cases = expand(request, suite, registry, device, fingerprint.data["devices"]["count"])
         if any(c.benchmark.distributed for c in cases):
@@ -120,7 +120,6 @@ def run_session(
             outcome.measurements.append(measurement)
             listener.finished(index, measurement)
 
-        worker_keys: set[str] = set()  # the worker keys of cases this worker has run
         try:
             for first, segment in _segments(cases):
                 if segment[0].benchmark.distributed:
@@ -128,13 +127,7 @@ def run_session(
                                      listener, record)
                     continue
                 for offset, planned in enumerate(segment):
-                    key = planned.benchmark.worker_key(planned.params) \
-                        if planned.benchmark.worker_key else ""
-                    if key:
-                        if worker_keys - {key}:
-                            worker.stop()
-                            worker, worker_keys = Worker(), set()
-                        worker_keys.add(key)
+                    worker = slot.for_case(planned)
                     listener.started(first + offset, planned)
                     started = time.time()
                     try:
@@ -143,15 +136,38 @@ def run_session(
                     except WorkerLost as lost:
                         measurement = not_measured(planned.case, STATUS_FAILED, str(lost),
                                                    started, time.time() - started)
-                        worker, worker_keys = Worker(), set()  # fresh, for the rest
+                        slot.replace()  # a fresh process for the cases that remain
                     record(first + offset, measurement)
         except KeyboardInterrupt:
             outcome.interrupted = True
-            worker.kill()
+            slot.worker.kill()
         store.finish_run(run_id, outcome.status)
         return outcome
     finally:
-        worker.stop()
+        slot.worker.stop()
+
+
+class _WorkerSlot:
+    """The worker process the next case runs in: replaced when it is lost, and when a
+    case's worker key differs from those of the cases it already ran."""
+
+    def __init__(self) -> None:
+        self.worker = Worker()
+        self._keys: set[str] = set()
+
+    def for_case(self, planned: PlannedCase) -> Worker:
+        worker_key = planned.benchmark.worker_key
+        key = worker_key(planned.params) if worker_key else ""
+        if key and self._keys - {key}:
+            self.replace()
+        if key:
+            self._keys.add(key)
+        return self.worker
+
+    def replace(self) -> None:
+        self.worker.stop()
+        self.worker = Worker()
+        self._keys = set()
 
 
 def _segments(cases: Sequence[PlannedCase]) -> list[tuple[int, list[PlannedCase]]]:
