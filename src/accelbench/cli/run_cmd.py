@@ -217,8 +217,8 @@ class TerminalListener:
         if r.noisy:
             detail += " (noisy)"
         mark = {"ok": "✓", "failed": "✗", "skipped": "-"}.get(measurement.status, "?")
-        self._err.print(f"  [{index + 1}/{self._total}] {mark} {measurement.case.label}: {detail}",
-                        markup=False)
+        label = f"{measurement.case.benchmark} {r.params}".strip()
+        self._err.print(f"  [{index + 1}/{self._total}] {mark} {label}: {detail}", markup=False)
         if self._progress is not None:
             self._progress.advance(self._task)
 

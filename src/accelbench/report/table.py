@@ -4,7 +4,10 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass
+from functools import cache
+from typing import Any
 
+from accelbench.core.case import Case
 from accelbench.core.measurement import STATUS_OK, Measurement
 from accelbench.report.units import format_pct, format_rel, format_value
 
@@ -33,8 +36,27 @@ def rows(measurements: Iterable[Measurement]) -> list[Row]:
     return [row(m) for m in measurements]
 
 
+def shown_params(case: Case) -> str:
+    """The case's parameters, less the switches left at an "off" default (cast=False,
+    warmup=0, config=): they say nothing, and the identity keeps them anyway."""
+    declared = _defaults(case.benchmark)
+    return " ".join(
+        f"{k}={v}" for k, v in case.params
+        if not (k in declared and declared[k] == v and v in (False, 0, ""))
+    )
+
+
+@cache
+def _defaults(benchmark: str) -> dict[str, Any]:
+    from accelbench.benchmarks import REGISTRY
+
+    if benchmark not in REGISTRY:
+        return {}  # results of a benchmark this version no longer has
+    return {p.name: p.default for p in REGISTRY.get(benchmark).params}
+
+
 def row(m: Measurement) -> Row:
-    params = " ".join(f"{k}={v}" for k, v in m.case.params)
+    params = shown_params(m.case)
     if m.status != STATUS_OK:
         return Row(m.case.benchmark, params, "-", "-", "-", "-", m.status, m.reason or "",
                    ok=False, noisy=False)
