@@ -12,9 +12,10 @@ each method across rounds.
 from __future__ import annotations
 
 import argparse
-import statistics
 import sys
 import time
+
+from _rounds import alternate, verdict
 
 TARGET = 0.97
 
@@ -90,27 +91,13 @@ def main() -> int:
 
     print(f"gemm {shape} ({m}x{n}x{k}) {dtype} on {device_info.name}, {args.rounds} rounds")
     print(f"{'round':>5} {'accelbench GFLOP/s':>20} {'plain loop GFLOP/s':>20} {'ratio':>7}")
-    ours, plain, ratios = [], [], []
-    for i in range(args.rounds):
-        # Alternate which goes first, so warm-up and drift favour neither.
-        if i % 2 == 0:
-            a = harness_flops(bench, device_info, params, policy)
-            p = plain_loop_flops(device, m, n, k, dtype, args.seconds)
-        else:
-            p = plain_loop_flops(device, m, n, k, dtype, args.seconds)
-            a = harness_flops(bench, device_info, params, policy)
-        ours.append(a)
-        plain.append(p)
-        ratios.append(a / p)
-        print(f"{i + 1:>5} {a / 1e9:>20.2f} {p / 1e9:>20.2f} {a / p:>7.3f}")
-
-    def spread(xs: list[float]) -> float:
-        return statistics.stdev(xs) / statistics.mean(xs) if len(xs) > 1 else 0.0
-
-    ratio = statistics.median(ratios)
-    print(f"median ratio accelbench/plain: {ratio:.3f} (target >= {TARGET})")
-    print(f"spread across rounds (CV): accelbench {spread(ours):.1%}, plain {spread(plain):.1%}")
-    return 0 if ratio >= TARGET else 1
+    ours, plain = alternate(
+        args.rounds,
+        lambda: harness_flops(bench, device_info, params, policy),
+        lambda: plain_loop_flops(device, m, n, k, dtype, args.seconds),
+        scale=1e9,
+    )
+    return verdict(ours, plain, TARGET)
 
 
 if __name__ == "__main__":

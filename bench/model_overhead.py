@@ -14,9 +14,10 @@ method across rounds.
 from __future__ import annotations
 
 import argparse
-import statistics
 import sys
 import time
+
+from _rounds import alternate, verdict
 
 TARGET = 0.97
 # A small BERT: BERT-base's vocabulary and layout at a quarter of its width, two layers.
@@ -121,27 +122,12 @@ def main() -> int:
     print(f"bert-base with {config}, batch {batch}, seq {args.seq}, {dtype}, "
           f"on {device_info.name}; {args.rounds} rounds")
     print(f"{'round':>5} {'accelbench sample/s':>20} {'plain loop sample/s':>20} {'ratio':>7}")
-    ours, plain, ratios = [], [], []
-    for i in range(args.rounds):
-        # Alternate which goes first, so warm-up and drift favour neither.
-        if i % 2 == 0:
-            a = harness(bench, device_info, params, policy)
-            p = plain_loop(device, dtype, batch, args.seq, args.seconds)
-        else:
-            p = plain_loop(device, dtype, batch, args.seq, args.seconds)
-            a = harness(bench, device_info, params, policy)
-        ours.append(a)
-        plain.append(p)
-        ratios.append(a / p)
-        print(f"{i + 1:>5} {a:>20.2f} {p:>20.2f} {a / p:>7.3f}")
-
-    def spread(xs: list[float]) -> float:
-        return statistics.stdev(xs) / statistics.mean(xs) if len(xs) > 1 else 0.0
-
-    ratio = statistics.median(ratios)
-    print(f"median ratio accelbench/plain: {ratio:.3f} (target >= {TARGET})")
-    print(f"spread across rounds (CV): accelbench {spread(ours):.1%}, plain {spread(plain):.1%}")
-    return 0 if ratio >= TARGET else 1
+    ours, plain = alternate(
+        args.rounds,
+        lambda: harness(bench, device_info, params, policy),
+        lambda: plain_loop(device, dtype, batch, args.seq, args.seconds),
+    )
+    return verdict(ours, plain, TARGET)
 
 
 if __name__ == "__main__":

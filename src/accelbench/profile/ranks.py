@@ -16,7 +16,6 @@ from typing import Any
 
 from accelbench import __version__
 from accelbench.core.registry import Registry
-from accelbench.env.device import parse_device_spec
 from accelbench.errors import UserError
 from accelbench.profile.capture import Schedule
 from accelbench.profile.session import (
@@ -39,16 +38,14 @@ def profile_as_rank(
     argv: Sequence[str] = (),
 ) -> ProfileOutcome | None:
     """Rank 0's outcome; None on the other ranks."""
-    import torch
     import torch.distributed as dist
 
     from accelbench.env.fingerprint import collect
     from accelbench.profile.case import profile_case
     from accelbench.runner.distributed import (
         GroupCoordinator,
-        check_backend,
         gather_outcomes,
-        init_group,
+        join_as_rank,
         shutdown_group,
     )
     from accelbench.runner.ranks import combine
@@ -56,15 +53,10 @@ def profile_as_rank(
     check_request(request, registry)
     if request.nproc_per_node != 1:
         raise UserError("already started by torchrun: leave out --nproc-per-node")
-    kind, index = parse_device_spec(request.device)
-    if index is not None:
-        raise UserError("under torchrun each rank uses its local GPU: use --device cuda or cpu")
-    if kind == "auto":
-        kind = "cuda" if torch.cuda.is_available() else "cpu"
-    backend = check_backend(request.backend, kind)
-    info = init_group(backend, kind, registry.get(request.benches[0]).timeout_s)
+    info, rank_device, backend = join_as_rank(request.device, request.backend,
+                                              registry.get(request.benches[0]).timeout_s)
     try:
-        fingerprint = collect("cpu" if kind == "cpu" else f"{kind}:{info.local_rank}")
+        fingerprint = collect(rank_device)
         device = fingerprint.device
         planned = plan_one(request, registry, device)
         if planned.benchmark.distributed:

@@ -72,6 +72,26 @@ def init_group(backend: str, device_type: str, timeout_s: float) -> DistInfo:
     return info
 
 
+def join_as_rank(device: str, backend: str | None, timeout_s: float) -> tuple[DistInfo, str, str]:
+    """Under a torchrun the user started: check --device, join the job's group.
+
+    Returns the rank's place, the device it measures on ("cpu" or "cuda:LOCAL_RANK") and
+    the backend in use.
+    """
+    import torch
+
+    from accelbench.env.device import parse_device_spec
+
+    kind, index = parse_device_spec(device)
+    if index is not None:
+        raise UserError("under torchrun each rank uses its local GPU: use --device cuda or cpu")
+    if kind == "auto":
+        kind = "cuda" if torch.cuda.is_available() else "cpu"
+    backend = check_backend(backend, kind)
+    info = init_group(backend, kind, timeout_s)
+    return info, ("cpu" if kind == "cpu" else f"{kind}:{info.local_rank}"), backend
+
+
 def shutdown_group() -> None:
     import torch.distributed as dist
 

@@ -14,7 +14,6 @@ from typing import Any
 
 from accelbench import __version__
 from accelbench.core.registry import Registry
-from accelbench.env.device import parse_device_spec
 from accelbench.errors import UserError
 from accelbench.runner.plan import Request, expand, timing_policy, validate
 from accelbench.runner.session import Listener, Outcome, SilentListener
@@ -28,26 +27,18 @@ def run_as_rank(
     listener: Listener | None = None,
 ) -> Outcome | None:
     """Returns rank 0's outcome; None on the other ranks."""
-    import torch
-
     from accelbench.env.fingerprint import collect
-    from accelbench.runner.distributed import check_backend, init_group, shutdown_group
+    from accelbench.runner.distributed import join_as_rank, shutdown_group
     from accelbench.runner.ranks import run_cases_as_rank
 
     if request.nproc_per_node is not None:
         raise UserError("already started by torchrun: leave out --nproc-per-node")
     suite = validate(request, registry)
     policy = timing_policy(suite, request)
-    kind, index = parse_device_spec(request.device)
-    if index is not None:
-        raise UserError("under torchrun each rank uses its local GPU: use --device cuda or cpu")
-    if kind == "auto":
-        kind = "cuda" if torch.cuda.is_available() else "cpu"
-    backend = check_backend(request.backend, kind)
-    group_timeout = max(b.timeout_s for b in registry)
-    info = init_group(backend, kind, group_timeout)
+    info, rank_device, backend = join_as_rank(request.device, request.backend,
+                                              max(b.timeout_s for b in registry))
     try:
-        fingerprint = collect("cpu" if kind == "cpu" else f"{kind}:{info.local_rank}")
+        fingerprint = collect(rank_device)
         device = fingerprint.device
         cases = [c.on_world(info.world_size, backend) if c.benchmark.distributed else c
                  for c in expand(request, suite, registry, device)]

@@ -1,0 +1,37 @@
+"""Shared by the bench scripts: alternate two measurements and print their ratio."""
+
+from __future__ import annotations
+
+import statistics
+from collections.abc import Callable
+
+
+def alternate(
+    rounds: int, ours: Callable[[], float], plain: Callable[[], float], scale: float = 1.0
+) -> tuple[list[float], list[float]]:
+    """Measure both `rounds` times, alternating which goes first so that warm-up and the
+    machine's drift favour neither; print each round's figures and ratio."""
+    a_values: list[float] = []
+    p_values: list[float] = []
+    for i in range(rounds):
+        if i % 2 == 0:
+            a, p = ours(), plain()
+        else:
+            p = plain()
+            a = ours()
+        a_values.append(a)
+        p_values.append(p)
+        print(f"{i + 1:>5} {a / scale:>20.2f} {p / scale:>20.2f} {a / p:>7.3f}")
+    return a_values, p_values
+
+
+def verdict(ours: list[float], plain: list[float], target: float) -> int:
+    """Print the median ratio and each method's spread; 0 when the target is met."""
+
+    def spread(xs: list[float]) -> float:
+        return statistics.stdev(xs) / statistics.mean(xs) if len(xs) > 1 else 0.0
+
+    ratio = statistics.median(a / p for a, p in zip(ours, plain, strict=True))
+    print(f"median ratio accelbench/plain: {ratio:.3f} (target >= {target})")
+    print(f"spread across rounds (CV): accelbench {spread(ours):.1%}, plain {spread(plain):.1%}")
+    return 0 if ratio >= target else 1
