@@ -66,6 +66,8 @@ def bar_chart(
     """
     from matplotlib.figure import Figure
 
+    # Labels longer than a bar is wide would run into each other under the bars.
+    horizontal = horizontal or max((len(c) for c in categories), default=0) > 12
     n_cat = max(len(categories), 1)
     n_series = max(len(series), 1)
     if horizontal:
