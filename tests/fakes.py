@@ -45,3 +45,15 @@ class FakeClock:
         self._now += total
         self.blocks.append(number)
         return total
+
+
+def run_benchmark(bench: Any, ctx: Any, **given: Any) -> tuple[Any, Any]:
+    """Resolve the parameters as the runner does, measure in this process, and derive the
+    stored record: (CaseResult, Measurement)."""
+    from accelbench.core.case import Case
+    from accelbench.core.measurement import from_result
+
+    params = bench.resolve(given)
+    result = bench.load()(ctx, params)
+    case = Case.make(bench.name, bench.version, bench.family, params, ctx.device.torch_device)
+    return result, from_result(case, result, (), 0.0, 0.0)

@@ -3,16 +3,14 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
 
 import pytest
 
-from accelbench.core.case import Case
 from accelbench.core.context import CaseContext
-from accelbench.core.measurement import CaseResult, Measurement, from_result
-from accelbench.core.registry import Benchmark
+from accelbench.core.measurement import CaseResult, Measurement
 from accelbench.core.timing import PerfCounterClock, TimingPolicy
 from accelbench.env.device import DeviceInfo
+from fakes import run_benchmark
 
 
 @pytest.fixture
@@ -28,11 +26,4 @@ def run_case() -> Callable[..., tuple[CaseResult, Measurement]]:
     """run_case(bench, ctx, **params): resolve the parameters as the runner does, measure,
     and derive the stored record."""
 
-    def run(bench: Benchmark, ctx: CaseContext, **given: Any) -> tuple[CaseResult, Measurement]:
-        params = bench.resolve(given)
-        result = bench.load()(ctx, params)
-        case = Case.make(bench.name, bench.version, bench.family, params,
-                         ctx.device.torch_device)
-        return result, from_result(case, result, (), 0.0, 0.0)
-
-    return run
+    return run_benchmark

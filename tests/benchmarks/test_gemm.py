@@ -10,28 +10,19 @@ import torch
 
 from accelbench.benchmarks.micro import gemm
 from accelbench.benchmarks.micro.shapes import DEFAULT_TOKENS, parse_shape, shape_names
-from accelbench.core.case import Case
 from accelbench.core.context import CaseContext
-from accelbench.core.measurement import CaseFailed, from_result
+from accelbench.core.measurement import CaseFailed
 from accelbench.core.timing import PerfCounterClock, TimingPolicy
 from accelbench.env.device import DeviceInfo
 from accelbench.errors import UserError
+from fakes import run_benchmark
 
 CPU = DeviceInfo(type="cpu", index=None, platform="cpu", name="cpu")
 
 
-@pytest.fixture
-def ctx(monkeypatch: pytest.MonkeyPatch) -> CaseContext:
-    monkeypatch.setattr("accelbench.env.peaks.lookup", lambda device: None)
-    return CaseContext(CPU, PerfCounterClock(), TimingPolicy(max_time=0.2, warmup_time=0.01))
-
 
 def run(ctx: CaseContext, **given: object):
-    bench = gemm.BENCHMARK
-    params = bench.resolve(given)
-    result = bench.load()(ctx, params)
-    case = Case.make(bench.name, bench.version, bench.family, params, "cpu")
-    return result, from_result(case, result, (), 0.0, 0.0)
+    return run_benchmark(gemm.BENCHMARK, ctx, **given)
 
 
 @pytest.mark.parametrize("dtype", ["fp32", "fp64", "bf16", "int8"])

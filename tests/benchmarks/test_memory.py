@@ -10,29 +10,19 @@ import pytest
 import torch
 
 from accelbench.benchmarks.micro import memory
-from accelbench.core.case import Case
 from accelbench.core.context import CaseContext
-from accelbench.core.measurement import CaseFailed, CaseSkipped, from_result
-from accelbench.core.timing import PerfCounterClock, TimingPolicy
+from accelbench.core.measurement import CaseFailed, CaseSkipped
 from accelbench.env.device import DeviceInfo
 from accelbench.errors import UserError
+from fakes import run_benchmark
 
 CPU = DeviceInfo(type="cpu", index=None, platform="cpu", name="cpu")
 MIB = 1 << 20
 
 
-@pytest.fixture
-def ctx(monkeypatch: pytest.MonkeyPatch) -> CaseContext:
-    monkeypatch.setattr("accelbench.env.peaks.lookup", lambda device: None)
-    return CaseContext(CPU, PerfCounterClock(), TimingPolicy(max_time=0.2, warmup_time=0.01))
-
 
 def run(ctx: CaseContext, **given: object):
-    bench = memory.BENCHMARK
-    params = bench.resolve(given)
-    result = bench.load()(ctx, params)
-    case = Case.make(bench.name, bench.version, bench.family, params, "cpu")
-    return result, from_result(case, result, (), 0.0, 0.0)
+    return run_benchmark(memory.BENCHMARK, ctx, **given)
 
 
 @pytest.mark.parametrize(("op", "buffers"), [("copy", 2), ("triad", 3)])
