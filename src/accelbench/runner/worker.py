@@ -11,13 +11,15 @@ import contextlib
 import signal
 import time
 import traceback
+from collections.abc import Callable
 from typing import Any
 
-from accelbench.core.context import DistInfo
+from accelbench.core.context import CaseContext, DistInfo
 from accelbench.core.measurement import (
     STATUS_FAILED,
     STATUS_SKIPPED,
     CaseFailed,
+    CaseResult,
     CaseSkipped,
     Measurement,
     from_result,
@@ -34,8 +36,15 @@ def execute_case(
     policy: TimingPolicy,
     dist: DistInfo | None = None,
     coordinator: Coordinator = SOLO,
+    adapt: Callable[[CaseContext], CaseContext] | None = None,
+    judge: Callable[[CaseContext, CaseResult], tuple[str, ...]] | None = None,
 ) -> Measurement:
-    """Measure one case; every outcome, failures included, becomes a Measurement."""
+    """Measure one case; every outcome, failures included, becomes a Measurement.
+
+    `adapt` replaces the context the measure function gets (profiling wraps it), and
+    `judge` gives the result's warnings in place of the noise check; it may raise
+    CaseFailed or CaseSkipped like the measure function.
+    """
     from accelbench.runner.devices import make_context, release
 
     case = planned.case
@@ -48,9 +57,11 @@ def execute_case(
                             started, 0.0)
     try:
         ctx = make_context(device, policy, dist, coordinator)
+        if adapt is not None:
+            ctx = adapt(ctx)
         result = planned.benchmark.load()(ctx, dict(planned.params))
-        outcome = from_result(case, result, noise_warnings(result.timing, policy),
-                              started, time.perf_counter() - t0)
+        notes = judge(ctx, result) if judge else noise_warnings(result.timing, policy)
+        outcome = from_result(case, result, notes, started, time.perf_counter() - t0)
     except CaseSkipped as exc:
         outcome = not_measured(case, STATUS_SKIPPED, str(exc), started, time.perf_counter() - t0)
     except CaseFailed as exc:
