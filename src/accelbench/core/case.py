@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import hashlib
 import json
-from dataclasses import dataclass
+from collections.abc import Iterable
+from dataclasses import dataclass, field
 from typing import Any
 
 
@@ -21,12 +22,19 @@ class Case:
     family: str
     params: tuple[tuple[str, Any], ...]  # sorted by name
     device: str  # "cpu", "cuda:0", ...
+    # The parameters a table shows, decided when the case was planned (switches left at
+    # an "off" default say nothing); not part of the identity.
+    shown: tuple[str, ...] = field(default=(), compare=False)
 
     @classmethod
     def make(
-        cls, benchmark: str, version: str, family: str, params: dict[str, Any], device: str
+        cls, benchmark: str, version: str, family: str, params: dict[str, Any], device: str,
+        shown: Iterable[str] | None = None,
     ) -> Case:
-        return cls(benchmark, version, family, tuple(sorted(params.items())), device)
+        """`shown` defaults to every parameter."""
+        ordered = tuple(sorted(params.items()))
+        names = [k for k, _ in ordered] if shown is None else [k for k in shown if k in params]
+        return cls(benchmark, version, family, ordered, device, tuple(sorted(names)))
 
     @property
     def param_dict(self) -> dict[str, Any]:
@@ -42,6 +50,12 @@ class Case:
         return hashlib.sha256(text.encode()).hexdigest()[:16]
 
     @property
+    def shown_params(self) -> tuple[tuple[str, Any], ...]:
+        """The (name, value) pairs a table shows, in name order."""
+        names = set(self.shown)
+        return tuple((k, v) for k, v in self.params if k in names)
+
+    @property
     def label(self) -> str:
         """A short, human-readable name: `gemm shape=4096 dtype=fp16`."""
         parts = [f"{k}={_fmt(v)}" for k, v in self.params]
@@ -55,11 +69,13 @@ class Case:
             "params": dict(self.params),
             "device": self.device,
             "key": self.key,
+            "shown": list(self.shown),
         }
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> Case:
-        return cls.make(d["benchmark"], d["version"], d["family"], d["params"], d["device"])
+        return cls.make(d["benchmark"], d["version"], d["family"], d["params"], d["device"],
+                        d.get("shown"))
 
 
 def _fmt(value: Any) -> str:

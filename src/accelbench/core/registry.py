@@ -18,11 +18,13 @@ from dataclasses import dataclass
 from functools import cache
 from typing import Any
 
+from accelbench.core.case import Case
 from accelbench.core.params import Param, resolve_params
 from accelbench.errors import UserError
 
 FAMILIES = ("micro", "model", "collective", "validation")
 DEVICE_TYPES = ("cpu", "cuda", "xpu", "mps")  # ROCm devices are "cuda" in PyTorch
+_OFF = (False, 0, "")  # parameter values that mean "this switch is off"
 
 
 @dataclass(frozen=True)
@@ -79,6 +81,17 @@ class Benchmark:
 
     def resolve(self, given: dict[str, Any]) -> dict[str, Any]:
         return resolve_params(self.params, given, self.name)
+
+    def case(self, params: Mapping[str, Any], device: str) -> Case:
+        """The case of these resolved parameters on `device`: the one place a benchmark and
+        its parameters become an identity. Switches left at an "off" default (cast=False,
+        warmup=0, config=) are not shown in tables; the identity keeps them anyway."""
+        shown = [name for name, value in params.items() if not self._off_default(name, value)]
+        return Case.make(self.name, self.version, self.family, dict(params), device, shown)
+
+    def _off_default(self, name: str, value: Any) -> bool:
+        declared = self.param(name)
+        return declared is not None and declared.default == value and value in _OFF
 
     def load(self) -> Callable[..., Any]:
         module, _, attr = self.entry.partition(":")

@@ -145,7 +145,7 @@ class PlannedCase:
         """The same case for a job of `world_size` ranks: part of what is compared."""
         identity = {**dict(self.case.params), "world_size": world_size, "backend": backend}
         case = Case.make(self.case.benchmark, self.case.version, self.case.family, identity,
-                         self.case.device)
+                         self.case.device, (*self.case.shown, "world_size", "backend"))
         return PlannedCase(self.benchmark, case, self.params, world_size)
 
 
@@ -179,8 +179,7 @@ def expand(
             keys = list(axes)
             for combo in itertools.product(*(axes[k] for k in keys)):
                 params = bench.resolve(dict(zip(keys, combo, strict=True)))
-                case = Case.make(bench.name, bench.version, bench.family, params,
-                                 device.torch_device)
+                case = bench.case(params, device.torch_device)
                 planned.setdefault(case, PlannedCase(bench, case, params, ranks))
     return list(planned.values())
 
