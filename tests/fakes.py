@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
@@ -50,10 +50,29 @@ class FakeClock:
 def run_benchmark(bench: Any, ctx: Any, **given: Any) -> tuple[Any, Any]:
     """Resolve the parameters as the runner does, measure in this process, and derive the
     stored record: (CaseResult, Measurement)."""
-    from accelbench.core.case import Case
     from accelbench.core.measurement import from_result
 
     params = bench.resolve(given)
     result = bench.load()(ctx, params)
-    case = Case.make(bench.name, bench.version, bench.family, params, ctx.device.torch_device)
+    case = bench.case(params, ctx.device.torch_device)
     return result, from_result(case, result, (), 0.0, 0.0)
+
+
+def stored_measurement(
+    case: Any,
+    status: str = "ok",
+    *,
+    samples: Sequence[float] = (),
+    number: int = 1,
+    figures: Sequence[Any] = (),
+    **fields: Any,
+) -> Any:
+    """A measurement as a store holds it, with the given figures taken as they are (not
+    derived from the samples), for tests of what reads the store."""
+    from accelbench.core.measurement import Measurement
+    from accelbench.core.timing import Timing
+
+    confidence = fields.get("confidence", 0.95)
+    timings = (Timing(tuple(samples), number, 0, "converged", confidence),) if samples else ()
+    return Measurement(case, status, timings=timings, time_name="", measured=tuple(figures),
+                       **fields)

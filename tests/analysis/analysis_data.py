@@ -11,6 +11,7 @@ import numpy as np
 from accelbench.core.case import Case
 from accelbench.core.measurement import Figure, Measurement
 from accelbench.store import Store
+from fakes import stored_measurement
 
 CORPUS = Path(__file__).parents[1] / "fixtures" / "analysis"
 FLEET_STACK = "AMD Instinct MI300X | ROCm 6.3 | PyTorch 2.6.0"
@@ -37,7 +38,7 @@ def rated(
     figures = [Figure(name, amount / median, unit, True, peak)]
     figures += [Figure(n2, a / median, u, True) for n2, a, u in extra]
     figures.append(Figure("time", median, "s", higher_is_better=False))
-    return Measurement(case=case, status="ok", samples=samples, number=10,
+    return stored_measurement(case=case, status="ok", samples=samples, number=10,
                        figures=tuple(figures))
 
 

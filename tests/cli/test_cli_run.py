@@ -71,7 +71,7 @@ def test_reading_commands_on_the_stored_run(quick_run, capsys):
 
     assert main(["export", "--store", str(store)]) == 0
     exported = json.loads(capsys.readouterr().out)
-    assert exported["format_version"] == 1 and exported["runs"][0]["measurements"]
+    assert exported["format_version"] == 2 and exported["runs"][0]["measurements"]
 
     assert main(["report", "-o", "-", "--store", str(store)]) == 0
     assert capsys.readouterr().out.startswith("# accelbench run ")

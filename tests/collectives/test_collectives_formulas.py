@@ -15,6 +15,7 @@ from accelbench.benchmarks.collectives.summary import summarize_sweep, summary_t
 from accelbench.core.case import Case
 from accelbench.core.measurement import Figure, Measurement
 from accelbench.core.timing import TimingPolicy
+from fakes import stored_measurement
 
 MIB = 1 << 20
 
@@ -195,7 +196,7 @@ def _measured(op: str, nbytes: int, seconds: float, n: int = 2, **params) -> Mea
     factor = ops.bus_factor(op, n)
     if factor is not None:
         figures.insert(0, Figure("busbw", nbytes * factor / seconds, "B/s"))
-    return Measurement(case, "ok", samples=(seconds,), number=1, figures=tuple(figures),
+    return stored_measurement(case, "ok", samples=(seconds,), number=1, figures=tuple(figures),
                        details={"bytes": nbytes, "library": "Gloo (PyTorch 2.5.1)", "nodes": 1})
 
 
@@ -204,7 +205,7 @@ def test_summary_gives_peak_bus_bandwidth_and_small_message_latency_per_sweep():
                                                            (1 << 24, 10e-3), (1 << 26, 30e-3))]
     other = [_measured("all-reduce", 8, 30e-6, dtype="bf16"),
              _measured("barrier", 0, 15e-6)]
-    failed = Measurement(Case.make("collectives", "v", "collective", {"op": "all-gather"},
+    failed = stored_measurement(Case.make("collectives", "v", "collective", {"op": "all-gather"},
                                    "cpu"), "failed", reason="boom")
     rows = summarize_sweep([*sweep, *other, failed])
     assert [(r["op"], r["dtype"]) for r in rows] == [

@@ -21,7 +21,7 @@ from accelbench.benchmarks.collectives import ops
 from accelbench.benchmarks.collectives.summary import summarize_sweep
 from accelbench.core.measurement import Measurement
 from accelbench.errors import EXIT_CASE_FAILED
-from accelbench.runner.plan import Request, Suite, SuiteEntry
+from accelbench.runner.plan import Request, Suite, SuiteEntry, validate
 from accelbench.runner.session import run_session
 from accelbench.store import Store
 
@@ -41,8 +41,8 @@ def _run(tmp_path_factory: pytest.TempPathFactory, nproc: int, suite: Suite) -> 
         patch.setattr("accelbench.runner.plan.load_suite", lambda name: suite)
         patch.setenv("PYTHONPATH", str(HERE))  # the ranks import the misbehaving variants
         with Store.open(path) as store:
-            outcome = run_session(Request(nproc_per_node=nproc, timing=FAST), store,
-                                  TEST_REGISTRY)
+            request = Request(nproc_per_node=nproc, timing=FAST)
+            outcome = run_session(validate(request, TEST_REGISTRY), store)
             stored = store.load_run(outcome.run_id)
     return outcome, stored.measurements
 
@@ -166,7 +166,7 @@ def test_sizes_are_whole_elements_and_the_rounding_is_said(four_ranks):
 def test_fixed_warmup_and_iteration_counts(two_ranks):
     _, measurements = two_ranks
     m = _one(measurements, op="all-reduce", iters=7)
-    assert m.ok and m.number == 7 and m.details["warmup_calls"] == 3
+    assert m.ok and m.number == 7 and m.timings[0].warmup_calls == 3
 
 
 def test_wrong_elements_on_any_rank_fail_the_case(two_ranks):

@@ -8,7 +8,7 @@ import pytest
 
 from accelbench.benchmarks import REGISTRY
 from accelbench.errors import EXIT_CASE_FAILED
-from accelbench.runner.plan import Request
+from accelbench.runner.plan import Request, validate
 from accelbench.runner.session import run_session
 from accelbench.store import Store
 
@@ -24,7 +24,7 @@ def test_ddp_on_two_gloo_ranks_stores_one_aggregate_and_failures_do_not_stop_the
     request = Request(benches=("train", "train-ddp"), overrides=TINY_BERT,
                       dtypes=("tf32", "fp32"), device="cpu", timing=FAST, nproc_per_node=2)
     with Store.open(store_path) as store:
-        outcome = run_session(request, store, REGISTRY)
+        outcome = run_session(validate(request, REGISTRY), store)
         stored = store.load_run(outcome.run_id)
     by_case = {(m.case.benchmark, m.case.dtype): m for m in stored.measurements}
     assert list(by_case) == [("train", "tf32"), ("train", "fp32"),

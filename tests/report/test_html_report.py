@@ -18,9 +18,10 @@ from accelbench.analysis.generations import generations
 from accelbench.analysis.select import RunGroup, select_group, select_runs
 from accelbench.cli.main import main
 from accelbench.core.case import Case
-from accelbench.core.measurement import Figure, Measurement
+from accelbench.core.measurement import Figure
 from accelbench.report.html import html_report
 from accelbench.store import RunRecord, Store, StoredRun
+from fakes import stored_measurement
 
 CORPUS = Path(__file__).parents[1] / "fixtures" / "analysis" / "generations-schema1.db"
 HOSTILE = ("<script>document.title='pwned';"
@@ -52,15 +53,15 @@ def _hostile_run() -> StoredRun:
     params = {"model": HOSTILE, "dtype": "bf16", "mode": "train", "batch": 8}
     case = Case.make("model", "v1", "model", params, "cuda:0")
     samples = (0.10, 0.101, 0.099, 0.1005, 0.0995, 0.1, 0.1002)
-    good = Measurement(case=case, status="ok", samples=samples, number=1,
+    good = stored_measurement(case=case, status="ok", samples=samples, number=1,
                        figures=(Figure("throughput", 80.0, "sample/s"),
                                 Figure("time", 0.1, "s", False)),
                        warnings=(f"noisy: {HOSTILE}",))
-    gemm = Measurement(
+    gemm = stored_measurement(
         case=Case.make("gemm", "g1", "micro", {"shape": HOSTILE_IMG, "dtype": "fp16"}, "cuda:0"),
         status="ok", samples=samples, number=1,
         figures=(Figure("throughput", 1e14, "FLOP/s", True, 2e14),))
-    failed = Measurement(case=Case.make("memory", "m1", "micro", {"op": "copy"}, "cuda:0"),
+    failed = stored_measurement(case=Case.make("memory", "m1", "micro", {"op": "copy"}, "cuda:0"),
                          status="failed", reason=f"RuntimeError: {HOSTILE_IMG}")
     record = RunRecord(
         id="20250101-000000-beef", started_at=1.7e9, finished_at=1.7e9 + 5, status="complete",

@@ -3,10 +3,11 @@
 import pytest
 
 from accelbench.core.case import Case
-from accelbench.core.measurement import Figure, Measurement
+from accelbench.core.measurement import Figure
 from accelbench.report.markdown import escape
 from accelbench.report.table import row
 from accelbench.report.units import format_pct, format_rel, format_value
+from fakes import stored_measurement
 
 
 @pytest.mark.parametrize(
@@ -39,9 +40,9 @@ def test_markdown_cells_cannot_break_the_table_or_inject_html():
 
 def test_rows_show_failure_reasons_and_noise():
     case = Case.make("gemm", "v", "micro", {"shape": "64", "dtype": "fp8"}, "cpu")
-    failed = row(Measurement(case, "failed", reason="fp8 not available on cpu"))
+    failed = row(stored_measurement(case, "failed", reason="fp8 not available on cpu"))
     assert failed.status == "failed" and failed.note == "fp8 not available on cpu"
-    noisy = row(Measurement(case, "ok", samples=(1e-3, 1.2e-3, 0.9e-3), number=1,
+    noisy = row(stored_measurement(case, "ok", samples=(1e-3, 1.2e-3, 0.9e-3), number=1,
                             figures=(Figure("throughput", 2e9, "FLOP/s", peak=4e9),),
                             warnings=("noisy: IQR is 15% of the median",)))
     assert noisy.result == "2.00 GFLOP/s"

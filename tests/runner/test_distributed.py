@@ -7,13 +7,13 @@ from sample_benches import DIST_REGISTRY
 
 from accelbench.core.case import Case
 from accelbench.core.context import DistInfo
-from accelbench.core.measurement import Measurement
 from accelbench.errors import EXIT_CASE_FAILED, UserError
 from accelbench.runner.distributed import check_backend, info_from_env, launched_by_torchrun
 from accelbench.runner.plan import Request, validate
 from accelbench.runner.ranks import combine
 from accelbench.runner.session import run_session
 from accelbench.store import Store
+from fakes import stored_measurement
 
 FAST = {"max_time": 0.2, "warmup_time": 0.0}
 
@@ -30,7 +30,7 @@ def test_ranks_run_in_step_and_failures_stay_with_their_case(store_path, importa
         overrides={"n": ("256",)}, timing=FAST, nproc_per_node=2,
     )
     with Store.open(store_path) as store:
-        outcome = run_session(request, store, DIST_REGISTRY)
+        outcome = run_session(validate(request, DIST_REGISTRY), store)
         stored = store.load_run(outcome.run_id)
     by_name = {m.case.benchmark: m for m in stored.measurements}
     assert list(by_name) == ["ok", "dist_sum", "dist_dies", "dist_hangs", "dist_fails"]
@@ -56,7 +56,7 @@ def test_ranks_run_in_step_and_failures_stay_with_their_case(store_path, importa
 def test_combine_fails_the_case_when_any_rank_failed():
     info = DistInfo(0, 4, 0, 4, "gloo")
     case = Case.make("x", "v", "collective", {}, "cpu")
-    ok = Measurement(case, "ok", samples=(1.0,), number=1)
+    ok = stored_measurement(case, "ok", samples=(1.0,), number=1)
     assert combine(ok, [("ok", None)] * 4, info).status == "ok"
     bad = combine(ok, [("ok", None), ("ok", None), ("failed", "boom"), ("ok", None)], info)
     assert bad.status == "failed" and bad.reason == "rank 2: boom"

@@ -4,7 +4,7 @@ import pytest
 from sample_benches import SAMPLE_REGISTRY
 
 from accelbench.errors import EXIT_CASE_FAILED, EXIT_DEVICE, EXIT_OK, UserError
-from accelbench.runner.plan import Request
+from accelbench.runner.plan import Request, validate
 from accelbench.runner.session import run_session
 from accelbench.store import Store
 
@@ -15,7 +15,7 @@ def test_failures_crashes_and_hangs_are_recorded_and_the_run_goes_on(store_path)
     order = ("ok", "fails", "errors", "oom", "skips", "crashes", "hangs", "ok")
     request = Request(benches=order[:-1], timing=FAST)
     with Store.open(store_path) as store:
-        outcome = run_session(request, store, SAMPLE_REGISTRY, argv=["run"])
+        outcome = run_session(validate(request, SAMPLE_REGISTRY), store, argv=["run"])
         stored = store.load_run(outcome.run_id)
 
     by_name = {m.case.benchmark: m for m in stored.measurements}
@@ -38,7 +38,7 @@ def test_failures_crashes_and_hangs_are_recorded_and_the_run_goes_on(store_path)
 def test_a_clean_run_exits_zero_and_is_complete(store_path):
     request = Request(benches=("ok",), overrides={"n": ("10", "100")}, timing=FAST)
     with Store.open(store_path) as store:
-        outcome = run_session(request, store, SAMPLE_REGISTRY)
+        outcome = run_session(validate(request, SAMPLE_REGISTRY), store)
         record = store.load_run("latest").record
     assert outcome.exit_code == EXIT_OK
     assert [m.case.param_dict["n"] for m in outcome.measurements] == [10, 100]
@@ -52,8 +52,8 @@ def test_a_missing_device_is_refused_before_anything_is_stored(store_path):
         pytest.skip("this machine has a GPU")
     with Store.open(store_path) as store:
         with pytest.raises(UserError) as info:
-            run_session(Request(benches=("ok",), device="cuda", timing=FAST), store,
-                        SAMPLE_REGISTRY)
+            run_session(validate(Request(benches=("ok",), device="cuda", timing=FAST),
+                                 SAMPLE_REGISTRY), store)
         assert store.list_runs() == []
     assert info.value.exit_code == EXIT_DEVICE
 
@@ -68,7 +68,7 @@ def test_ctrl_c_keeps_what_was_measured_and_marks_the_run_interrupted(store_path
 
     request = Request(benches=("ok",), overrides={"n": ("10", "20", "30")}, timing=FAST)
     with Store.open(store_path) as store:
-        outcome = run_session(request, store, SAMPLE_REGISTRY, listener=StopAfterFirst())
+        outcome = run_session(validate(request, SAMPLE_REGISTRY), store, listener=StopAfterFirst())
         stored = store.load_run(outcome.run_id)
     assert outcome.exit_code == EXIT_INTERRUPTED
     assert stored.record.status == "interrupted"
@@ -91,7 +91,7 @@ def test_cases_with_different_worker_keys_never_share_a_process(store_path):
                       timing=FAST)
     with Store.open(store_path) as store, pytest.MonkeyPatch.context() as mp:
         mp.setattr(session, "expand", ordered_expand)
-        outcome = session.run_session(request, store, SAMPLE_REGISTRY)
+        outcome = session.run_session(validate(request, SAMPLE_REGISTRY), store)
     pids = [m.details["pid"] for m in outcome.measurements]
     assert pids[0] == pids[1]  # same key: same worker
     assert pids[2] != pids[1]  # another key: a fresh worker

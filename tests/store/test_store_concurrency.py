@@ -11,6 +11,7 @@ import pytest
 from accelbench.core.case import Case
 from accelbench.core.measurement import Figure, Measurement
 from accelbench.store import Store
+from fakes import stored_measurement
 
 pytestmark = pytest.mark.slow
 
@@ -20,7 +21,7 @@ PER_WRITER = 25
 
 def _measurement(writer: int, i: int) -> Measurement:
     case = Case.make("gemm", "v1", "micro", {"shape": 256 * (i + 1), "writer": writer}, "cpu")
-    return Measurement(case, "ok", samples=(1e-3 + i * 1e-6, 1.1e-3), number=3,
+    return stored_measurement(case, "ok", samples=(1e-3 + i * 1e-6, 1.1e-3), number=3,
                        figures=(Figure("time", 1e-3, "s", higher_is_better=False),))
 
 

@@ -25,6 +25,7 @@ from typing import Any
 
 import numpy as np
 
+from accelbench.core.formats import upgrade
 from accelbench.core.measurement import Measurement
 from accelbench.errors import UserError
 from accelbench.store import StoredRun
@@ -225,10 +226,8 @@ def read_baseline(path: str | Path) -> Baseline:
 def baseline_from_dict(data: Any, source: str) -> Baseline:
     if not isinstance(data, dict) or data.get("format") != FORMAT:
         raise UserError(f"{source} is not an accelbench baseline (no \"format\": \"{FORMAT}\")")
-    version = data.get("format_version")
-    if not isinstance(version, int) or version < 1 or version > FORMAT_VERSION:
-        raise UserError(f"baseline {source} has format version {version!r}; this accelbench "
-                        f"reads version {FORMAT_VERSION}")
+    data = upgrade(data, f"baseline {source}", FORMAT_VERSION, {}, default=None,
+                   error=UserError)
     try:
         cases = {}
         for c in data["cases"]:

@@ -14,7 +14,7 @@ any of its parameters, in any order; parameters not named are free. "*" is every
 from __future__ import annotations
 
 import fnmatch
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from accelbench.core.case import Case
@@ -164,10 +164,6 @@ def parse_case_pattern(text: str) -> CasePattern:
             )
         params.append((name.lower(), glob.lower()))
     return CasePattern(tokens[0].lower(), tuple(params), text)
-
-
-def filter_cases(cases: Iterable[Case], pattern: CasePattern | None) -> list[Case]:
-    return [c for c in cases if pattern is None or pattern.matches(c)]
 
 
 def _param_texts(value: object) -> tuple[str, ...]:

@@ -1,10 +1,10 @@
 """The headline figure of each case, per sample, pooled over the runs of one selection.
 
-A measurement keeps its raw samples in seconds per call and derives its figures from
-their median. Its headline figure (`Measurement.primary`) is a rate (work per call over
-the time, so proportional to 1/t) or the time itself. `value_samples` puts every sample
-on the headline figure's scale, so its median is the stored value and samples of
-different runs of the same case can be pooled, whatever their calls per sample.
+A measurement keeps its raw samples in seconds per call and the work of one call, and
+derives its figures from them. `value_samples` gives the headline figure of every sample
+(`Measurement.value_samples`: work over that sample's time for a rate, the time itself
+otherwise), so samples of different runs of the same case can be pooled, whatever their
+calls per sample.
 """
 
 from __future__ import annotations
@@ -25,17 +25,7 @@ from accelbench.store import StoredRun
 
 def value_samples(m: Measurement) -> np.ndarray:
     """The headline figure for each sample of `m` (empty when it has none)."""
-    figure = m.primary
-    if figure is None or figure.value is None or math.isnan(figure.value):
-        return np.empty(0)
-    t = np.asarray(m.samples, dtype=float)
-    t = t[t > 0]
-    if t.size == 0:
-        return np.array([figure.value], dtype=float)
-    median = float(np.median(t))
-    if figure.higher_is_better:
-        return figure.value * median / t
-    return figure.value * t / median
+    return np.asarray(m.value_samples(), dtype=float)
 
 
 def speed_ratio(ratio: float, higher_is_better: bool) -> float:

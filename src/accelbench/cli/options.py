@@ -43,6 +43,27 @@ def open_store(args: argparse.Namespace, create: bool) -> Any:
     return Store.open(store_path(args), create=create)
 
 
+class StoreOnFirstUse:
+    """Opens the store only when first asked (under torchrun, only rank 0 asks), and
+    closes it on exit."""
+
+    def __init__(self, args: argparse.Namespace) -> None:
+        self._args = args
+        self.store: Any = None
+
+    def __call__(self) -> Any:
+        if self.store is None:
+            self.store = open_store(self._args, create=True)
+        return self.store
+
+    def __enter__(self) -> StoreOnFirstUse:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self.store is not None:
+            self.store.close()
+
+
 def print_json(data: Any) -> None:
     json.dump(data, sys.stdout, indent=2, default=str)
     sys.stdout.write("\n")

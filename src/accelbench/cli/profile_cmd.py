@@ -6,7 +6,15 @@ import argparse
 import sys
 from typing import Any
 
-from accelbench.cli.options import add_device, add_json, add_store, open_store, print_json
+from accelbench.cli.options import (
+    StoreOnFirstUse,
+    add_device,
+    add_json,
+    add_store,
+    open_store,
+    print_json,
+)
+from accelbench.core.names import BACKENDS
 from accelbench.errors import UserError
 
 NAME = "profile"
@@ -30,7 +38,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--nproc-per-node", type=int, default=1, metavar="N",
                         help="profile on N ranks started here with torchrun (collectives, "
                         "data-parallel training); each rank writes its own trace")
-    parser.add_argument("--backend", choices=("nccl", "gloo", "mpi"),
+    parser.add_argument("--backend", choices=BACKENDS,
                         help="torch.distributed backend (default: nccl on GPUs — RCCL on "
                         "ROCm — and gloo on the CPU)")
     parser.add_argument("--output", metavar="DIR",
@@ -59,42 +67,32 @@ def run(args: argparse.Namespace) -> int:
     request = Request(benches=(args.bench,), overrides=parse_overrides(args.param),
                       dtypes=(args.dtype,) if args.dtype else (), device=args.device,
                       nproc_per_node=args.nproc_per_node, backend=args.backend)
-    check_request(request, REGISTRY)  # bad input fails here, before the store is touched
+    # Bad input fails here, once, before the store is touched.
+    valid = check_request(request, REGISTRY)
     kind, _ = parse_device_spec(request.device)
     if kind != "auto":
         check_backend(request.backend, kind)
     output = Path(args.output) if args.output else None
     if launched_by_torchrun():
-        return _profile_as_rank(args, request, schedule, output)
+        return _profile_as_rank(args, valid, schedule, output)
     if request.nproc_per_node > 1:
         return _launch_ranks(args)
     with open_store(args, create=True) as store:
-        outcome = profile_session(request, store, REGISTRY, schedule, output,
-                                  argv=sys.argv[1:])
+        outcome = profile_session(valid, store, schedule, output, argv=sys.argv[1:])
         store_location = store.path
     return _finish(args, outcome, store_location)
 
 
-def _profile_as_rank(args: argparse.Namespace, request: Any, schedule: Any, output: Any
+def _profile_as_rank(args: argparse.Namespace, valid: Any, schedule: Any, output: Any
                      ) -> int:
     """Under torchrun: every rank profiles; rank 0 stores and prints."""
-    from contextlib import ExitStack
-
-    from accelbench.benchmarks import REGISTRY
     from accelbench.profile.ranks import profile_as_rank
 
-    with ExitStack() as stack:
-        opened: list[Any] = []  # only rank 0 opens the store
-
-        def open_once() -> Any:
-            opened.append(stack.enter_context(open_store(args, create=True)))
-            return opened[0]
-
-        outcome = profile_as_rank(request, REGISTRY, schedule, open_once, output,
-                                  argv=sys.argv[1:])
+    with StoreOnFirstUse(args) as store:
+        outcome = profile_as_rank(valid, schedule, store, output, argv=sys.argv[1:])
         if outcome is None:
             return 0
-        return _finish(args, outcome, opened[0].path)
+        return _finish(args, outcome, store().path)
 
 
 def _launch_ranks(args: argparse.Namespace) -> int:
@@ -136,7 +134,7 @@ def _finish(args: argparse.Namespace, outcome: Any, store_location: Any) -> int:
             "trace_dir": str(outcome.trace_dir),
             "traces": [str(p) for p in outcome.trace_paths],
             "problems": outcome.problems,
-            "measurement": outcome.measurement.to_dict(),
+            "measurement": outcome.measurement.export_dict(),
             "analysis": outcome.analysis,
         })
     else:

@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from accelbench.cli.options import (
+    StoreOnFirstUse,
     add_device,
     add_json,
     add_store,
@@ -16,6 +17,7 @@ from accelbench.cli.options import (
     print_json,
     split_list,
 )
+from accelbench.core.names import BACKENDS
 from accelbench.errors import UserError
 
 NAME = "run"
@@ -43,7 +45,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="ranks for distributed benchmarks (collectives, data-parallel "
                         "training), started on this node with torchrun (default: as the "
                         "suite says, else 1)")
-    parser.add_argument("--backend", choices=("nccl", "gloo", "mpi"),
+    parser.add_argument("--backend", choices=BACKENDS,
                         help="torch.distributed backend (default: nccl on GPUs — RCCL on "
                         "ROCm — and gloo on the CPU)")
     parser.add_argument("--timeout", type=float, metavar="S",
@@ -96,21 +98,19 @@ def build_request(args: argparse.Namespace) -> Any:
 
 def run(args: argparse.Namespace) -> int:
     from accelbench.benchmarks import REGISTRY
-    from accelbench.env.device import parse_device_spec
     from accelbench.report.terminal import console
     from accelbench.runner.distributed import launched_by_torchrun
     from accelbench.runner.plan import validate
     from accelbench.runner.session import run_session
 
-    request = build_request(args)
-    validate(request, REGISTRY)  # bad names and values fail here, before anything starts
-    parse_device_spec(request.device)
+    # Bad names and values fail here, once, before anything starts or the store is opened.
+    valid = validate(build_request(args), REGISTRY)
     err = console(stderr=True)
     listener = TerminalListener(err)
     if launched_by_torchrun():
-        return _run_as_rank(args, request, listener)
+        return _run_as_rank(args, valid, listener)
     with open_store(args, create=True) as store:
-        outcome = run_session(request, store, REGISTRY, argv=sys.argv[1:], listener=listener,
+        outcome = run_session(valid, store, argv=sys.argv[1:], listener=listener,
                               case_timeout=args.timeout)
         listener.close()
         report = _write_report(args, store, outcome)
@@ -118,27 +118,17 @@ def run(args: argparse.Namespace) -> int:
     return _finish(args, outcome, store_location, report)
 
 
-def _run_as_rank(args: argparse.Namespace, request: Any, listener: TerminalListener) -> int:
+def _run_as_rank(args: argparse.Namespace, valid: Any, listener: TerminalListener) -> int:
     """Under torchrun: every rank measures; rank 0 stores, reports and prints."""
-    from contextlib import ExitStack
-
-    from accelbench.benchmarks import REGISTRY
     from accelbench.runner.rank_session import run_as_rank
 
-    with ExitStack() as stack:
-        opened: list[Any] = []  # only rank 0 opens the store
-
-        def open_once() -> Any:
-            opened.append(stack.enter_context(open_store(args, create=True)))
-            return opened[0]
-
-        outcome = run_as_rank(request, REGISTRY, open_once, argv=sys.argv[1:],
-                              listener=listener)
+    with StoreOnFirstUse(args) as store:
+        outcome = run_as_rank(valid, store, argv=sys.argv[1:], listener=listener)
         listener.close()
         if outcome is None:
             return 0
-        report = _write_report(args, opened[0], outcome)
-        return _finish(args, outcome, opened[0].path, report)
+        report = _write_report(args, store(), outcome)
+        return _finish(args, outcome, store().path, report)
 
 
 def _write_report(args: argparse.Namespace, store: Any, outcome: Any) -> Path | None:
@@ -161,7 +151,7 @@ def _finish(args: argparse.Namespace, outcome: Any, store_location: Path,
             "generation_key": outcome.fingerprint.generation_key,
             "store": str(store_location),
             "report": str(report) if report else None,
-            "measurements": [m.to_dict() for m in outcome.measurements],
+            "measurements": [m.export_dict() for m in outcome.measurements],
         })
     else:
         out = console()

@@ -42,11 +42,6 @@ class CaseContext:
     def time(self, fn: Callable[[], Any]) -> Timing:
         return measure(fn, self.clock, self.policy, self.flush, self.coordinator)
 
-    @property
-    def is_reporting_rank(self) -> bool:
-        """Only rank 0's result is stored."""
-        return self.dist is None or self.dist.rank == 0
-
     def peak_flops(self, dtype: str) -> float | None:
         """Published dense peak of this device for dtype, in FLOP/s (None if unknown)."""
         from accelbench.core.dtypes import DTYPES

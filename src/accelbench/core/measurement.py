@@ -1,27 +1,45 @@
-"""Immutable result records: what a case produced, with its raw samples.
+"""Immutable result records, raw first: what a case measured, with figures derived from it.
+
+A Measurement keeps what was measured: the per-call times of each worker process that
+timed the case (`timings`), the work one call does (`rates`), and the figures that are not
+derived from time (`measured`: peak memory, compile time). Its figures (throughput,
+bandwidth, the time per call) are derived from those when first asked for, so every one
+can be recomputed from the record.
 
 Format history of `Measurement.to_dict` (FORMAT_VERSION):
-  1: first version: case, status, reason, samples (s/call), number, figures, warnings,
-     details, started_at, duration_s.
+  1: case, status, reason, samples (s/call), number (calls per sample), figures (derived
+     when measured), warnings, details (with stop_reason and warmup_calls), started_at,
+     duration_s, confidence.
+  2: raw first. "timings": one entry per worker process that timed the case, each with
+     its samples (s/call), number, warmup_calls and stop_reason; "rates": the work of one
+     call (name, amount, unit, peak, over: "median" or "mean"); "time_name": the name of
+     the per-call time figure; "measured": figures not derived from time; the case says
+     which parameters a table shows ("shown"). Figures are derived on load; an export's
+     "figures" (with each figure's interval) is for other tools and is not read back.
 """
 
 from __future__ import annotations
 
 import math
+import statistics
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any
 
 from accelbench.core.case import Case
+from accelbench.core.formats import upgrade
+from accelbench.core.names import STATUS_FAILED, STATUS_OK, STATUS_SKIPPED
 from accelbench.core.stats import Summary, summarize
 from accelbench.core.timing import Timing
 
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2
 
-STATUS_OK = "ok"
-STATUS_FAILED = "failed"
-STATUS_SKIPPED = "skipped"
-STATUSES = (STATUS_OK, STATUS_FAILED, STATUS_SKIPPED)
+__all__ = [
+    "FORMAT_VERSION", "STATUS_FAILED", "STATUS_OK", "STATUS_SKIPPED", "CaseFailed",
+    "CaseResult", "CaseSkipped", "Figure", "Measurement", "Rate", "from_result",
+    "not_measured",
+]
 
 
 class CaseSkipped(Exception):
@@ -35,13 +53,16 @@ class CaseFailed(Exception):
 
 @dataclass(frozen=True)
 class Figure:
-    """One number with its unit; `peak` is the published peak in the same unit."""
+    """One number with its unit; `peak` is the published peak in the same unit, and
+    `low`/`high` the figure's confidence interval where it has one."""
 
     name: str
     value: float
     unit: str
     higher_is_better: bool = True
     peak: float | None = None
+    low: float | None = None
+    high: float | None = None
 
     @property
     def pct_of_peak(self) -> float | None:
@@ -57,11 +78,14 @@ class Figure:
             "higher_is_better": self.higher_is_better,
             "peak": self.peak,
             "pct_of_peak": self.pct_of_peak,
+            "low": self.low,
+            "high": self.high,
         }
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> Figure:
-        return cls(d["name"], d["value"], d["unit"], d.get("higher_is_better", True), d.get("peak"))
+        return cls(d["name"], d["value"], d["unit"], d.get("higher_is_better", True),
+                   d.get("peak"), d.get("low"), d.get("high"))
 
 
 @dataclass(frozen=True)
@@ -76,6 +100,19 @@ class Rate:
     # "mean": amount over the mean, i.e. total work over total timed time (model training,
     # where a slow step is part of what the user waits for).
     over: str = "median"
+
+    def __post_init__(self) -> None:
+        if self.over not in ("median", "mean"):
+            raise ValueError(f"rate {self.name}: over must be 'median' or 'mean'")
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"name": self.name, "amount": self.amount, "unit": self.unit,
+                "peak": self.peak, "over": self.over}
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> Rate:
+        return cls(d["name"], float(d["amount"]), d["unit"], d.get("peak"),
+                   d.get("over", "median"))
 
 
 @dataclass(frozen=True)
@@ -95,18 +132,48 @@ class Measurement:
     case: Case
     status: str
     reason: str | None = None
-    samples: tuple[float, ...] = ()  # seconds per call, one value per sample
-    number: int = 0  # calls per sample
-    figures: tuple[Figure, ...] = ()
+    # One Timing per worker process that timed the case, in the order they ran.
+    timings: tuple[Timing, ...] = ()
+    rates: tuple[Rate, ...] = ()
+    time_name: str = "time"  # "": no time figure is derived (some format 1 records)
+    measured: tuple[Figure, ...] = ()  # figures not derived from time
     warnings: tuple[str, ...] = ()
     details: dict[str, Any] = field(default_factory=dict)
     started_at: float = 0.0  # unix time
     duration_s: float = 0.0  # wall time of the whole case, set-up included
     confidence: float = 0.95
 
+    # -- derived, when first asked for ----------------------------------------------
+
+    @cached_property
+    def samples(self) -> tuple[float, ...]:
+        """Seconds per call, every sample of every process."""
+        return tuple(s for t in self.timings for s in t.samples)
+
+    @property
+    def number(self) -> int:
+        """Calls per sample (of the first process)."""
+        return self.timings[0].number if self.timings else 0
+
+    @property
+    def stop_reason(self) -> str | None:
+        return self.timings[-1].stop_reason if self.timings else None
+
     @cached_property
     def stats(self) -> Summary | None:
         return summarize(self.samples, self.confidence) if self.samples else None
+
+    @cached_property
+    def figures(self) -> tuple[Figure, ...]:
+        """The rates over the time per call, the time per call, then the measured figures."""
+        stats = self.stats
+        if stats is None:
+            return self.measured
+        derived = [_rate_figure(rate, stats) for rate in self.rates]
+        if self.time_name:
+            derived.append(Figure(self.time_name, stats.median, "s", False, None,
+                                  stats.ci_low, stats.ci_high))
+        return (*derived, *self.measured)
 
     @property
     def ok(self) -> bool:
@@ -124,15 +191,42 @@ class Measurement:
     def figure(self, name: str) -> Figure | None:
         return next((f for f in self.figures if f.name == name), None)
 
+    def value_samples(self) -> list[float]:
+        """The headline figure for each sample, so that samples of different runs of a
+        case can be pooled: work per call over the sample's time for a rate (scaled so
+        that the samples' median is the figure for a rate over the mean), the time itself
+        for the time per call. A headline figure stored as measured (format 1 records
+        that did not have the usual shape) is taken as proportional to 1/time, as format
+        1 meant. Empty when there is no finite headline figure."""
+        figure, stats = self.primary, self.stats
+        if figure is None or not math.isfinite(figure.value):
+            return []
+        positive = [t for t in self.samples if t > 0]
+        if stats is None or not positive:
+            return [figure.value]
+        rate = self.rates[0] if self.rates else None
+        if rate is not None and figure.name == rate.name and rate.over == "median":
+            return [rate.amount / t for t in positive]
+        if figure.name == self.time_name and not figure.higher_is_better:
+            return positive
+        median = float(statistics.median(positive))
+        if figure.higher_is_better:
+            return [figure.value * median / t for t in positive]
+        return [figure.value * t / median for t in positive]
+
+    # -- records --------------------------------------------------------------------
+
     def to_dict(self) -> dict[str, Any]:
+        """The raw record, as stored (format FORMAT_VERSION)."""
         return {
             "format_version": FORMAT_VERSION,
             "case": self.case.to_dict(),
             "status": self.status,
             "reason": self.reason,
-            "samples": list(self.samples),
-            "number": self.number,
-            "figures": [f.to_dict() for f in self.figures],
+            "timings": [_timing_dict(t) for t in self.timings],
+            "rates": [r.to_dict() for r in self.rates],
+            "time_name": self.time_name,
+            "measured": [f.to_dict() for f in self.measured],
             "warnings": list(self.warnings),
             "details": self.details,
             "started_at": self.started_at,
@@ -140,52 +234,135 @@ class Measurement:
             "confidence": self.confidence,
         }
 
+    def export_dict(self) -> dict[str, Any]:
+        """The raw record plus its derived figures, each with its interval, for other
+        tools (`--json`, exports); loading it reads only the raw part."""
+        return {**self.to_dict(), "figures": [f.to_dict() for f in self.figures]}
+
     @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> Measurement:
-        version = d.get("format_version", 1)
-        if version > FORMAT_VERSION:
-            raise ValueError(
-                f"measurement format {version} is newer than this accelbench reads "
-                f"({FORMAT_VERSION})"
-            )
+    def from_dict(cls, d: object) -> Measurement:
+        """A record of any format version this accelbench knows, upgraded.
+
+        Raises StoreError when the version is unknown, ValueError/KeyError/TypeError when
+        the record is malformed."""
+        data = upgrade(d, "measurement record", FORMAT_VERSION, _UPGRADES)
         return cls(
-            case=Case.from_dict(d["case"]),
-            status=d["status"],
-            reason=d.get("reason"),
-            samples=tuple(d.get("samples", ())),
-            number=d.get("number", 0),
-            figures=tuple(Figure.from_dict(f) for f in d.get("figures", ())),
-            warnings=tuple(d.get("warnings", ())),
-            details=dict(d.get("details", {})),
-            started_at=d.get("started_at", 0.0),
-            duration_s=d.get("duration_s", 0.0),
-            confidence=d.get("confidence", 0.95),
+            case=Case.from_dict(data["case"]),
+            status=data["status"],
+            reason=data.get("reason"),
+            timings=tuple(_timing(t, data.get("confidence", 0.95))
+                          for t in data.get("timings", ())),
+            rates=tuple(Rate.from_dict(r) for r in data.get("rates", ())),
+            time_name=str(data.get("time_name", "time")),
+            measured=tuple(Figure.from_dict(f) for f in data.get("measured", ())),
+            warnings=tuple(data.get("warnings", ())),
+            details=dict(data.get("details", {})),
+            started_at=data.get("started_at", 0.0),
+            duration_s=data.get("duration_s", 0.0),
+            confidence=data.get("confidence", 0.95),
         )
+
+
+def _rate_figure(rate: Rate, stats: Summary) -> Figure:
+    """A rate over the median (or mean) time per call; its interval comes from the
+    interval of the median time, a longer time giving the lower rate."""
+    per_call = stats.median if rate.over == "median" else stats.mean
+    if not per_call > 0:
+        return Figure(rate.name, math.nan, rate.unit, True, rate.peak)
+    value = rate.amount / per_call
+    # For a rate over the mean, the median's interval is carried over in proportion.
+    scale = per_call / stats.median if stats.median > 0 else math.nan
+    low = rate.amount / (stats.ci_high * scale) if stats.ci_high > 0 else None
+    high = rate.amount / (stats.ci_low * scale) if stats.ci_low > 0 else None
+    return Figure(rate.name, value, rate.unit, True, rate.peak, low, high)
+
+
+def _timing_dict(t: Timing) -> dict[str, Any]:
+    return {"samples": list(t.samples), "number": t.number, "warmup_calls": t.warmup_calls,
+            "stop_reason": t.stop_reason}
+
+
+def _timing(d: dict[str, Any], confidence: float) -> Timing:
+    return Timing(tuple(float(x) for x in d["samples"]), int(d["number"]),
+                  int(d.get("warmup_calls", 0)), str(d.get("stop_reason", "")), confidence)
+
+
+# -- upgrades ------------------------------------------------------------------------
+
+
+_OFF = (False, 0, "")
+
+
+def _upgrade_1(d: dict[str, Any]) -> dict[str, Any]:
+    """Format 1 stored derived figures: [rates..., time per call, other figures...],
+    rates over the median time except the model family's, which were over the mean.
+    Recover the work per call from them; a record whose figures do not have that shape
+    keeps them all as measured figures, exactly as stored."""
+    case = dict(d["case"])
+    params = dict(case.get("params", {}))
+    # Format 1 left the table to hide switches at an "off" value.
+    case["shown"] = sorted(k for k, v in params.items() if v not in _OFF)
+    samples = [float(x) for x in d.get("samples", ())]
+    details = dict(d.get("details", {}))
+    stop_reason = details.pop("stop_reason", "")
+    warmup_calls = details.pop("warmup_calls", 0)
+    figures = [dict(f) for f in d.get("figures", ())]
+    timings = ([{"samples": samples, "number": int(d.get("number", 1) or 1),
+                 "warmup_calls": warmup_calls, "stop_reason": stop_reason}]
+               if samples else [])
+    rates, time_name, measured = _split_v1_figures(figures, samples, case.get("family"))
+    return {
+        **{k: v for k, v in d.items() if k not in ("samples", "number", "figures")},
+        "format_version": 2,
+        "case": case,
+        "details": details,
+        "timings": timings,
+        "rates": rates or [],
+        "time_name": time_name if time_name is not None else "",
+        "measured": measured,
+    }
+
+
+def _split_v1_figures(
+    figures: list[dict[str, Any]], samples: Sequence[float], family: object
+) -> tuple[list[dict[str, Any]] | None, str | None, list[dict[str, Any]]]:
+    if not samples:
+        return None, None, figures
+    stats = summarize(samples)
+    over = "mean" if family == "model" else "median"
+    per_call = stats.mean if over == "mean" else stats.median
+    for index, f in enumerate(figures):
+        if (f.get("unit") == "s" and f.get("higher_is_better") is False
+                and math.isclose(float(f["value"]), stats.median, rel_tol=1e-9)):
+            before = figures[:index]
+            if all(str(r.get("unit", "")).endswith("/s") for r in before) and per_call > 0:
+                rates = [{"name": r["name"], "amount": float(r["value"]) * per_call,
+                          "unit": r["unit"], "peak": r.get("peak"), "over": over}
+                         for r in before]
+                return rates, f["name"], figures[index + 1:]
+            break
+    # No time figure where format 1 put it: keep every figure as it was, and no time
+    # figure is derived for this record.
+    return None, None, figures
+
+
+_UPGRADES = {1: _upgrade_1}
 
 
 def from_result(
     case: Case, result: CaseResult, warnings: tuple[str, ...], started_at: float, duration_s: float
 ) -> Measurement:
-    """Derive figures from a benchmark's raw result: rates over the median time."""
+    """The measurement of a benchmark's raw result (one worker process's timing)."""
     timing = result.timing
-    summary = summarize(timing.samples, timing.confidence)
-    per_call = {"median": summary.median, "mean": summary.mean}
-    figures = [
-        Figure(r.name, r.amount / per_call[r.over] if per_call[r.over] > 0 else math.nan,
-               r.unit, True, r.peak)
-        for r in result.rates
-    ]
-    figures.append(Figure(result.time_name, summary.median, "s", higher_is_better=False))
-    figures.extend(result.figures)
     return Measurement(
         case=case,
         status=STATUS_OK,
-        samples=timing.samples,
-        number=timing.number,
-        figures=tuple(figures),
+        timings=(timing,),
+        rates=result.rates,
+        time_name=result.time_name,
+        measured=result.figures,
         warnings=tuple(result.warnings) + warnings,
-        details={**result.details, "stop_reason": timing.stop_reason,
-                 "warmup_calls": timing.warmup_calls},
+        details=dict(result.details),
         started_at=started_at,
         duration_s=duration_s,
         confidence=timing.confidence,

@@ -120,15 +120,11 @@ class Fingerprint:
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> Fingerprint:
-        version = d.get("format_version")
-        if isinstance(version, int) and version > FORMAT_VERSION:
-            raise StoreError(
-                f"stack fingerprint format {version} is not one this accelbench reads "
-                f"(it reads format {FORMAT_VERSION}); upgrade accelbench to read it"
-            )
-        if version != FORMAT_VERSION:
-            raise StoreError(f"not a stack fingerprint (format_version {version!r})")
-        data = {k: v for k, v in d.items() if k != "format_version"}
+        from accelbench.core.formats import upgrade
+
+        data = upgrade(dict(d) if isinstance(d, Mapping) else d, "stack fingerprint",
+                       FORMAT_VERSION, {}, default=None)
+        data = {k: v for k, v in data.items() if k != "format_version"}
         if not isinstance(data.get("device"), dict):
             raise StoreError("stack fingerprint has no device")
         return cls(device=DeviceInfo.from_dict(data["device"]), data=data)

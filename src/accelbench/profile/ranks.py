@@ -9,31 +9,30 @@ node writes where the same --output path points there.
 
 from __future__ import annotations
 
-import socket
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from accelbench import __version__
-from accelbench.core.registry import Registry
 from accelbench.errors import UserError
 from accelbench.profile.capture import Schedule
 from accelbench.profile.session import (
     SUITE,
     ProfileOutcome,
     add_analysis,
-    check_request,
     default_output,
     plan_one,
 )
-from accelbench.runner.plan import Request
+from accelbench.runner.plan import ValidRequest
+from accelbench.runner.recorder import RunRecorder
+
+if TYPE_CHECKING:
+    from accelbench.store import Store
 
 
 def profile_as_rank(
-    request: Request,
-    registry: Registry,
+    valid: ValidRequest,
     schedule: Schedule,
-    open_store: Callable[[], Any],
+    open_store: Callable[[], Store],
     output: Path | None = None,
     argv: Sequence[str] = (),
 ) -> ProfileOutcome | None:
@@ -50,28 +49,23 @@ def profile_as_rank(
     )
     from accelbench.runner.ranks import combine
 
-    check_request(request, registry)
+    request = valid.request
     if request.nproc_per_node != 1:
         raise UserError("already started by torchrun: leave out --nproc-per-node")
-    info, rank_device, backend = join_as_rank(request.device, request.backend,
-                                              registry.get(request.benches[0]).timeout_s)
+    info, rank_device, backend = join_as_rank(
+        request.device, request.backend, valid.registry.get(request.benches[0]).timeout_s)
     try:
         fingerprint = collect(rank_device)
         device = fingerprint.device
-        planned = plan_one(request, registry, device)
+        planned = plan_one(valid, device)
         if planned.benchmark.distributed:
             planned = planned.on_world(info.world_size, backend)
-        store = run_id = None
+        recorder = None
         shared: list[Any] = [None]
         if info.rank == 0:
-            store = open_store()
-            run_id = store.begin_run(
-                fingerprint=fingerprint.to_dict(), fingerprint_id=fingerprint.fingerprint_id,
-                generation_key=fingerprint.generation_key, device=device.torch_device,
-                suite=SUITE, argv=list(argv), host=socket.gethostname(),
-                accelbench_version=__version__,
-            )
-            shared = [str((Path(output) if output else default_output(store.path)) / run_id)]
+            recorder = RunRecorder(open_store(), fingerprint, SUITE, argv)
+            parent = Path(output) if output else default_output(recorder.store.path)
+            shared = [str(parent / recorder.run_id)]
         dist.broadcast_object_list(shared, src=0)
         trace_dir = Path(shared[0])
         coordinator = GroupCoordinator("cpu" if backend != "nccl" else device.torch_device)
@@ -81,16 +75,15 @@ def profile_as_rank(
         outcomes = gather_outcomes(m.status, m.reason)
         paths: list[Any] = [None] * info.world_size
         dist.all_gather_object(paths, [str(p) for p in profiled.trace_paths])
-        if info.rank != 0:
+        if recorder is None:
             return None
-        assert store is not None and run_id is not None
         measurement = combine(m, outcomes, info)
-        store.add_measurement(run_id, measurement)
-        outcome = ProfileOutcome(run_id, fingerprint, measurement, trace_dir,
+        recorder.record(0, measurement)
+        outcome = ProfileOutcome(recorder.run_id, fingerprint, measurement, trace_dir,
                                  tuple(Path(p) for rank in paths for p in rank))
         if profiled.trace_paths:
-            add_analysis(outcome, store, planned, profiled.trace_paths[0])
-        store.finish_run(run_id, outcome.status)
+            add_analysis(outcome, recorder.store, planned, profiled.trace_paths[0])
+        recorder.finish(outcome.status)
         return outcome
     finally:
         shutdown_group()

@@ -7,18 +7,23 @@ Checks that need no device come first, so bad input never creates a run.
 from __future__ import annotations
 
 import dataclasses
-import socket
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from accelbench import __version__
 from accelbench.core.measurement import STATUS_FAILED, Measurement
+from accelbench.core.names import RUN_COMPLETE, RUN_FAILED, RUN_INTERRUPTED
 from accelbench.core.registry import Registry
 from accelbench.errors import EXIT_CASE_FAILED, EXIT_OK, UserError
 from accelbench.profile.capture import Schedule
-from accelbench.runner.plan import PlannedCase, Request, Suite, expand, validate
+from accelbench.runner.plan import PlannedCase, Request, Suite, ValidRequest, expand, validate
+from accelbench.runner.recorder import RunRecorder
+
+if TYPE_CHECKING:
+    from accelbench.env.device import DeviceInfo
+    from accelbench.env.fingerprint import Fingerprint
+    from accelbench.store import Store
 
 SUITE = "profile"
 # No suite grid applies: a profile is of the benchmark's defaults and the given values.
@@ -28,7 +33,7 @@ _NO_GRID = Suite(name=SUITE, description="one profiled case", timing={}, entries
 @dataclass
 class ProfileOutcome:
     run_id: str
-    fingerprint: Any  # accelbench.env.fingerprint.Fingerprint
+    fingerprint: Fingerprint
     measurement: Measurement
     trace_dir: Path
     trace_paths: tuple[Path, ...] = ()
@@ -37,19 +42,19 @@ class ProfileOutcome:
 
     @property
     def status(self) -> str:
-        return "failed" if self.measurement.status == STATUS_FAILED or self.problems \
-            else "complete"
+        failed = self.measurement.status == STATUS_FAILED or self.problems
+        return RUN_FAILED if failed else RUN_COMPLETE
 
     @property
     def exit_code(self) -> int:
-        return EXIT_CASE_FAILED if self.status == "failed" else EXIT_OK
+        return EXIT_CASE_FAILED if self.status == RUN_FAILED else EXIT_OK
 
 
-def check_request(request: Request, registry: Registry) -> None:
+def check_request(request: Request, registry: Registry) -> ValidRequest:
     """Everything checkable without a device: names, values, and exactly one case."""
     if len(request.benches) != 1:
         raise UserError("profile takes exactly one benchmark")
-    validate(dataclasses.replace(request, suite="quick"), registry)
+    valid = validate(dataclasses.replace(request, suite="quick"), registry)
     grid = {name: values for name, values in request.overrides.items() if len(values) > 1}
     if len(request.dtypes) > 1:
         grid["dtype"] = request.dtypes
@@ -57,60 +62,50 @@ def check_request(request: Request, registry: Registry) -> None:
         shown = "; ".join(f"{k}={','.join(v)}" for k, v in grid.items())
         raise UserError(f"profile takes exactly one case, but {shown} make a grid: "
                         "give one value per parameter")
+    return valid
 
 
-def plan_one(request: Request, registry: Registry, device: Any) -> PlannedCase:
-    cases = expand(request, _NO_GRID, registry, device)
+def plan_one(valid: ValidRequest, device: DeviceInfo) -> PlannedCase:
+    cases = expand(valid.request, _NO_GRID, valid.registry, device)
     if len(cases) != 1:
         raise UserError(f"profile takes exactly one case; the parameters give {len(cases)}")
     return cases[0]
 
 
 def profile_session(
-    request: Request,
-    store: Any,  # accelbench.store.Store
-    registry: Registry,
+    valid: ValidRequest,
+    store: Store,
     schedule: Schedule,
     output: Path | None = None,
     argv: Sequence[str] = (),
 ) -> ProfileOutcome:
-    """Profile the one case of `request`; `output` is the traces' parent directory
-    (default: `profiles/` beside the store), each run writing into `<output>/<run id>/`."""
+    """Profile the one case of `valid` (from `check_request`); `output` is the traces'
+    parent directory (default: `profiles/` beside the store), each run writing into
+    `<output>/<run id>/`."""
     from accelbench.env.fingerprint import collect
     from accelbench.profile.case import profile_case
 
-    check_request(request, registry)
-    fingerprint = collect(request.device)
-    device = fingerprint.device
-    planned = plan_one(request, registry, device)
-    run_id = store.begin_run(
-        fingerprint=fingerprint.to_dict(),
-        fingerprint_id=fingerprint.fingerprint_id,
-        generation_key=fingerprint.generation_key,
-        device=device.torch_device,
-        suite=SUITE,
-        argv=list(argv),
-        host=socket.gethostname(),
-        accelbench_version=__version__,
-    )
-    trace_dir = (Path(output) if output else default_output(store.path)) / run_id
+    fingerprint = collect(valid.request.device)
+    planned = plan_one(valid, fingerprint.device)
+    recorder = RunRecorder(store, fingerprint, SUITE, argv)
+    trace_dir = (Path(output) if output else default_output(store.path)) / recorder.run_id
     try:
-        profiled = profile_case(planned, device, schedule, trace_dir)
-        store.add_measurement(run_id, profiled.measurement)
-        outcome = ProfileOutcome(run_id, fingerprint, profiled.measurement, trace_dir,
-                                 profiled.trace_paths)
+        profiled = profile_case(planned, fingerprint.device, schedule, trace_dir)
+        recorder.record(0, profiled.measurement)
+        outcome = ProfileOutcome(recorder.run_id, fingerprint, profiled.measurement,
+                                 trace_dir, profiled.trace_paths)
         if profiled.measurement.ok and not profiled.trace_paths:
             outcome.problems.append(f"the profiler wrote no trace into {trace_dir}")
         if profiled.trace_paths:
             add_analysis(outcome, store, planned, profiled.trace_paths[0])
     except KeyboardInterrupt:
-        store.finish_run(run_id, "interrupted")
+        recorder.finish(RUN_INTERRUPTED)
         raise
-    store.finish_run(run_id, outcome.status)
+    recorder.finish(outcome.status)
     return outcome
 
 
-def add_analysis(outcome: ProfileOutcome, store: Any, planned: PlannedCase, trace: Path
+def add_analysis(outcome: ProfileOutcome, store: Store, planned: PlannedCase, trace: Path
                  ) -> None:
     """Analyse the trace and store the profile record with every trace of the outcome."""
     from accelbench.profile.analysis import FORMAT_VERSION, analyze_file

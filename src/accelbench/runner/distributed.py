@@ -13,9 +13,8 @@ from collections.abc import Mapping
 from typing import Any
 
 from accelbench.core.context import DistInfo
+from accelbench.core.names import BACKENDS
 from accelbench.errors import DeviceError, UserError
-
-BACKENDS = ("nccl", "gloo", "mpi")
 
 
 def launched_by_torchrun(environ: Mapping[str, str] | None = None) -> bool:

@@ -16,6 +16,7 @@ from typing import Any
 
 from accelbench.core.case import Case
 from accelbench.core.dtypes import DTYPES
+from accelbench.core.names import BACKENDS
 from accelbench.core.registry import Benchmark, Registry
 from accelbench.core.timing import TimingPolicy
 from accelbench.env.device import DeviceInfo
@@ -94,7 +95,18 @@ class Request:
     backend: str | None = None  # collective backend; default from the device
 
 
-def validate(request: Request, registry: Registry) -> Suite:
+@dataclass(frozen=True)
+class ValidRequest:
+    """A request that `validate` has checked, with what checking it worked out; the
+    sessions take only this, so a request is validated once, before anything starts."""
+
+    request: Request
+    registry: Registry
+    suite: Suite
+    policy: TimingPolicy
+
+
+def validate(request: Request, registry: Registry) -> ValidRequest:
     """Check names and values before anything runs; raise UserError on the first problem."""
     suite = load_suite(request.suite)
     selected = [registry.get(name) for name in request.benches] or [
@@ -116,10 +128,12 @@ def validate(request: Request, registry: Registry) -> Suite:
                 bench.resolve({name: value})
     if request.nproc_per_node is not None and request.nproc_per_node < 1:
         raise UserError("--nproc-per-node must be at least 1")
-    if request.backend is not None and request.backend not in ("nccl", "gloo", "mpi"):
-        raise UserError(f"unknown backend {request.backend!r} (backends: nccl, gloo, mpi)")
-    timing_policy(suite, request)
-    return suite
+    if request.backend is not None and request.backend not in BACKENDS:
+        raise UserError(f"unknown backend {request.backend!r} (backends: {', '.join(BACKENDS)})")
+    from accelbench.env.device import parse_device_spec
+
+    parse_device_spec(request.device)
+    return ValidRequest(request, registry, suite, timing_policy(suite, request))
 
 
 def timing_policy(suite: Suite, request: Request) -> TimingPolicy:

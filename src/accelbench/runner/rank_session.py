@@ -8,21 +8,20 @@ ranks ends when the process group's timeout expires.
 
 from __future__ import annotations
 
-import socket
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import TYPE_CHECKING
 
-from accelbench import __version__
-from accelbench.core.registry import Registry
 from accelbench.errors import UserError
-from accelbench.runner.plan import Request, expand, timing_policy, validate
-from accelbench.runner.session import Listener, Outcome, SilentListener
+from accelbench.runner.plan import ValidRequest, expand
+from accelbench.runner.recorder import Listener, Outcome, RunRecorder
+
+if TYPE_CHECKING:
+    from accelbench.store import Store
 
 
 def run_as_rank(
-    request: Request,
-    registry: Registry,
-    open_store: Callable[[], Any],
+    valid: ValidRequest,
+    open_store: Callable[[], Store],
     argv: Sequence[str] = (),
     listener: Listener | None = None,
 ) -> Outcome | None:
@@ -31,44 +30,29 @@ def run_as_rank(
     from accelbench.runner.distributed import join_as_rank, shutdown_group
     from accelbench.runner.ranks import run_cases_as_rank
 
+    request = valid.request
     if request.nproc_per_node is not None:
         raise UserError("already started by torchrun: leave out --nproc-per-node")
-    suite = validate(request, registry)
-    policy = timing_policy(suite, request)
     info, rank_device, backend = join_as_rank(request.device, request.backend,
-                                              max(b.timeout_s for b in registry))
+                                              max(b.timeout_s for b in valid.registry))
     try:
         fingerprint = collect(rank_device)
         device = fingerprint.device
         cases = [c.on_world(info.world_size, backend) if c.benchmark.distributed else c
-                 for c in expand(request, suite, registry, device)]
+                 for c in expand(request, valid.suite, valid.registry, device)]
         if info.rank != 0:
-            run_cases_as_rank(cases, device, policy, info, lambda i: None, lambda i, m: None)
+            run_cases_as_rank(cases, device, valid.policy, info, lambda i: None,
+                              lambda i, m: None)
             return None
 
-        listener = listener or SilentListener()
-        store = open_store()
-        run_id = store.begin_run(
-            fingerprint=fingerprint.to_dict(), fingerprint_id=fingerprint.fingerprint_id,
-            generation_key=fingerprint.generation_key, device=device.torch_device,
-            suite=request.suite, argv=list(argv), host=socket.gethostname(),
-            accelbench_version=__version__,
-        )
-        outcome = Outcome(run_id, fingerprint)
-        listener.planned(cases, fingerprint, run_id)
-
-        def record(i: int, measurement: Any) -> None:
-            store.add_measurement(run_id, measurement)
-            outcome.measurements.append(measurement)
-            listener.finished(i, measurement)
-
+        recorder = RunRecorder(open_store(), fingerprint, request.suite, argv, listener)
+        recorder.planned(cases)
         try:
-            run_cases_as_rank(cases, device, policy, info,
-                              on_start=lambda i: listener.started(i, cases[i]),
-                              on_result=record)
+            run_cases_as_rank(cases, device, valid.policy, info,
+                              on_start=lambda i: recorder.listener.started(i, cases[i]),
+                              on_result=recorder.record)
         except KeyboardInterrupt:
-            outcome.interrupted = True
-        store.finish_run(run_id, outcome.status)
-        return outcome
+            recorder.interrupt()
+        return recorder.finish()
     finally:
         shutdown_group()

@@ -68,7 +68,8 @@ def combine(
     if measurement.status == STATUS_OK and failures:
         rank, reason = failures[0]
         return dataclasses.replace(
-            measurement, status=STATUS_FAILED, reason=f"rank {rank}: {reason}", figures=(),
+            measurement, status=STATUS_FAILED, reason=f"rank {rank}: {reason}", timings=(),
+            rates=(), measured=(),
             details=details,
         )
     return dataclasses.replace(measurement, details=details)

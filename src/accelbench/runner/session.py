@@ -1,4 +1,4 @@
-"""One `accelbench run`: validate, find the device, plan, measure each case, store it.
+"""One `accelbench run`: find the device, plan, measure each case, store it.
 
 The supervisor (this module) never imports torch: the worker process does the
 measuring, and every finished case is written to the store before the next starts.
@@ -6,78 +6,36 @@ measuring, and every finished case is written to the store before the next start
 
 from __future__ import annotations
 
-import socket
 import time
-from collections.abc import Sequence
-from dataclasses import dataclass, field
-from typing import Any, Protocol
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any
 
-from accelbench import __version__
 from accelbench.core.measurement import STATUS_FAILED, STATUS_SKIPPED, Measurement, not_measured
-from accelbench.core.registry import Registry
-from accelbench.env.device import DeviceInfo, parse_device_spec
-from accelbench.errors import (
-    EXIT_CASE_FAILED,
-    EXIT_INTERNAL,
-    EXIT_INTERRUPTED,
-    EXIT_OK,
-    UserError,
+from accelbench.core.timing import TimingPolicy
+from accelbench.env.device import DeviceInfo
+from accelbench.errors import EXIT_INTERNAL, UserError
+from accelbench.runner.messages import (
+    CaseMeasured,
+    FingerprintRead,
+    MeasureCase,
+    ReadFingerprint,
+    Refused,
 )
-from accelbench.runner.plan import PlannedCase, Request, expand, timing_policy, validate
+from accelbench.runner.plan import PlannedCase, ValidRequest, expand
+from accelbench.runner.recorder import Listener, Outcome, RunRecorder, SilentListener
 from accelbench.runner.supervisor import Worker, WorkerLost
+
+if TYPE_CHECKING:
+    from accelbench.store import Store
+
+__all__ = ["Listener", "Outcome", "SilentListener", "run_session"]
 
 FINGERPRINT_TIMEOUT_S = 300.0
 
 
-class Listener(Protocol):
-    """Progress callbacks, so the terminal display is not the session's business."""
-
-    def planned(self, cases: Sequence[PlannedCase], fingerprint: Any, run_id: str) -> None: ...
-
-    def started(self, index: int, planned: PlannedCase) -> None: ...
-
-    def finished(self, index: int, measurement: Measurement) -> None: ...
-
-
-class SilentListener:
-    def planned(self, cases: Sequence[PlannedCase], fingerprint: Any, run_id: str) -> None:
-        pass
-
-    def started(self, index: int, planned: PlannedCase) -> None:
-        pass
-
-    def finished(self, index: int, measurement: Measurement) -> None:
-        pass
-
-
-@dataclass
-class Outcome:
-    run_id: str
-    fingerprint: Any  # accelbench.env.fingerprint.Fingerprint
-    measurements: list[Measurement] = field(default_factory=list)
-    interrupted: bool = False
-
-    @property
-    def failed(self) -> list[Measurement]:
-        return [m for m in self.measurements if m.status == STATUS_FAILED]
-
-    @property
-    def status(self) -> str:
-        if self.interrupted:
-            return "interrupted"
-        return "failed" if self.failed else "complete"
-
-    @property
-    def exit_code(self) -> int:
-        if self.interrupted:
-            return EXIT_INTERRUPTED
-        return EXIT_CASE_FAILED if self.failed else EXIT_OK
-
-
 def run_session(
-    request: Request,
-    store: Any,  # accelbench.store.Store
-    registry: Registry,
+    valid: ValidRequest,
+    store: Store,
     argv: Sequence[str] = (),
     listener: Listener | None = None,
     case_timeout: float | None = None,
@@ -85,66 +43,59 @@ def run_session(
     from accelbench.env.fingerprint import Fingerprint
     from accelbench.runner.distributed import check_backend
 
-    listener = listener or SilentListener()
-    suite = validate(request, registry)
-    parse_device_spec(request.device)
-    policy = timing_policy(suite, request)
-
+    request = valid.request
     slot = _WorkerSlot()
     try:
         fingerprint = Fingerprint.from_dict(_ask_fingerprint(slot.worker, request.device))
         device: DeviceInfo = fingerprint.device
-        cases = expand(request, suite, registry, device, fingerprint.data["devices"]["count"])
+        cases = expand(request, valid.suite, valid.registry, device,
+                       fingerprint.data["devices"]["count"])
+        backend = None
         if any(c.benchmark.distributed for c in cases):
             backend = check_backend(request.backend, device.type)
             cases = [c.on_world(c.ranks, backend) if c.benchmark.distributed else c
                      for c in cases]
-        run_id = store.begin_run(
-            fingerprint=fingerprint.to_dict(),
-            fingerprint_id=fingerprint.fingerprint_id,
-            generation_key=fingerprint.generation_key,
-            device=device.torch_device,
-            suite=request.suite,
-            argv=list(argv),
-            host=socket.gethostname(),
-            accelbench_version=__version__,
-        )
-        outcome = Outcome(run_id, fingerprint)
-        listener.planned(cases, fingerprint, run_id)
+        recorder = RunRecorder(store, fingerprint, request.suite, argv, listener)
+        recorder.planned(cases)
 
         def timeout_for(planned: PlannedCase) -> float:
             return case_timeout or planned.benchmark.timeout_s
 
-        def record(index: int, measurement: Measurement) -> None:
-            store.add_measurement(run_id, measurement)
-            outcome.measurements.append(measurement)
-            listener.finished(index, measurement)
-
         try:
             for first, segment in _segments(cases):
                 if segment[0].benchmark.distributed:
-                    _run_distributed(segment, first, device, policy, request, timeout_for,
-                                     listener, record)
+                    assert backend is not None
+                    _run_distributed(segment, first, device, valid.policy, backend,
+                                     timeout_for, recorder)
                     continue
                 for offset, planned in enumerate(segment):
                     worker = slot.for_case(planned)
-                    listener.started(first + offset, planned)
-                    started = time.time()
-                    try:
-                        reply = worker.ask(("case", planned, device, policy), timeout_for(planned))
-                        measurement = _measurement_from(reply, planned, started)
-                    except WorkerLost as lost:
-                        measurement = not_measured(planned.case, STATUS_FAILED, str(lost),
-                                                   started, time.time() - started)
-                        slot.replace()  # a fresh process for the cases that remain
-                    record(first + offset, measurement)
+                    recorder.listener.started(first + offset, planned)
+                    recorder.record(first + offset,
+                                    _measure(slot, worker, planned, device, valid.policy,
+                                             timeout_for(planned)))
         except KeyboardInterrupt:
-            outcome.interrupted = True
+            recorder.interrupt()
             slot.worker.kill()
-        store.finish_run(run_id, outcome.status)
-        return outcome
+        return recorder.finish()
     finally:
         slot.worker.stop()
+
+
+def _measure(slot: _WorkerSlot, worker: Worker, planned: PlannedCase, device: DeviceInfo,
+             policy: TimingPolicy, timeout: float) -> Measurement:
+    """One case in the worker; a lost worker fails the case and is replaced."""
+    started = time.time()
+    try:
+        reply = worker.ask(MeasureCase(planned, device, policy), timeout)
+    except WorkerLost as lost:
+        slot.replace()  # a fresh process for the cases that remain
+        return not_measured(planned.case, STATUS_FAILED, str(lost), started,
+                            time.time() - started)
+    if isinstance(reply, CaseMeasured):
+        return Measurement.from_dict(reply.record)
+    reason = reply.message if isinstance(reply, Refused) else f"unexpected reply {reply!r}"
+    return not_measured(planned.case, STATUS_FAILED, reason, started, time.time() - started)
 
 
 class _WorkerSlot:
@@ -186,13 +137,11 @@ def _run_distributed(
     segment: list[PlannedCase],
     first: int,
     device: DeviceInfo,
-    policy: Any,
-    request: Request,
-    timeout_for: Any,
-    listener: Listener,
-    record: Any,
+    policy: TimingPolicy,
+    backend: str,
+    timeout_for: Callable[[PlannedCase], float],
+    recorder: RunRecorder,
 ) -> None:
-    from accelbench.runner.distributed import check_backend
     from accelbench.runner.launcher import RankGroup
 
     ranks = segment[0].ranks
@@ -200,35 +149,30 @@ def _run_distributed(
     for offset, planned in enumerate(segment):
         if planned.benchmark.min_ranks > ranks:
             # Said without starting any rank: there would be nothing to measure.
-            listener.started(first + offset, planned)
+            recorder.listener.started(first + offset, planned)
             reason = (f"needs at least {planned.benchmark.min_ranks} ranks; run with "
                       f"--nproc-per-node {planned.benchmark.min_ranks} or under torchrun")
-            record(first + offset, not_measured(planned.case, STATUS_SKIPPED, reason,
-                                                time.time(), 0.0))
+            recorder.record(first + offset, not_measured(planned.case, STATUS_SKIPPED, reason,
+                                                         time.time(), 0.0))
         else:
             runnable.append((first + offset, planned))
     if not runnable:
         return
-    group = RankGroup(ranks, check_backend(request.backend, device.type))
-    group.run(
+    RankGroup(ranks, backend).run(
         [planned for _, planned in runnable], device, policy, timeout_for,
-        on_start=lambda i: listener.started(runnable[i][0], runnable[i][1]),
-        on_result=lambda i, m: record(runnable[i][0], m),
+        on_start=lambda i: recorder.listener.started(runnable[i][0], runnable[i][1]),
+        on_result=lambda i, m: recorder.record(runnable[i][0], m),
     )
 
 
 def _ask_fingerprint(worker: Worker, device: str) -> dict[str, Any]:
     try:
-        reply = worker.ask(("fingerprint", device), FINGERPRINT_TIMEOUT_S)
+        reply = worker.ask(ReadFingerprint(device), FINGERPRINT_TIMEOUT_S)
     except WorkerLost as lost:
         raise UserError(f"could not read the device and stack: {lost}", EXIT_INTERNAL) from None
-    if reply[0] == "error":
-        raise UserError(reply[2], reply[1])
-    return reply[1]
-
-
-def _measurement_from(reply: tuple[Any, ...], planned: PlannedCase, started: float) -> Measurement:
-    if reply[0] == "result":
-        return Measurement.from_dict(reply[1])
-    reason = reply[2] if len(reply) > 2 else repr(reply)
-    return not_measured(planned.case, STATUS_FAILED, reason, started, time.time() - started)
+    if isinstance(reply, Refused):
+        raise UserError(reply.message, reply.exit_code)
+    if not isinstance(reply, FingerprintRead):
+        raise UserError(f"could not read the device and stack: unexpected reply {reply!r}",
+                        EXIT_INTERNAL)
+    return reply.fingerprint

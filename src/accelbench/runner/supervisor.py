@@ -5,8 +5,8 @@ from __future__ import annotations
 import multiprocessing
 import signal
 import time
-from typing import Any
 
+from accelbench.runner.messages import Reply, Request, Stop
 from accelbench.runner.worker import worker_main
 
 
@@ -23,7 +23,7 @@ class Worker:
         self._process.start()
         child.close()
 
-    def ask(self, message: tuple[Any, ...], timeout: float) -> tuple[Any, ...]:
+    def ask(self, message: Request, timeout: float) -> Reply:
         """Send one request and wait for its answer, at most `timeout` seconds."""
         try:
             self._conn.send(message)
@@ -33,20 +33,24 @@ class Worker:
         while True:
             try:
                 if self._conn.poll(0.05):
-                    return self._conn.recv()
+                    return self._receive()
             except (EOFError, OSError):
                 raise WorkerLost(self._death()) from None
             if not self._process.is_alive():
                 # Drain an answer sent just before exiting.
                 if self._conn.poll(0):
                     try:
-                        return self._conn.recv()
+                        return self._receive()
                     except (EOFError, OSError):
                         pass
                 raise WorkerLost(self._death())
             if time.monotonic() >= deadline:
                 self.kill()
                 raise WorkerLost(f"timed out after {timeout:g} s (worker stopped)")
+
+    def _receive(self) -> Reply:
+        reply: Reply = self._conn.recv()
+        return reply
 
     def _death(self) -> str:
         self._process.join(timeout=5)
@@ -75,7 +79,7 @@ class Worker:
         """Ask the worker to finish, then make sure it has."""
         if self._process.is_alive():
             try:
-                self._conn.send(("stop",))
+                self._conn.send(Stop())
                 self._process.join(timeout=10)
             except (BrokenPipeError, OSError):
                 pass

@@ -12,7 +12,7 @@ import signal
 import time
 import traceback
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING
 
 from accelbench.core.context import CaseContext, DistInfo
 from accelbench.core.measurement import (
@@ -27,7 +27,20 @@ from accelbench.core.measurement import (
 )
 from accelbench.core.timing import SOLO, Coordinator, TimingPolicy, noise_warnings
 from accelbench.env.device import DeviceInfo
+from accelbench.runner.messages import (
+    CaseMeasured,
+    FingerprintRead,
+    MeasureCase,
+    ReadFingerprint,
+    Refused,
+    Reply,
+    Request,
+    Stop,
+)
 from accelbench.runner.plan import PlannedCase
+
+if TYPE_CHECKING:
+    from multiprocessing.connection import Connection
 
 
 def execute_case(
@@ -84,7 +97,7 @@ def describe_error(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {first}"[:500]
 
 
-def worker_main(conn: Any) -> None:
+def worker_main(conn: Connection) -> None:
     """Entry point of the worker process: answer requests until told to stop."""
     # Ctrl-C is the supervisor's to handle; it stops this process itself.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
@@ -93,25 +106,23 @@ def worker_main(conn: Any) -> None:
             message = conn.recv()
         except EOFError:
             return
-        kind = message[0]
-        if kind == "stop":
+        if isinstance(message, Stop):
             return
-        conn.send(_answer(message))
+        conn.send(answer(message))
 
 
-def _answer(message: tuple[Any, ...]) -> tuple[Any, ...]:
+def answer(message: Request) -> Reply:
+    """The reply to one request; a user error becomes a Refused reply, not a crash."""
     from accelbench.errors import EXIT_INTERNAL, UserError
 
-    kind = message[0]
     try:
-        if kind == "fingerprint":
+        if isinstance(message, ReadFingerprint):
             from accelbench.env.fingerprint import collect
 
-            fingerprint = collect(message[1])
-            return ("fingerprint", fingerprint.to_dict())
-        if kind == "case":
-            _, planned, device, policy = message
-            return ("result", execute_case(planned, device, policy).to_dict())
-        return ("error", EXIT_INTERNAL, f"worker: unknown request {kind!r}")
+            return FingerprintRead(collect(message.device).to_dict())
+        if isinstance(message, MeasureCase):
+            measurement = execute_case(message.planned, message.device, message.policy)
+            return CaseMeasured(measurement.to_dict())
+        return Refused(EXIT_INTERNAL, f"worker: unknown request {type(message).__name__}")
     except UserError as exc:
-        return ("error", exc.exit_code, str(exc))
+        return Refused(exc.exit_code, str(exc))

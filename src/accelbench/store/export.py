@@ -4,6 +4,9 @@ Format history of the JSON export (FORMAT_VERSION):
   1: first version: {"format", "format_version", "runs": [{"run", "fingerprint",
      "measurements"}]}; "run" holds the RunRecord fields, "measurements" hold
      Measurement.to_dict() records, which carry their own format_version.
+  2: each measurement is Measurement.export_dict(): its raw record (format 2 or newer)
+     plus "figures", the figures derived from it with their intervals, for other tools.
+     Loading reads the raw record only; nothing else changed, so version 1 loads as is.
 """
 
 from __future__ import annotations
@@ -14,20 +17,23 @@ import json
 from collections.abc import Callable, Iterable
 from typing import IO, Any
 
+from accelbench.core.formats import upgrade
 from accelbench.core.measurement import STATUS_FAILED, STATUS_OK, STATUS_SKIPPED, Measurement
 from accelbench.errors import StoreError
 from accelbench.store.sqlite import RunRecord, StoredRun
 
 FORMAT = "accelbench-results"
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2
 
 # Upgrades one version older to the next: _UPGRADES[v] turns version v into v + 1.
-_UPGRADES: dict[int, Callable[[dict[str, Any]], dict[str, Any]]] = {}
+_UPGRADES: dict[int, Callable[[dict[str, Any]], dict[str, Any]]] = {
+    1: lambda data: {**data, "format_version": 2},
+}
 
 CSV_COLUMNS = (
     "run_id", "generation_key", "device", "benchmark", "case", "params", "dtype", "status",
-    "reason", "figure", "value", "unit", "pct_of_peak", "median_s", "ci_low_s", "ci_high_s",
-    "samples", "warnings",
+    "reason", "figure", "value", "unit", "low", "high", "pct_of_peak", "median_s",
+    "ci_low_s", "ci_high_s", "samples", "warnings",
 )
 
 
@@ -39,7 +45,7 @@ def export_json(runs: Iterable[StoredRun]) -> dict[str, Any]:
             {
                 "run": _run_dict(run.record),
                 "fingerprint": run.fingerprint,
-                "measurements": [m.to_dict() for m in run.measurements],
+                "measurements": [m.export_dict() for m in run.measurements],
             }
             for run in runs
         ],
@@ -50,17 +56,7 @@ def load_json(data: Any) -> list[StoredRun]:
     """Runs from an export, upgraded from an older format version if needed."""
     if not isinstance(data, dict) or data.get("format") != FORMAT:
         raise StoreError("not an accelbench results export (no \"format\": \"accelbench-results\")")
-    version = data.get("format_version")
-    if not isinstance(version, int) or version < 1:
-        raise StoreError(f"results export has an invalid format_version: {version!r}")
-    if version > FORMAT_VERSION:
-        raise StoreError(
-            f"results export is format version {version}, newer than this accelbench reads "
-            f"({FORMAT_VERSION}); upgrade accelbench to load it"
-        )
-    while version < FORMAT_VERSION:
-        data = _UPGRADES[version](data)
-        version += 1
+    data = upgrade(data, "results export", FORMAT_VERSION, _UPGRADES)
     try:
         return [_stored_run(entry) for entry in data["runs"]]
     except KeyError as e:
@@ -90,8 +86,9 @@ def write_csv(runs: Iterable[StoredRun], fileobj: IO[str]) -> None:
                 len(m.samples),
                 "; ".join(m.warnings),
             ]
-            figures = [[f.name, f.value, f.unit, f.pct_of_peak] for f in m.figures]
-            for figure in figures or [[None, None, None, None]]:
+            figures = [[f.name, f.value, f.unit, f.low, f.high, f.pct_of_peak]
+                       for f in m.figures]
+            for figure in figures or [[None] * 6]:
                 writer.writerow(["" if v is None else v for v in [*common, *figure, *tail]])
 
 

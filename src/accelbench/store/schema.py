@@ -6,9 +6,11 @@ reorder a migration that has shipped: add a new one at the end. A store whose
 `migrations` table names one that is not listed here was written by a newer accelbench
 and is refused rather than guessed at.
 
-`record` in `measurements` is `Measurement.to_dict()` as JSON, the exact record the
-measurement is rebuilt from; the other columns copy parts of it so queries and reports
-need no JSON parsing.
+`record` in `measurements` is `Measurement.to_dict()` as JSON, the raw record the
+measurement is rebuilt from (and upgraded from, when it is of an older format); beside
+it, only the columns that queries select by (run, case key, status). The view
+`measurement_cases` shows each record's identity and outcome as columns, for people who
+query the store with SQL.
 """
 
 from __future__ import annotations
@@ -104,5 +106,44 @@ MIGRATIONS: list[tuple[str, list[str]]] = [
         ],
     ),
 ]
+
+MIGRATIONS.append(
+    (
+        # Records are raw first (format 2) and figures are derived when read: the copies
+        # of samples, warnings and details beside each record, and the table of derived
+        # figures, were written and never read. Older records stay as they are and are
+        # upgraded when read.
+        "003_raw_records",
+        [
+            "DROP TABLE figures",
+            """CREATE TABLE measurements_raw (
+                id INTEGER PRIMARY KEY,
+                run_id TEXT NOT NULL REFERENCES runs(id),
+                case_key TEXT NOT NULL,
+                status TEXT NOT NULL,
+                record TEXT NOT NULL
+            )""",
+            "INSERT INTO measurements_raw (id, run_id, case_key, status, record)"
+            " SELECT id, run_id, case_key, status, record FROM measurements",
+            "DROP TABLE measurements",
+            "ALTER TABLE measurements_raw RENAME TO measurements",
+            "CREATE INDEX measurements_run_id ON measurements(run_id)",
+            "CREATE INDEX measurements_case_key ON measurements(case_key)",
+            """CREATE VIEW measurement_cases AS SELECT
+                id, run_id, case_key, status,
+                json_extract(record, '$.case.benchmark') AS benchmark,
+                json_extract(record, '$.case.version') AS benchmark_version,
+                json_extract(record, '$.case.family') AS family,
+                json_extract(record, '$.case.params') AS params,
+                json_extract(record, '$.case.device') AS device,
+                json_extract(record, '$.case.params.dtype') AS dtype,
+                json_extract(record, '$.reason') AS reason,
+                json_extract(record, '$.started_at') AS started_at,
+                json_extract(record, '$.duration_s') AS duration_s,
+                json_extract(record, '$.format_version') AS format_version
+            FROM measurements""",
+        ],
+    )
+)
 
 KNOWN_MIGRATIONS = frozenset(name for name, _ in MIGRATIONS)

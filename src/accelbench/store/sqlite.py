@@ -20,6 +20,13 @@ from pathlib import Path
 from typing import Any
 
 from accelbench.core.measurement import FORMAT_VERSION, Measurement
+from accelbench.core.names import (
+    RUN_COMPLETE,
+    RUN_FAILED,
+    RUN_INTERRUPTED,
+    RUN_RUNNING,
+    RUN_STATUSES,
+)
 from accelbench.errors import StoreError, UserError
 from accelbench.store.schema import (
     APPLICATION_ID,
@@ -28,11 +35,10 @@ from accelbench.store.schema import (
     MIGRATIONS_TABLE,
 )
 
-RUN_RUNNING = "running"
-RUN_COMPLETE = "complete"
-RUN_FAILED = "failed"
-RUN_INTERRUPTED = "interrupted"
-RUN_STATUSES = (RUN_RUNNING, RUN_COMPLETE, RUN_FAILED, RUN_INTERRUPTED)
+__all__ = [
+    "RUN_COMPLETE", "RUN_FAILED", "RUN_INTERRUPTED", "RUN_RUNNING", "RUN_STATUSES",
+    "RunRecord", "Store", "StoredProfile", "StoredRun", "default_store_path",
+]
 
 BUSY_TIMEOUT_S = 60.0
 _SQLITE_HEADER = b"SQLite format 3\x00"
@@ -232,7 +238,7 @@ class Store:
         generation_key: str,
         device: str,
         suite: str | None,
-        argv: list[str],
+        argv: Sequence[str],
         host: str,
         accelbench_version: str,
         started_at: float | None = None,
@@ -240,19 +246,14 @@ class Store:
         """Record a new run in status "running" and return its id."""
         started_at = time.time() if started_at is None else started_at
         with self._write() as conn:
-            conn.execute(
-                "INSERT OR IGNORE INTO fingerprints (id, generation_key, data, first_seen)"
-                " VALUES (?, ?, ?, ?)",
-                (fingerprint_id, generation_key, _dumps(fingerprint), started_at),
-            )
             run_id = _unused_run_id(conn, started_at)
-            conn.execute(
-                "INSERT INTO runs (id, started_at, finished_at, status, suite, argv, device,"
-                " generation_key, fingerprint_id, host, accelbench_version, format_version)"
-                " VALUES (?, ?, NULL, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                (run_id, started_at, RUN_RUNNING, suite, _dumps(list(argv)), device,
-                 generation_key, fingerprint_id, host, accelbench_version, FORMAT_VERSION),
+            record = RunRecord(
+                id=run_id, started_at=started_at, finished_at=None, status=RUN_RUNNING,
+                suite=suite, argv=tuple(argv), device=device, generation_key=generation_key,
+                host=host, accelbench_version=accelbench_version,
+                fingerprint_id=fingerprint_id, n_ok=0, n_failed=0, n_skipped=0,
             )
+            _insert_run(conn, record, fingerprint)
         return run_id
 
     def add_measurement(self, run_id: str, m: Measurement) -> None:
@@ -271,21 +272,7 @@ class Store:
         with self._write() as conn:
             if conn.execute("SELECT 1 FROM runs WHERE id = ?", (record.id,)).fetchone():
                 return False
-            conn.execute(
-                "INSERT OR IGNORE INTO fingerprints (id, generation_key, data, first_seen)"
-                " VALUES (?, ?, ?, ?)",
-                (record.fingerprint_id, record.generation_key, _dumps(stored.fingerprint),
-                 record.started_at),
-            )
-            conn.execute(
-                "INSERT INTO runs (id, started_at, finished_at, status, suite, argv, device,"
-                " generation_key, fingerprint_id, host, accelbench_version, format_version)"
-                " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                (record.id, record.started_at, record.finished_at, record.status,
-                 record.suite, _dumps(list(record.argv)), record.device,
-                 record.generation_key, record.fingerprint_id, record.host,
-                 record.accelbench_version, FORMAT_VERSION),
-            )
+            _insert_run(conn, record, stored.fingerprint)
             for m in stored.measurements:
                 _insert_measurement(conn, record.id, m)
         return True
@@ -404,6 +391,9 @@ class Store:
     def _measurement(self, measurement_id: int, record: str) -> Measurement:
         try:
             return Measurement.from_dict(json.loads(record))
+        except StoreError as e:
+            raise StoreError(f"result store {self.path}: measurement {measurement_id}: {e}"
+                             ) from None
         except (ValueError, KeyError, TypeError) as e:
             raise StoreError(
                 f"result store {self.path}: cannot read measurement {measurement_id}: {e}"
@@ -472,24 +462,30 @@ def _unused_run_id(conn: sqlite3.Connection, started_at: float) -> str:
     raise StoreError(f"no free run id left for {stamp}")
 
 
-def _insert_measurement(conn: sqlite3.Connection, run_id: str, m: Measurement) -> None:
-    case = m.case
-    cursor = conn.execute(
-        "INSERT INTO measurements (run_id, case_key, benchmark, benchmark_version,"
-        " family, params, device, dtype, status, reason, samples, number, warnings,"
-        " details, started_at, duration_s, confidence, record)"
-        " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-        (run_id, case.key, case.benchmark, case.version, case.family,
-         _dumps(case.param_dict), case.device, case.dtype, m.status, m.reason,
-         _dumps(list(m.samples)), m.number, _dumps(list(m.warnings)),
-         _dumps(m.details), m.started_at, m.duration_s, m.confidence,
-         _dumps(m.to_dict())),
+def _insert_run(conn: sqlite3.Connection, record: RunRecord, fingerprint: dict[str, Any]
+                ) -> None:
+    """The one place a run (and its fingerprint, once per stack) is written."""
+    if record.status not in RUN_STATUSES:
+        raise ValueError(f"unknown run status {record.status!r}")
+    conn.execute(
+        "INSERT OR IGNORE INTO fingerprints (id, generation_key, data, first_seen)"
+        " VALUES (?, ?, ?, ?)",
+        (record.fingerprint_id, record.generation_key, _dumps(fingerprint), record.started_at),
     )
-    conn.executemany(
-        "INSERT INTO figures (measurement_id, name, value, unit, higher_is_better,"
-        " peak, pct_of_peak) VALUES (?, ?, ?, ?, ?, ?, ?)",
-        [(cursor.lastrowid, f.name, f.value, f.unit, int(f.higher_is_better), f.peak,
-          f.pct_of_peak) for f in m.figures],
+    conn.execute(
+        "INSERT INTO runs (id, started_at, finished_at, status, suite, argv, device,"
+        " generation_key, fingerprint_id, host, accelbench_version, format_version)"
+        " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        (record.id, record.started_at, record.finished_at, record.status, record.suite,
+         _dumps(list(record.argv)), record.device, record.generation_key,
+         record.fingerprint_id, record.host, record.accelbench_version, FORMAT_VERSION),
+    )
+
+
+def _insert_measurement(conn: sqlite3.Connection, run_id: str, m: Measurement) -> None:
+    conn.execute(
+        "INSERT INTO measurements (run_id, case_key, status, record) VALUES (?, ?, ?, ?)",
+        (run_id, m.case.key, m.status, _dumps(m.to_dict())),
     )
 
 
