@@ -23,10 +23,11 @@ from __future__ import annotations
 import math
 import statistics
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import cached_property
 from typing import Any
 
+from accelbench.core.between import METHOD_WITHIN, Spread, between_processes
 from accelbench.core.case import Case
 from accelbench.core.formats import upgrade
 from accelbench.core.names import STATUS_FAILED, STATUS_OK, STATUS_SKIPPED
@@ -38,7 +39,7 @@ FORMAT_VERSION = 2
 __all__ = [
     "FORMAT_VERSION", "STATUS_FAILED", "STATUS_OK", "STATUS_SKIPPED", "CaseFailed",
     "CaseResult", "CaseSkipped", "Figure", "Measurement", "Rate", "from_result",
-    "not_measured",
+    "merge_processes", "not_measured",
 ]
 
 
@@ -164,15 +165,28 @@ class Measurement:
         return summarize(self.samples, self.confidence) if self.samples else None
 
     @cached_property
-    def figures(self) -> tuple[Figure, ...]:
-        """The rates over the time per call, the time per call, then the measured figures."""
+    def spread(self) -> Spread | None:
+        """The time per call and its stated interval: between the processes when the case
+        was measured in several, else within its one process."""
+        timed = [t for t in self.timings if t.samples]
+        if len(timed) >= 2:
+            return between_processes([statistics.median(t.samples) for t in timed],
+                                     self.confidence)
         stats = self.stats
         if stats is None:
+            return None
+        return Spread(stats.median, stats.ci_low, stats.ci_high, len(timed), METHOD_WITHIN)
+
+    @cached_property
+    def figures(self) -> tuple[Figure, ...]:
+        """The rates over the time per call, the time per call, then the measured figures."""
+        stats, spread = self.stats, self.spread
+        if stats is None or spread is None:
             return self.measured
-        derived = [_rate_figure(rate, stats) for rate in self.rates]
+        derived = [_rate_figure(rate, stats, spread) for rate in self.rates]
         if self.time_name:
-            derived.append(Figure(self.time_name, stats.median, "s", False, None,
-                                  stats.ci_low, stats.ci_high))
+            derived.append(Figure(self.time_name, spread.center, "s", False, None,
+                                  spread.low, spread.high))
         return (*derived, *self.measured)
 
     @property
@@ -263,17 +277,17 @@ class Measurement:
         )
 
 
-def _rate_figure(rate: Rate, stats: Summary) -> Figure:
-    """A rate over the median (or mean) time per call; its interval comes from the
-    interval of the median time, a longer time giving the lower rate."""
-    per_call = stats.median if rate.over == "median" else stats.mean
+def _rate_figure(rate: Rate, stats: Summary, spread: Spread) -> Figure:
+    """A rate over the central (or mean) time per call; its interval comes from the
+    interval of the time, a longer time giving the lower rate."""
+    per_call = spread.center if rate.over == "median" else stats.mean
     if not per_call > 0:
         return Figure(rate.name, math.nan, rate.unit, True, rate.peak)
     value = rate.amount / per_call
-    # For a rate over the mean, the median's interval is carried over in proportion.
-    scale = per_call / stats.median if stats.median > 0 else math.nan
-    low = rate.amount / (stats.ci_high * scale) if stats.ci_high > 0 else None
-    high = rate.amount / (stats.ci_low * scale) if stats.ci_low > 0 else None
+    # For a rate over the mean, the time's interval is carried over in proportion.
+    scale = per_call / spread.center if spread.center > 0 else math.nan
+    low = rate.amount / (spread.high * scale) if spread.high > 0 else None
+    high = rate.amount / (spread.low * scale) if spread.low > 0 else None
     return Figure(rate.name, value, rate.unit, True, rate.peak, low, high)
 
 
@@ -367,6 +381,55 @@ def from_result(
         duration_s=duration_s,
         confidence=timing.confidence,
     )
+
+
+def merge_processes(parts: Sequence[Measurement], noisy_rel_interval: float = 0.05,
+                    planned: int | None = None) -> Measurement:
+    """One case measured in several worker processes, in order, as one measurement.
+
+    A failure or skip in any process is the case's outcome (the first one, with which
+    process it was). Otherwise the timings of every process are kept side by side; the
+    work per call is the first process's, and each measured figure the median over the
+    processes. A process's own "did not converge" is not the figure's uncertainty once
+    there are several: the interval between them is, and is judged instead. `planned` is
+    how many processes were to measure the case (default: as many as there are parts)."""
+    if not parts:
+        raise ValueError("no measurement to merge")
+    n = len(parts)
+    planned = planned or n
+    duration = sum(p.duration_s for p in parts)
+    for index, part in enumerate(parts):
+        if part.status != STATUS_OK:
+            where = f" (in process {index + 1} of {planned})" if planned > 1 else ""
+            return replace(part, reason=f"{part.reason or part.status}{where}",
+                           started_at=parts[0].started_at, duration_s=duration)
+    if n == 1:
+        return parts[0]
+    first = parts[0]
+    warnings = [w for p in parts for w in p.warnings if not w.startswith(_NOT_CONVERGED)]
+    merged = replace(
+        first,
+        timings=tuple(t for p in parts for t in p.timings),
+        measured=tuple(_median_figure([p.figure(f.name) for p in parts], f)
+                       for f in first.measured),
+        details={**first.details, "processes": n},
+        duration_s=duration,
+    )
+    spread = merged.spread
+    if spread is not None and spread.rel_half_width > noisy_rel_interval:
+        warnings.append(f"noisy: the interval between {n} processes is "
+                        f"±{spread.rel_half_width:.1%}")
+    return replace(merged, warnings=tuple(dict.fromkeys(warnings)))
+
+
+_NOT_CONVERGED = "noisy: median CI"
+
+
+def _median_figure(values: Sequence[Figure | None], like: Figure) -> Figure:
+    finite = [f.value for f in values if f is not None and math.isfinite(f.value)]
+    if not finite:
+        return like
+    return replace(like, value=float(statistics.median(finite)))
 
 
 def not_measured(

@@ -129,6 +129,11 @@ class TimingPolicy:
     max_block_calls: int = 1_000_000
     flush_cache: bool = False  # flush caches before every sample (one call per sample)
     noisy_rel_iqr: float = 0.10  # say "noisy" when the IQR exceeds this share of the median
+    # Fresh worker processes each case is measured in, interleaved with the other cases of
+    # the run; the figure's interval is taken between them (core.between).
+    processes: int = 1
+    # Say "noisy" when the interval between processes is wider than ± this share.
+    noisy_rel_interval: float = 0.05
 
     def __post_init__(self) -> None:
         if not 0 < self.confidence < 1:
@@ -137,6 +142,8 @@ class TimingPolicy:
             raise ValueError("target_rel_ci, max_time and block_time must be positive")
         if self.min_samples < 1 or self.max_samples < self.min_samples:
             raise ValueError("need 1 <= min_samples <= max_samples")
+        if self.processes < 1:
+            raise ValueError("processes must be at least 1")
 
 
 STOP_CONVERGED = "converged"

@@ -6,11 +6,19 @@ measuring, and every finished case is written to the store before the next start
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
-from accelbench.core.measurement import STATUS_FAILED, STATUS_SKIPPED, Measurement, not_measured
+from accelbench.core.measurement import (
+    STATUS_FAILED,
+    STATUS_OK,
+    STATUS_SKIPPED,
+    Measurement,
+    merge_processes,
+    not_measured,
+)
 from accelbench.core.timing import TimingPolicy
 from accelbench.env.device import DeviceInfo
 from accelbench.errors import EXIT_INTERNAL, UserError
@@ -26,6 +34,7 @@ from accelbench.runner.recorder import Listener, Outcome, RunRecorder, SilentLis
 from accelbench.runner.supervisor import Worker, WorkerLost
 
 if TYPE_CHECKING:
+    from accelbench.runner.launcher import RankGroup
     from accelbench.store import Store
 
 __all__ = ["Listener", "Outcome", "SilentListener", "run_session"]
@@ -39,12 +48,14 @@ def run_session(
     argv: Sequence[str] = (),
     listener: Listener | None = None,
     case_timeout: float | None = None,
+    worker_factory: Callable[[], Worker] = Worker,
 ) -> Outcome:
+    """`worker_factory` starts a worker process (tests give a fake)."""
     from accelbench.env.fingerprint import Fingerprint
     from accelbench.runner.distributed import check_backend
 
     request = valid.request
-    slot = _WorkerSlot()
+    slot = _WorkerSlot(worker_factory)
     try:
         fingerprint = Fingerprint.from_dict(_ask_fingerprint(slot.worker, request.device))
         device: DeviceInfo = fingerprint.device
@@ -63,23 +74,78 @@ def run_session(
 
         try:
             for first, segment in _segments(cases):
+                rounds = _Rounds(segment, first, valid.policy, recorder)
                 if segment[0].benchmark.distributed:
                     assert backend is not None
-                    _run_distributed(segment, first, device, valid.policy, backend,
-                                     timeout_for, recorder)
-                    continue
-                for offset, planned in enumerate(segment):
-                    worker = slot.for_case(planned)
-                    recorder.listener.started(first + offset, planned)
-                    recorder.record(first + offset,
-                                    _measure(slot, worker, planned, device, valid.policy,
-                                             timeout_for(planned)))
+                    _run_distributed(rounds, device, valid.policy, backend, timeout_for)
+                else:
+                    _run_in_workers(rounds, slot, device, valid.policy, timeout_for)
         except KeyboardInterrupt:
             recorder.interrupt()
             slot.worker.kill()
         return recorder.finish()
     finally:
         slot.worker.stop()
+
+
+class _Rounds:
+    """The cases of one segment, measured in `policy.processes` rounds of fresh processes,
+    interleaved (A1 B1 C1 A2 B2 C2 ...), so that a slow drift of the machine touches every
+    case alike. A case is recorded once its last round is in, or at once when a round
+    fails or skips it; an interrupted run records what each case measured so far."""
+
+    def __init__(self, segment: list[PlannedCase], first: int, policy: TimingPolicy,
+                 recorder: RunRecorder) -> None:
+        self.segment = segment
+        self.first = first
+        self.count = policy.processes
+        self._noisy = policy.noisy_rel_interval
+        self._recorder = recorder
+        self._parts: list[list[Measurement]] = [[] for _ in segment]
+        self._done: set[int] = set()
+
+    def pending(self) -> list[int]:
+        """Offsets of the cases that still need a round, in plan order."""
+        return [i for i in range(len(self.segment)) if i not in self._done]
+
+    def started(self, offset: int) -> None:
+        self._recorder.listener.started(self.first + offset, self.segment[offset])
+
+    def add(self, offset: int, part: Measurement) -> None:
+        parts = self._parts[offset]
+        parts.append(part)
+        if part.status != STATUS_OK or len(parts) >= self.count:
+            self._record(offset)
+
+    def record_partial(self) -> None:
+        for offset in self.pending():
+            if self._parts[offset]:
+                self._record(offset, f"interrupted after {len(self._parts[offset])} of "
+                                     f"{self.count} processes")
+
+    def _record(self, offset: int, note: str | None = None) -> None:
+        self._done.add(offset)
+        merged = merge_processes(self._parts[offset], self._noisy, self.count)
+        if note:
+            merged = dataclasses.replace(merged, warnings=(*merged.warnings, note))
+        self._recorder.record(self.first + offset, merged)
+
+
+def _run_in_workers(rounds: _Rounds, slot: _WorkerSlot, device: DeviceInfo,
+                    policy: TimingPolicy, timeout_for: Callable[[PlannedCase], float]) -> None:
+    try:
+        for number in range(rounds.count):
+            if number:
+                slot.replace()  # every round in fresh processes
+            for offset in rounds.pending():
+                planned = rounds.segment[offset]
+                worker = slot.for_case(planned)
+                rounds.started(offset)
+                rounds.add(offset, _measure(slot, worker, planned, device, policy,
+                                            timeout_for(planned)))
+    except KeyboardInterrupt:
+        rounds.record_partial()
+        raise
 
 
 def _measure(slot: _WorkerSlot, worker: Worker, planned: PlannedCase, device: DeviceInfo,
@@ -102,8 +168,9 @@ class _WorkerSlot:
     """The worker process the next case runs in: replaced when it is lost, and when a
     case's worker key differs from those of the cases it already ran."""
 
-    def __init__(self) -> None:
-        self.worker = Worker()
+    def __init__(self, factory: Callable[[], Worker]) -> None:
+        self._factory = factory
+        self.worker = factory()
         self._keys: set[str] = set()
 
     def for_case(self, planned: PlannedCase) -> Worker:
@@ -117,7 +184,7 @@ class _WorkerSlot:
 
     def replace(self) -> None:
         self.worker.stop()
-        self.worker = Worker()
+        self.worker = self._factory()
         self._keys = set()
 
 
@@ -134,35 +201,43 @@ def _segments(cases: Sequence[PlannedCase]) -> list[tuple[int, list[PlannedCase]
 
 
 def _run_distributed(
-    segment: list[PlannedCase],
-    first: int,
+    rounds: _Rounds,
     device: DeviceInfo,
     policy: TimingPolicy,
     backend: str,
     timeout_for: Callable[[PlannedCase], float],
-    recorder: RunRecorder,
 ) -> None:
+    """Each round is one torchrun job (fresh ranks) over the cases still pending."""
     from accelbench.runner.launcher import RankGroup
 
-    ranks = segment[0].ranks
-    runnable = []
-    for offset, planned in enumerate(segment):
+    ranks = rounds.segment[0].ranks
+    for offset in rounds.pending():
+        planned = rounds.segment[offset]
         if planned.benchmark.min_ranks > ranks:
             # Said without starting any rank: there would be nothing to measure.
-            recorder.listener.started(first + offset, planned)
+            rounds.started(offset)
             reason = (f"needs at least {planned.benchmark.min_ranks} ranks; run with "
                       f"--nproc-per-node {planned.benchmark.min_ranks} or under torchrun")
-            recorder.record(first + offset, not_measured(planned.case, STATUS_SKIPPED, reason,
-                                                         time.time(), 0.0))
-        else:
-            runnable.append((first + offset, planned))
-    if not runnable:
-        return
-    RankGroup(ranks, backend).run(
-        [planned for _, planned in runnable], device, policy, timeout_for,
-        on_start=lambda i: recorder.listener.started(runnable[i][0], runnable[i][1]),
-        on_result=lambda i, m: recorder.record(runnable[i][0], m),
-    )
+            rounds.add(offset, not_measured(planned.case, STATUS_SKIPPED, reason,
+                                            time.time(), 0.0))
+    group = RankGroup(ranks, backend)
+    try:
+        for _ in range(rounds.count):
+            runnable = rounds.pending()
+            if not runnable:
+                return
+            _run_job(group, rounds, runnable, device, policy, timeout_for)
+    except KeyboardInterrupt:
+        rounds.record_partial()
+        raise
+
+
+def _run_job(group: RankGroup, rounds: _Rounds, runnable: list[int], device: DeviceInfo,
+             policy: TimingPolicy, timeout_for: Callable[[PlannedCase], float]) -> None:
+    """One torchrun job over the cases at `runnable` (their offsets in the segment)."""
+    group.run([rounds.segment[offset] for offset in runnable], device, policy, timeout_for,
+              on_start=lambda i: rounds.started(runnable[i]),
+              on_result=lambda i, m: rounds.add(runnable[i], m))
 
 
 def _ask_fingerprint(worker: Worker, device: str) -> dict[str, Any]:
