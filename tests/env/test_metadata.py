@@ -3,7 +3,8 @@ from __future__ import annotations
 import pytest
 
 from accelbench.env.fingerprint import collect
-from accelbench.env.metadata import BY_KEY, KEYS, format_bytes, format_counted, rows
+from accelbench.env.metadata import BY_KEY, KEYS
+from accelbench.report.fingerprint import format_counted, format_entry, rows
 
 
 @pytest.fixture
@@ -35,7 +36,7 @@ def fingerprints(fakes):
     ],
 )
 def test_format_bytes(n, text):
-    assert format_bytes(n) == text
+    assert format_entry(BY_KEY["device.memory_bytes"], n) == text
 
 
 def test_format_counted():
