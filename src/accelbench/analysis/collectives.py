@@ -57,7 +57,7 @@ def summarize_sweep(measurements: Iterable[Measurement]) -> list[SweepSummary]:
         peak = max(by_size, key=lambda m: _value(m, "busbw") or 0.0)
         smallest = by_size[0]
         out.append(SweepSummary(
-            *key,
+            **dict(zip(_GROUP_KEYS, key, strict=True)),
             sizes=len(by_size),
             min_bytes=_size(by_size[0]),
             max_bytes=_size(by_size[-1]),

@@ -22,7 +22,7 @@ _RICH_STYLES = {GOOD: "green", BAD: "red", WARN: "yellow"}
 class Table:
     title: str
     header: tuple[str, ...]
-    rows: list[tuple[str, ...]]
+    rows: Sequence[tuple[str, ...]]
     notes: list[str] = field(default_factory=list)
     numeric: frozenset[int] = frozenset()  # columns to right-align
     styles: list[str | None] = field(default_factory=list)  # per row: GOOD, BAD, WARN or None
