@@ -3,7 +3,7 @@ from __future__ import annotations
 import pytest
 
 from accelbench.env.fingerprint import collect
-from accelbench.env.metadata import BY_KEY, KEYS
+from accelbench.env.metadata import BY_KEY, KEYS, KINDS
 from accelbench.report.fingerprint import format_counted, format_entry, rows
 
 
@@ -37,6 +37,11 @@ def fingerprints(fakes):
 )
 def test_format_bytes(n, text):
     assert format_entry(BY_KEY["device.memory_bytes"], n) == text
+
+
+def test_every_key_declares_a_known_kind():
+    assert {meta.kind for meta in KEYS} <= set(KINDS)
+    assert all(meta.kind == "bytes" for meta in KEYS if meta.unit == "B")
 
 
 def test_format_counted():
