@@ -56,14 +56,53 @@ def test_quick_suite_runs_every_case_and_stores_it(quick_run):
     assert result.stderr.count("✓") == len(stored.measurements) - len(skipped)
 
 
-def test_reading_commands_on_the_stored_run(quick_run, capsys):
+def _table_rows(text, columns):
+    """The body rows of the rich tables in `text` that have `columns` cells."""
+    rows = []
+    for line in text.splitlines():
+        cells = [c.strip() for c in line.strip().split("│")]
+        if line.startswith("│") and len(cells) == columns + 2:
+            rows.append(tuple(cells[1:-1]))
+    return rows
+
+
+def _expected_row(m):
+    """What `show` must print for a stored measurement, worked out without report/."""
+    params = " ".join(f"{k}={'yes' if v is True else 'no' if v is False else v}"
+                      for k, v in m.case.shown_params)
+    if not m.ok:
+        return m.case.benchmark, params, "-", "-", m.status
+    unit = m.primary.unit
+    prefixes = ("s", "ms", "µs", "ns") if unit == "s" else tuple(
+        p + unit for p in ("", "k", "M", "G", "T", "P"))
+    status = "ok (noisy)" if m.noisy else "ok"
+    return m.case.benchmark, params, prefixes, str(len(m.samples)), status
+
+
+def test_reading_commands_on_the_stored_run(quick_run, capsys, monkeypatch):
     store, _ = quick_run
     assert main(["runs", "--store", str(store), "--json"]) == 0
     runs = json.loads(capsys.readouterr().out)
     assert len(runs) == 1 and runs[0]["status"] == "complete"
 
+    from accelbench.store import Store
+
+    with Store.open(store, create=False) as opened:
+        stored = opened.load_run(runs[0]["id"])
+    monkeypatch.setenv("COLUMNS", "400")  # one line per row
     assert main(["show", runs[0]["id"][:12], "--store", str(store)]) == 0
-    assert "gemm" in capsys.readouterr().out
+    shown = _table_rows(capsys.readouterr().out, columns=7)
+    assert len(shown) == len(stored.measurements)
+    for (bench, params, result, _, _, n, status), m in zip(
+            shown, stored.measurements, strict=True):
+        want_bench, want_params, units, want_n, want_status = _expected_row(m)
+        assert (bench, params, n, status) == (want_bench, want_params, want_n, want_status)
+        if units == "-":
+            assert result == "-"
+        else:
+            number, _, unit = result.partition(" ")
+            assert float(number) > 0 and unit in units, (result, m.case.label)
+    monkeypatch.delenv("COLUMNS")
 
     assert main(["export", "--format", "csv", "--store", str(store)]) == 0
     rows = list(csv.DictReader(io.StringIO(capsys.readouterr().out)))

@@ -9,12 +9,13 @@ from types import SimpleNamespace
 
 import pytest
 
+from accelbench.analysis.collectives import summarize_sweep
 from accelbench.benchmarks.collectives import ops
 from accelbench.benchmarks.collectives.bench import BENCHMARK
-from accelbench.benchmarks.collectives.summary import summarize_sweep, summary_table
 from accelbench.core.case import Case
 from accelbench.core.measurement import Figure, Measurement
 from accelbench.core.timing import TimingPolicy
+from accelbench.report.collectives import collectives_table
 from fakes import stored_measurement
 
 MIB = 1 << 20
@@ -208,13 +209,13 @@ def test_summary_gives_peak_bus_bandwidth_and_small_message_latency_per_sweep():
     failed = stored_measurement(Case.make("collectives", "v", "collective", {"op": "all-gather"},
                                    "cpu"), "failed", reason="boom")
     rows = summarize_sweep([*sweep, *other, failed])
-    assert [(r["op"], r["dtype"]) for r in rows] == [
+    assert [(r.op, r.dtype) for r in rows] == [
         ("all-reduce", "fp32"), ("all-reduce", "bf16"), ("barrier", "fp32")]
     first = rows[0]
-    assert first["sizes"] == 4
-    assert first["peak_bytes"] == 1 << 26
-    assert first["peak_busbw"] == pytest.approx((1 << 26) / 30e-3)
-    assert (first["small_bytes"], first["small_latency_s"]) == (8, 20e-6)
-    assert rows[2]["peak_busbw"] is None and rows[2]["small_latency_s"] == 15e-6
-    assert summary_table(sweep) is not None
-    assert summary_table([failed]) is None
+    assert first.sizes == 4
+    assert first.peak_bytes == 1 << 26
+    assert first.peak_busbw == pytest.approx((1 << 26) / 30e-3)
+    assert (first.small_bytes, first.small_latency_s) == (8, 20e-6)
+    assert rows[2].peak_busbw is None and rows[2].small_latency_s == 15e-6
+    assert collectives_table(sweep) is not None
+    assert collectives_table([failed]) is None

@@ -17,8 +17,8 @@ import pytest
 from misbehaving_collectives import HANG_TIMEOUT_S
 from misbehaving_collectives import REGISTRY as TEST_REGISTRY
 
+from accelbench.analysis.collectives import summarize_sweep
 from accelbench.benchmarks.collectives import ops
-from accelbench.benchmarks.collectives.summary import summarize_sweep
 from accelbench.core.measurement import Measurement
 from accelbench.errors import EXIT_CASE_FAILED
 from accelbench.runner.plan import Request, Suite, SuiteEntry, validate
@@ -194,12 +194,12 @@ def test_a_killed_rank_and_a_hang_end_their_case_and_keep_what_was_measured(two_
 
 def test_summary_of_the_stored_sweeps(two_ranks):
     _, measurements = two_ranks
-    rows = {(r["op"], r["dtype"], r["reduce"], r["inplace"], r["iters"]): r
+    rows = {(r.op, r.dtype, r.reduce, r.inplace, r.iters): r
             for r in summarize_sweep(measurements)}
     row = rows[("all-reduce", "fp32", "sum", "auto", 0)]
-    assert (row["min_bytes"], row["max_bytes"], row["sizes"]) == (8, 65536, 2)
-    assert row["peak_busbw"] > 0 and row["small_bytes"] == 8 and row["small_latency_s"] > 0
-    assert rows[("barrier", "fp32", "sum", "auto", 0)]["peak_busbw"] is None
+    assert (row.min_bytes, row.max_bytes, row.sizes) == (8, 65536, 2)
+    assert row.peak_busbw > 0 and row.small_bytes == 8 and row.small_latency_s > 0
+    assert rows[("barrier", "fp32", "sum", "auto", 0)].peak_busbw is None
 
 
 def test_the_readme_command_runs_the_sweep_and_show_reads_it(tmp_path):

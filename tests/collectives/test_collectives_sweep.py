@@ -5,14 +5,10 @@ from __future__ import annotations
 import pytest
 
 from accelbench.benchmarks import REGISTRY
-from accelbench.benchmarks.collectives.sweep import (
-    format_size,
-    parse_size,
-    parse_sizes,
-    sweep_sizes,
-)
+from accelbench.benchmarks.collectives.sweep import parse_size, parse_sizes, sweep_sizes
 from accelbench.env.device import DeviceInfo
 from accelbench.errors import UserError
+from accelbench.report.units import format_size
 from accelbench.runner.plan import Request, expand, load_suite, validate
 
 CPU = DeviceInfo("cpu", None, "cpu", "cpu")

@@ -3,7 +3,8 @@ from __future__ import annotations
 import pytest
 
 from accelbench.env.fingerprint import collect
-from accelbench.env.metadata import BY_KEY, KEYS, format_bytes, format_counted, rows
+from accelbench.env.metadata import BY_KEY, KEYS, KINDS
+from accelbench.report.fingerprint import format_counted, format_entry, rows
 
 
 @pytest.fixture
@@ -35,7 +36,12 @@ def fingerprints(fakes):
     ],
 )
 def test_format_bytes(n, text):
-    assert format_bytes(n) == text
+    assert format_entry(BY_KEY["device.memory_bytes"], n) == text
+
+
+def test_every_key_declares_a_known_kind():
+    assert {meta.kind for meta in KEYS} <= set(KINDS)
+    assert all(meta.kind == "bytes" for meta in KEYS if meta.unit == "B")
 
 
 def test_format_counted():

@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 
 from accelbench.profile.analysis import analyze, analyze_file
-from accelbench.profile.summary import profile_markdown, profile_summary_rows
 from accelbench.profile.trace import TraceError, parse, read_json
+from accelbench.report.profile import profile_markdown, profile_summary_rows
 
 TRACES = Path(__file__).parents[1] / "fixtures" / "traces"
 CUDA = TRACES / "cuda_h100_rank0.pt.trace.json.gz"

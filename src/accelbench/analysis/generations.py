@@ -20,7 +20,7 @@ from typing import Any
 from accelbench.analysis.select import CasePattern
 from accelbench.analysis.significance import RatioEstimate, ratio_of_medians
 from accelbench.analysis.values import CaseResults, case_mode, case_sort_key, collect
-from accelbench.core.case import Case
+from accelbench.core.case import Case, label_value
 from accelbench.errors import UserError
 from accelbench.store import StoredRun
 
@@ -248,7 +248,8 @@ def short_labels(cases: Sequence[Case], *, dtype: bool = False) -> list[str]:
         parts = [c.benchmark] if show_bench else []
         for name in shown:
             if name in params:
-                parts.append(str(params[name]) if name == "model" else f"{name}={params[name]}")
+                parts.append(str(params[name]) if name == "model"
+                             else f"{name}={label_value(params[name])}")
         labels.append(" ".join(parts) or c.benchmark)
     return labels
 

@@ -59,7 +59,8 @@ def run(args: argparse.Namespace) -> int:
             data["regressions"] = [c.label for c in regressions]
         print_json(data)
     else:
-        from accelbench.analysis.tables import comparison_tables, render_rich
+        from accelbench.report.analysis_tables import comparison_tables
+        from accelbench.report.tables import render_rich
         from accelbench.report.terminal import console
 
         out = console()

@@ -55,7 +55,8 @@ def run(args: argparse.Namespace) -> int:
     if args.json:
         print_json(result.to_dict())
     else:
-        from accelbench.analysis.tables import diagnosis_table, render_rich
+        from accelbench.report.analysis_tables import diagnosis_table
+        from accelbench.report.tables import render_rich
         from accelbench.report.terminal import console
 
         render_rich([diagnosis_table(result)], console())

@@ -18,7 +18,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     from accelbench.env.device import parse_device_spec
     from accelbench.env.fingerprint import collect
-    from accelbench.env.metadata import rows
 
     parse_device_spec(args.device)
     fingerprint = collect(args.device)
@@ -27,6 +26,7 @@ def run(args: argparse.Namespace) -> int:
         print_json({**data, "generation_key": fingerprint.generation_key,
                     "fingerprint_id": fingerprint.fingerprint_id})
         return 0
+    from accelbench.report.fingerprint import rows
     from accelbench.report.terminal import console, key_value_table
 
     table = key_value_table(rows(data), title=f"Stack: {fingerprint.generation_key}")

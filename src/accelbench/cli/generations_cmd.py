@@ -51,7 +51,8 @@ def run(args: argparse.Namespace) -> int:
     if args.json:
         print_json(result.to_dict())
         return 0
-    from accelbench.analysis.tables import generations_table, render_rich
+    from accelbench.report.analysis_tables import generations_table
+    from accelbench.report.tables import render_rich
     from accelbench.report.terminal import console
 
     render_rich([generations_table(result)], console())

@@ -46,7 +46,8 @@ def run(args: argparse.Namespace) -> int:
                     "ends_on_regression": [f"{s.case.label} on {s.generation_key}"
                                            for s in down]})
     else:
-        from accelbench.analysis.tables import history_tables, render_rich
+        from accelbench.report.analysis_tables import history_tables
+        from accelbench.report.tables import render_rich
         from accelbench.report.terminal import console
 
         render_rich(history_tables(series), console())

@@ -53,7 +53,9 @@ def run(args: argparse.Namespace) -> int:
 def _describe_param(p: Param) -> str:
     from rich.markup import escape
 
-    text = f"{p.name}={p.default}"
+    from accelbench.report.units import format_plain
+
+    text = f"{p.name}={format_plain(p.default)}"
     if p.choices:
-        text += f"  [{' | '.join(str(c) for c in p.choices)}]"
+        text += f"  [{' | '.join(format_plain(c) for c in p.choices)}]"
     return escape(text)

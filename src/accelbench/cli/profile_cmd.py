@@ -145,10 +145,9 @@ def _finish(args: argparse.Namespace, outcome: Any, store_location: Any) -> int:
 def _print(outcome: Any, store_location: Any) -> None:
     from rich.console import Console
     from rich.markup import escape
-    from rich.table import Table
 
-    from accelbench.profile.categories import short_name
-    from accelbench.profile.summary import pct, profile_summary_rows, seconds
+    from accelbench.report.profile import print_profile
+    from accelbench.report.units import format_value
 
     out = Console(highlight=False)
     m = outcome.measurement
@@ -157,31 +156,11 @@ def _print(outcome: Any, store_location: Any) -> None:
     if not m.ok:
         out.print(f"{m.status}: {m.reason}", markup=False)
     elif m.primary is not None:
-        from accelbench.report.units import format_value
-
         shown = ", ".join(format_value(f.value, f.unit) for f in m.figures[:2])
         out.print(f"{shown} (under the profiler: its overhead included)", markup=False)
     for problem in outcome.problems:
         out.print(f"problem: {problem}", markup=False)
-    analysis = outcome.analysis
-    if analysis and "error" not in analysis:
-        summary = Table(show_header=False, box=None, padding=(0, 2, 0, 0))
-        for label, value in profile_summary_rows(analysis):
-            summary.add_row(label, value)
-        out.print(summary)
-        for key, title, time_key in (("top_kernels", "Top device kernels", "time_s"),
-                                     ("top_operators", "Top operators (self time)", "self_s")):
-            items = analysis.get(key) or []
-            if not items:
-                continue
-            table = Table(title=title, title_justify="left")
-            for column in ("name", "kind", "calls", "time", "share"):
-                table.add_column(column, justify="left" if column in ("name", "kind")
-                                 else "right")
-            for item in items:
-                table.add_row(short_name(item["name"]), item["category"], str(item["calls"]),
-                              seconds(item[time_key]), pct(item["share"]))
-            out.print(table)
+    print_profile(outcome.analysis, out)
     for path in outcome.trace_paths:
         out.print(f"Trace: {path}", markup=False, soft_wrap=True)
     if outcome.trace_paths:

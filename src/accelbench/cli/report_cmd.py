@@ -99,8 +99,9 @@ def render_groups(
 
 def _markdown(runs: list[Any], comparisons: list[Any], gens: Any,
               profiles: Mapping[str, Sequence[Any]]) -> str:
-    from accelbench.analysis.tables import comparison_tables, generations_table, render_markdown
+    from accelbench.report.analysis_tables import comparison_tables, generations_table
     from accelbench.report.markdown import run_report
+    from accelbench.report.tables import render_markdown
 
     parts = []
     for c in comparisons:

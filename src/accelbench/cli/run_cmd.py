@@ -142,6 +142,8 @@ def _write_report(args: argparse.Namespace, store: Any, outcome: Any) -> Path | 
 
 def _finish(args: argparse.Namespace, outcome: Any, store_location: Path,
             report: Path | None) -> int:
+    from accelbench.report.collectives import collectives_table
+    from accelbench.report.tables import render_rich
     from accelbench.report.terminal import console, results_table
 
     if args.json:
@@ -157,11 +159,9 @@ def _finish(args: argparse.Namespace, outcome: Any, store_location: Path,
         out = console()
         title = f"Run {outcome.run_id}: {outcome.fingerprint.generation_key}"
         out.print(results_table(outcome.measurements, title=title))
-        from accelbench.benchmarks.collectives.summary import summary_table
-
-        sweeps = summary_table(outcome.measurements)
+        sweeps = collectives_table(outcome.measurements)
         if sweeps is not None:
-            out.print(sweeps)
+            render_rich([sweeps], out)
         failed = len(outcome.failed)
         summary = f"{len(outcome.measurements)} cases, {failed} failed" + (
             " (interrupted)" if outcome.interrupted else "")

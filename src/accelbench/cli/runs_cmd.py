@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import datetime as dt
 
 from accelbench.cli.options import add_json, add_store, open_store, print_json
 
@@ -32,14 +31,14 @@ def run(args: argparse.Namespace) -> int:
     from rich.table import Table
 
     from accelbench.report.terminal import console
+    from accelbench.report.units import format_timestamp
 
     table = Table(title="Runs", title_justify="left")
     for column in ("Run", "Started (UTC)", "Suite", "Device", "Stack", "ok", "failed",
                    "skipped", "Status"):
         table.add_column(column, overflow="fold")
     for r in records:
-        started = dt.datetime.fromtimestamp(r.started_at, dt.timezone.utc)
-        table.add_row(r.id, f"{started:%Y-%m-%d %H:%M}", r.suite or "-", r.device,
+        table.add_row(r.id, format_timestamp(r.started_at), r.suite or "-", r.device,
                       r.generation_key, str(r.n_ok), str(r.n_failed), str(r.n_skipped), r.status)
     console().print(table)
     return 0

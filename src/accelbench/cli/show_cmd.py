@@ -25,8 +25,10 @@ def run(args: argparse.Namespace) -> int:
     if args.json:
         print_json(export_json([stored]))
         return 0
-    from accelbench.env.metadata import rows
+    from accelbench.report.collectives import collectives_table
+    from accelbench.report.fingerprint import rows
     from accelbench.report.table import counts
+    from accelbench.report.tables import render_rich
     from accelbench.report.terminal import console, key_value_table, results_table
 
     r = stored.record
@@ -38,9 +40,7 @@ def run(args: argparse.Namespace) -> int:
     if args.env:
         out.print(key_value_table(rows(stored.fingerprint), title="Stack"))
     out.print(results_table(stored.measurements))
-    from accelbench.benchmarks.collectives.summary import summary_table
-
-    sweeps = summary_table(stored.measurements)
+    sweeps = collectives_table(stored.measurements)
     if sweeps is not None:
-        out.print(sweeps)
+        render_rich([sweeps], out)
     return 0

@@ -58,7 +58,7 @@ class Case:
     @property
     def label(self) -> str:
         """A short, human-readable name: `gemm shape=4096 dtype=fp16`."""
-        parts = [f"{k}={_fmt(v)}" for k, v in self.params]
+        parts = [f"{k}={label_value(v)}" for k, v in self.params]
         return " ".join([self.benchmark, *parts])
 
     def to_dict(self) -> dict[str, Any]:
@@ -78,7 +78,9 @@ class Case:
                         d.get("shown"))
 
 
-def _fmt(value: Any) -> str:
+def label_value(value: Any) -> str:
+    """A parameter value as a case label writes it: switches yes/no, as every table does
+    (`report.units.format_plain`); case patterns match either spelling."""
     if isinstance(value, bool):
         return "yes" if value else "no"
     return str(value)

@@ -4,8 +4,8 @@ read it for the user.
 - capture.py, context.py, case.py: run a case's operation under the profiler with a
   wait/warm-up/active schedule and write a TensorBoard/Perfetto trace (needs torch);
 - trace.py, categories.py, intervals.py, operators.py, launches.py, analysis.py: read a
-  trace and say where the time went (pure Python, no torch);
-- summary.py: the analysis as rows and Markdown for reports;
+  trace and say where the time went (pure Python, no torch; report/profile.py writes
+  it for people);
 - session.py, ranks.py: `accelbench profile` from request to stored run, in this process
   or on every rank of a torchrun job.
 """

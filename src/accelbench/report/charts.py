@@ -17,6 +17,8 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 
+from accelbench.report.units import format_bytes
+
 _WIDTH_IN = 7.5
 _HEIGHT_IN = 3.4
 
@@ -159,17 +161,9 @@ def _log2_axis(axis: object, byte_ticks: bool) -> None:
     axis.axes.set_xscale("log", base=2)  # type: ignore[attr-defined]
     axis.set_major_locator(LogLocator(base=2, numticks=12))  # type: ignore[attr-defined]
     axis.set_minor_locator(NullLocator())  # type: ignore[attr-defined]
-    label = format_bytes if byte_ticks else (lambda v: f"{v:g}")
+    # Ticks fall on powers of two: whole numbers of their unit ("64 KiB").
+    label = (lambda v: format_bytes(v, decimals=0)) if byte_ticks else (lambda v: f"{v:g}")
     axis.set_major_formatter(FuncFormatter(lambda v, _: label(v)))  # type: ignore[attr-defined]
-
-
-def format_bytes(n: float) -> str:
-    """Binary sizes for message-size axes: 65536 -> "64 KiB"."""
-    for unit in ("B", "KiB", "MiB", "GiB"):
-        if abs(n) < 1024 or unit == "GiB":
-            return f"{n:g} {unit}"
-        n /= 1024
-    raise AssertionError("unreachable")
 
 
 @contextmanager

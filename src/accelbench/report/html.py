@@ -7,8 +7,8 @@ the text inside it).
 
 from __future__ import annotations
 
-import datetime as dt
 import math
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from itertools import count
@@ -21,9 +21,9 @@ from accelbench.core.measurement import Measurement
 from accelbench.core.stats import median_ci
 from accelbench.report import charts
 from accelbench.report.table import COLUMNS, counts, row
+from accelbench.report.tables import BAD, WARN, Table
+from accelbench.report.units import axis_scale, format_params, format_timestamp
 from accelbench.store import StoredRun
-
-_PREFIXES = [(1e15, "P"), (1e12, "T"), (1e9, "G"), (1e6, "M"), (1e3, "k")]
 
 
 @dataclass
@@ -34,25 +34,13 @@ class Chart:
 
 
 @dataclass
-class Section:
-    """One table of a report section, in the shape of analysis.tables.Table."""
-
-    title: str
-    header: Sequence[str]
-    rows: Sequence[Sequence[str]]
-    notes: Sequence[str] = ()
-    numeric: frozenset[int] = frozenset()
-    styles: Sequence[str | None] = ()
-
-
-@dataclass
 class RunView:
     anchor: str
     record: Any
     started: str
     tally: dict[str, int]
     fingerprint: list[tuple[str, str]]
-    families: list[Section]
+    families: list[Table]
     charts: list[Chart]
     notes: list[tuple[str, str]]
     profiles: list[tuple[str, list[tuple[str, str]]]] = field(default_factory=list)
@@ -78,7 +66,7 @@ def html_report(
     """The report of `runs` (each shown in full, with its stored profiles by run id), and
     optionally of comparisons (analysis.compare.Comparison) and of generations
     (analysis.generations.Generations)."""
-    from accelbench.profile.summary import profile_summary_rows
+    from accelbench.report.profile import profile_summary_rows
 
     ids = (f"chart-{i}" for i in count(1))
     analyses = []
@@ -90,14 +78,12 @@ def html_report(
     for view in views:
         view.profiles = [(f"Profile of {p.label}", profile_summary_rows(p.analysis))
                          for p in (profiles or {}).get(view.record.id, ())]
-    when = dt.datetime.fromtimestamp(
-        generated_at if generated_at is not None else dt.datetime.now().timestamp(),
-        dt.timezone.utc)
+    when = generated_at if generated_at is not None else time.time()
     if title is None:
         title = (f"accelbench run {runs[0].record.id}" if len(runs) == 1
                  else f"accelbench report: {len(runs)} runs")
     return _template().render(
-        title=title, generated=f"{when:%Y-%m-%d %H:%M} UTC", version=__version__,
+        title=title, generated=f"{format_timestamp(when)} UTC", version=__version__,
         runs=views, analyses=analyses, columns=COLUMNS,
     )
 
@@ -122,10 +108,10 @@ def _markup(svg: str) -> Any:
 
 
 def _run_view(run: StoredRun, anchor: str, ids: Any) -> RunView:
-    from accelbench.env.metadata import rows as fingerprint_rows
+    from accelbench.report.fingerprint import flatten
+    from accelbench.report.fingerprint import rows as fingerprint_rows
 
     record = run.record
-    started = dt.datetime.fromtimestamp(record.started_at, dt.timezone.utc)
     families: dict[str, list[Measurement]] = {}
     for m in run.measurements:
         families.setdefault(m.case.family, []).append(m)
@@ -133,24 +119,15 @@ def _run_view(run: StoredRun, anchor: str, ids: Any) -> RunView:
     notes = []
     for family, ms in families.items():
         table_rows = [row(m) for m in ms]
-        sections.append(Section(
+        sections.append(Table(
             family, COLUMNS, [r.cells() for r in table_rows], numeric=frozenset({2, 3, 4, 5}),
-            styles=[None if r.ok and not r.noisy else "warn" if r.ok else "bad"
+            styles=[None if r.ok and not r.noisy else WARN if r.ok else BAD
                     for r in table_rows]))
         notes += [(f"{r.benchmark} {r.params}", r.note) for r in table_rows if r.note]
-    fingerprint = fingerprint_rows(run.fingerprint) or _flatten(run.fingerprint)
-    return RunView(anchor, record, f"{started:%Y-%m-%d %H:%M:%S} UTC", counts(run.measurements),
+    fingerprint = fingerprint_rows(run.fingerprint) or flatten(run.fingerprint)
+    started = format_timestamp(record.started_at, seconds=True)
+    return RunView(anchor, record, f"{started} UTC", counts(run.measurements),
                    fingerprint, sections, _run_charts(run, ids), notes)
-
-
-def _flatten(d: Any, prefix: str = "") -> list[tuple[str, str]]:
-    """Every leaf of a fingerprint of a shape the metadata keys do not know."""
-    if not isinstance(d, dict):
-        return [(prefix, str(d))]
-    out: list[tuple[str, str]] = []
-    for k, v in d.items():
-        out += _flatten(v, f"{prefix}.{k}" if prefix else str(k))
-    return out
 
 
 def _run_charts(run: StoredRun, ids: Any) -> list[Chart]:
@@ -189,7 +166,7 @@ def _micro_chart(bench: str, unit: str, ms: list[Measurement], chart_id: str) ->
     from accelbench.analysis.generations import short_labels
 
     labels = short_labels([m.case for m in ms], dtype=True)
-    labels = [" ".join(f"{k}={v}" for k, v in m.case.params) if label == bench else label
+    labels = [format_params(m.case.params) if label == bench else label
               for label, m in zip(labels, ms, strict=True)]
     peaks = [m.primary.peak if m.primary else None for m in ms]
     stats = [_value_ci(m) for m in ms]
@@ -197,7 +174,7 @@ def _micro_chart(bench: str, unit: str, ms: list[Measurement], chart_id: str) ->
         scales = [100.0 / p for p in peaks if p]
         ylabel, title = "% of peak", f"{bench}: % of the published peak"
     else:
-        factor, shown = _scale([v for v, _, _ in stats], unit)
+        factor, shown = axis_scale([v for v, _, _ in stats], unit)
         scales = [1.0 / factor] * len(ms)
         ylabel, title = shown, f"{bench} ({shown}; no published peak for this device)"
     values = [v * k for (v, _, _), k in zip(stats, scales, strict=True)]
@@ -227,7 +204,7 @@ def _collective_chart(ms: list[Measurement], chart_id: str) -> Chart:
     names = short_labels(list(representatives.values()), dtype=True)
     names = [name if name != case.benchmark else str(case.param_dict.get("op", name))
              for name, case in zip(names, representatives.values(), strict=True)]
-    factor, shown = _scale([y for pts in lines.values() for _, y in pts], unit)
+    factor, shown = axis_scale([y for pts in lines.values() for _, y in pts], unit)
     series = [
         charts.LineSeries(name, [x for x, _ in sorted(pts)], [y / factor for _, y in sorted(pts)])
         for name, pts in zip(names, lines.values(), strict=True)
@@ -246,7 +223,7 @@ def _model_chart(mode: str, ms: list[Measurement], chart_id: str) -> Chart:
     unit = ms[0].primary.unit if ms[0].primary else ""
     stats = {(label, str(m.case.dtype)): _value_ci(m)
              for label, m in zip(labels, ms, strict=True)}
-    factor, shown = _scale([v for v, _, _ in stats.values()], unit)
+    factor, shown = axis_scale([v for v, _, _ in stats.values()], unit)
     series = []
     for dtype in dtypes:
         cells = [stats.get((c, dtype)) for c in categories]
@@ -259,28 +236,12 @@ def _model_chart(mode: str, ms: list[Measurement], chart_id: str) -> Chart:
                  "Bars: median; whiskers: 95% CI of the median.")
 
 
-def _scale(values: Sequence[float], unit: str) -> tuple[float, str]:
-    """A common SI prefix for a chart's axis: (divisor, unit with prefix)."""
-    finite = [abs(v) for v in values if v is not None and math.isfinite(v)]
-    top = max(finite, default=0.0)
-    if unit.endswith("/s") or unit in ("B", "FLOP"):
-        for factor, prefix in _PREFIXES:
-            if top >= factor:
-                return factor, prefix + unit
-    if unit == "s":
-        for factor, name in ((1.0, "s"), (1e-3, "ms"), (1e-6, "µs"), (1e-9, "ns")):
-            if top >= factor:
-                return factor, name
-        return 1e-9, "ns"
-    return 1.0, unit
-
-
 # -- analyses ----------------------------------------------------------------------------
 
 
 def _comparison(c: Any, anchor: str, ids: Any) -> Analysis:
     from accelbench.analysis.generations import short_labels
-    from accelbench.analysis.tables import comparison_tables
+    from accelbench.report.analysis_tables import comparison_tables
 
     tables = comparison_tables(c)
     chart_list = []
@@ -297,7 +258,7 @@ def _comparison(c: Any, anchor: str, ids: Any) -> Analysis:
 
 
 def _generations(g: Any, ids: Any) -> Analysis:
-    from accelbench.analysis.tables import generations_table
+    from accelbench.report.analysis_tables import generations_table
 
     return Analysis("generations", "Generations", [generations_table(g)],
                     [generation_chart(g, next(ids))])

@@ -1,17 +1,18 @@
-"""A Markdown report of one run, for a file or for pasting into an issue."""
+"""Markdown: the one table writer every Markdown output uses, and the report of one run,
+for a file or for pasting into an issue."""
 
 from __future__ import annotations
 
-import datetime as dt
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from typing import Any
 
 from accelbench.core.measurement import Measurement
-from accelbench.env.metadata import rows as fingerprint_rows
+from accelbench.report.fingerprint import rows as fingerprint_rows
 from accelbench.report.table import COLUMNS, counts, rows
+from accelbench.report.units import format_timestamp
 
 
-def escape(text: str) -> str:
+def escape(text: Any) -> str:
     """Keep a value inside its table cell: no pipes, no line breaks, no HTML."""
     return (
         str(text).replace("\\", "\\\\").replace("|", "\\|").replace("<", "&lt;")
@@ -19,9 +20,12 @@ def escape(text: str) -> str:
     )
 
 
-def _table(header: Sequence[str], body: Sequence[Sequence[str]]) -> list[str]:
+def markdown_table(header: Sequence[str], body: Sequence[Sequence[Any]],
+                   numeric: Collection[int] = ()) -> list[str]:
+    """The lines of a table, every cell escaped; columns in `numeric` are right-aligned."""
     lines = ["| " + " | ".join(escape(h) for h in header) + " |",
-             "|" + "|".join("---" for _ in header) + "|"]
+             "|" + "|".join("---:" if i in numeric else "---" for i in range(len(header)))
+             + "|"]
     lines += ["| " + " | ".join(escape(c) for c in row) + " |" for row in body]
     return lines
 
@@ -34,31 +38,30 @@ def run_report(
 ) -> str:
     """`record` is a store RunRecord (id, started_at, status, suite, generation_key)."""
     tally = counts(measurements)
-    started = dt.datetime.fromtimestamp(record.started_at, dt.timezone.utc)
     lines = [
         f"# accelbench run {escape(record.id)}",
         "",
         f"- Stack: {escape(record.generation_key)}",
         f"- Suite: {escape(record.suite or '-')}; status: {escape(record.status)}; "
-        f"started {started:%Y-%m-%d %H:%M:%S} UTC",
+        f"started {format_timestamp(record.started_at, seconds=True)} UTC",
         f"- Cases: {tally['ok']} ok, {tally['failed']} failed, {tally['skipped']} skipped",
         "",
         "## Results",
         "",
     ]
     body = [r.cells() for r in rows(measurements)]
-    lines += _table(COLUMNS, body) if body else ["No case was measured."]
+    lines += markdown_table(COLUMNS, body) if body else ["No case was measured."]
     notes = [(r.benchmark, r.params, r.note) for r in rows(measurements) if r.note]
     if notes:
         lines += ["", "## Failures and warnings", ""]
         lines += [f"- **{escape(b)}** {escape(p)}: {escape(n)}" for b, p, n in notes]
     if profiles:
-        from accelbench.profile.summary import profile_markdown
+        from accelbench.report.profile import profile_markdown
 
         lines += ["", "## Profiles", ""]
         lines += [profile_markdown(p.analysis, f"Profile of {p.label}") for p in profiles]
     lines += ["", "## Stack", ""]
-    lines += _table(("Property", "Value"), fingerprint_rows(fingerprint))
+    lines += markdown_table(("Property", "Value"), fingerprint_rows(fingerprint))
     lines += [
         "",
         "## How to read these numbers",

@@ -4,12 +4,10 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass
-from functools import cache
-from typing import Any
 
 from accelbench.core.case import Case
 from accelbench.core.measurement import STATUS_OK, Measurement
-from accelbench.report.units import format_pct, format_rel, format_value
+from accelbench.report.units import format_params, format_pct, format_rel, format_value
 
 COLUMNS = ("Benchmark", "Parameters", "Result", "% of peak", "CI 95%", "n", "Status")
 
@@ -37,22 +35,10 @@ def rows(measurements: Iterable[Measurement]) -> list[Row]:
 
 
 def shown_params(case: Case) -> str:
-    """The case's parameters, less the switches left at an "off" default (cast=False,
-    warmup=0, config=): they say nothing, and the identity keeps them anyway."""
-    declared = _defaults(case.benchmark)
-    return " ".join(
-        f"{k}={v}" for k, v in case.params
-        if not (k in declared and declared[k] == v and v in (False, 0, ""))
-    )
-
-
-@cache
-def _defaults(benchmark: str) -> dict[str, Any]:
-    from accelbench.benchmarks import REGISTRY
-
-    if benchmark not in REGISTRY:
-        return {}  # results of a benchmark this version no longer has
-    return {p.name: p.default for p in REGISTRY.get(benchmark).params}
+    """The parameters the case was planned to show (`Case.shown`): the switches left at an
+    "off" default (cast=False, warmup=0, config=) say nothing, and the identity keeps them
+    anyway. Decided at planning time, so an old run reads as it was recorded."""
+    return format_params(case.shown_params)
 
 
 def row(m: Measurement) -> Row:

@@ -95,11 +95,3 @@ class SizeParam(Param):
             value = parse_size(value)
         return super().parse(value, benchmark)
 
-
-def format_size(size: int) -> str:
-    """65536 -> "64K": the shortest exact binary form, for tables."""
-    for suffix in ("T", "G", "M", "K"):
-        unit = _UNITS[suffix]
-        if size >= unit and size % unit == 0:
-            return f"{size // unit}{suffix}"
-    return str(size)

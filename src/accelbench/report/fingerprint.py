@@ -1,0 +1,79 @@
+"""A fingerprint as (label, text) rows, for `accelbench env`, `show --env` and the reports.
+
+The keys, labels and kinds are declared in `env.metadata`; this module only writes them.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Mapping
+from typing import Any
+
+from accelbench.env.metadata import BYTES, COUNTED, KEYS, LIBRARY, MetadataKey
+from accelbench.report.units import format_bytes, format_plain
+
+
+def format_library(value: Any) -> str:
+    """{"name": "MIOpen", "version": "3.2.0"} -> "MIOpen 3.2.0"."""
+    if not isinstance(value, Mapping):
+        return format_plain(value)
+    return " ".join(str(value[k]) for k in ("name", "version") if value.get(k))
+
+
+def format_counted(value: Any) -> str:
+    """["MI300X", "MI300X"] -> "2 x MI300X": device lists are mostly one name repeated."""
+    if not isinstance(value, (list, tuple)):
+        return format_plain(value)
+    counts = Counter(str(v) for v in value)
+    return ", ".join(name if n == 1 else f"{n} x {name}" for name, n in counts.items())
+
+
+def format_entry(meta: MetadataKey, value: Any) -> str:
+    """The text of one value as its key's kind says; "" for an absent value (no row)."""
+    if value is None:
+        return ""
+    if meta.kind == BYTES:
+        return format_bytes(value, decimals=1)
+    if meta.kind == COUNTED:
+        return format_counted(value)
+    if meta.kind == LIBRARY:
+        return format_library(value)
+    return format_plain(value)
+
+
+def _absent(value: Any) -> bool:
+    return value is None or value == "" or (isinstance(value, (list, tuple, dict)) and not value)
+
+
+def rows(fingerprint: Mapping[str, Any]) -> list[tuple[str, str]]:
+    """(label, text) pairs for a fingerprint dict, in display order, absent values skipped.
+
+    A mapping key declared with `expand` (packages, environment) gives one row per entry.
+    """
+    result: list[tuple[str, str]] = []
+    for meta in KEYS:
+        value = meta.get(fingerprint)
+        if _absent(value):
+            continue
+        if meta.expand and isinstance(value, Mapping):
+            # An empty value is kept here: CUDA_VISIBLE_DEVICES="" hides every GPU.
+            result.extend(
+                (str(name), format_entry(meta, item) or '""')
+                for name, item in value.items()
+                if item is not None
+            )
+            continue
+        text = format_entry(meta, value)
+        if text:
+            result.append((meta.label, text))
+    return result
+
+
+def flatten(d: Any, prefix: str = "") -> list[tuple[str, str]]:
+    """Every leaf of a fingerprint of a shape the metadata keys do not know."""
+    if not isinstance(d, dict):
+        return [(prefix, str(d))]
+    out: list[tuple[str, str]] = []
+    for k, v in d.items():
+        out += flatten(v, f"{prefix}.{k}" if prefix else str(k))
+    return out

@@ -1,0 +1,57 @@
+"""A plain table (title, header, rows, notes) and its two text renderings, for the
+terminal (rich) and for Markdown. The HTML report renders the same shape in its template.
+
+Cells are plain text: each renderer escapes them (rich markup, Markdown, HTML) itself.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from accelbench.report.markdown import escape, markdown_table
+
+GOOD = "good"
+BAD = "bad"
+WARN = "warn"
+_RICH_STYLES = {GOOD: "green", BAD: "red", WARN: "yellow"}
+
+
+@dataclass(frozen=True)
+class Table:
+    title: str
+    header: tuple[str, ...]
+    rows: Sequence[tuple[str, ...]]
+    notes: list[str] = field(default_factory=list)
+    numeric: frozenset[int] = frozenset()  # columns to right-align
+    styles: list[str | None] = field(default_factory=list)  # per row: GOOD, BAD, WARN or None
+
+
+def render_rich(tables: Sequence[Table], console: Any) -> None:
+    """Print each table on a rich console, rows coloured by their style."""
+    from rich.table import Table as RichTable
+    from rich.text import Text
+
+    for t in tables:
+        table = RichTable(title=Text(t.title), title_justify="left")
+        for i, name in enumerate(t.header):
+            table.add_column(Text(name), justify="right" if i in t.numeric else "left",
+                             overflow="fold")
+        for i, row in enumerate(t.rows):
+            style = t.styles[i] if i < len(t.styles) else None
+            table.add_row(*(Text(cell) for cell in row), style=_RICH_STYLES.get(style or ""))
+        if t.notes:
+            table.caption = Text("\n".join(t.notes))
+            table.caption_justify = "left"
+        console.print(table)
+
+
+def render_markdown(tables: Sequence[Table], level: int = 2) -> str:
+    """Each table under a heading of `level`, its notes as a list below it."""
+    lines: list[str] = []
+    for t in tables:
+        lines += [f"{'#' * level} {escape(t.title)}", ""]
+        lines += markdown_table(t.header, t.rows, t.numeric) if t.rows else ["(none)"]
+        lines += [""] + [f"- {escape(n)}" for n in t.notes] + ([""] if t.notes else [])
+    return "\n".join(lines)
