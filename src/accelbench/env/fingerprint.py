@@ -425,7 +425,7 @@ def onnxruntime_providers(packages: Mapping[str, str]) -> list[str] | None:
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            import onnxruntime  # type: ignore[import-not-found]
+            import onnxruntime
 
             return [str(p) for p in onnxruntime.get_available_providers()]
     except Exception:
