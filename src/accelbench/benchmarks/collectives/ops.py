@@ -192,7 +192,7 @@ def _seed(rank: int, peer: int = 0) -> int:
     return 37 * rank + 11 * peer
 
 
-def _reduction_data(rank: int, n: int, reduce: str, exact_limit: int) -> tuple[list, list]:
+def _reduction_data(rank: int, n: int, reduce: str, exact_limit: int) -> tuple[list, list]:  # type: ignore[type-arg]
     """(this rank's input, the exact result), as tiles of period P*n.
 
     Element k has a home rank k % n holding the signal p(k) = k % P + 1; every other rank
@@ -343,7 +343,7 @@ def prepare(torch: Any, dist: Any, op: str, count: int, rank: int, n: int, dtype
         to, source = peers(rank, n)
         p2p = [dist.P2POp(dist.isend, send, to), dist.P2POp(dist.irecv, recv, source)]
 
-        def call() -> None:
+        def call() -> None:  # type: ignore[misc]  # the other calls are partials
             for work in dist.batch_isend_irecv(p2p):
                 work.wait()
 

@@ -65,7 +65,7 @@ def matmul_parameters(torch: Any, module: Any) -> int:
     looked_up = sum(w.numel() for w in embeddings)
     head = module.get_output_embeddings() if hasattr(module, "get_output_embeddings") else None
     tied = head is not None and any(head.weight is w for w in embeddings)
-    return total - looked_up + (head.weight.numel() if tied else 0)
+    return total - looked_up + (head.weight.numel() if tied else 0)  # type: ignore[union-attr]  # tied: head is not None
 
 
 def counted_flops(torch: Any, spec: zoo.ModelSpec, image: int) -> ModelFlops:

@@ -74,7 +74,7 @@ def measure(ctx: CaseContext, params: dict[str, Any]) -> CaseResult:
             latencies = latency_samples(ctx, forward)
         peak_memory, memory_details = meter.peak()
     finally:
-        model = runner = batch = inputs = None  # give the memory back
+        model = runner = batch = inputs = None  # type: ignore[assignment]  # give the memory back
         if setup.compile:
             torch._dynamo.reset()
 

@@ -94,7 +94,7 @@ class Trainer:
         return self.last_loss
 
     def _train_on(self, model: Any, inputs: dict[str, Any]) -> Any:
-        with self.autocast():
+        with self.autocast():  # type: ignore[no-untyped-call]  # a lambda
             loss = tasks.loss(self.torch, self.setup.spec, model, inputs)
         if self.scaler is not None:
             self.scaler.scale(loss).backward()
@@ -138,7 +138,7 @@ class Trainer:
             ok = True
         except torch.cuda.OutOfMemoryError:  # torch.OutOfMemoryError from torch 2.5 on
             ok = False
-        probe = None  # frees the probe batch before the next try
+        probe = None  # type: ignore[assignment]  # frees the probe batch before the next try
         self.optimizer.zero_grad(set_to_none=True)
         if not ok:
             # A step cut short may leave the scaler mid-step; start it afresh.
