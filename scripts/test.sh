@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Set up the pinned development environment in .venv, lint, and run the test suite.
+# Set up the pinned development environment in .venv, lint, type-check, and run the test suite.
 # Extra arguments go to pytest (e.g. scripts/test.sh tests/core -x).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -12,4 +12,5 @@ fi
 .venv/bin/python -m pip install --quiet --no-deps -e .
 
 .venv/bin/ruff check src tests bench
+.venv/bin/mypy
 .venv/bin/python -m pytest "$@"

@@ -199,7 +199,7 @@ def _case(
     )
 
 
-def _finite(value: Any) -> bool:
+def _finite(value: object) -> bool:
     return isinstance(value, (int, float)) and math.isfinite(value)
 
 
@@ -223,7 +223,7 @@ def read_baseline(path: str | Path) -> Baseline:
     return baseline_from_dict(data, str(path))
 
 
-def baseline_from_dict(data: Any, source: str) -> Baseline:
+def baseline_from_dict(data: object, source: str) -> Baseline:
     if not isinstance(data, dict) or data.get("format") != FORMAT:
         raise UserError(f"{source} is not an accelbench baseline (no \"format\": \"{FORMAT}\")")
     data = upgrade(data, f"baseline {source}", FORMAT_VERSION, {}, default=None,

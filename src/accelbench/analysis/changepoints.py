@@ -14,8 +14,12 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from itertools import pairwise
+from typing import TYPE_CHECKING
 
 import numpy as np
+
+if TYPE_CHECKING:
+    from accelbench.core.stats import Samples
 
 DEFAULT_PENALTY_FACTOR = 3.0
 DEFAULT_MIN_SIZE = 2
@@ -24,7 +28,7 @@ DEFAULT_MIN_SIZE = 2
 NOISE_FLOOR = 1e-3
 
 
-def noise_sigma(values: Sequence[float]) -> float:
+def noise_sigma(values: Samples) -> float:
     """Robust standard deviation of the noise: 1.4826 * MAD of first differences / sqrt 2."""
     y = np.asarray(values, dtype=float)
     if y.size < 2:
@@ -33,7 +37,7 @@ def noise_sigma(values: Sequence[float]) -> float:
 
 
 def detect(
-    values: Sequence[float],
+    values: Samples,
     *,
     penalty_factor: float = DEFAULT_PENALTY_FACTOR,
     min_size: int = DEFAULT_MIN_SIZE,

@@ -14,7 +14,13 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from accelbench.analysis import rules as r
-from accelbench.analysis.baseline import Baseline, fleet_median, node_names, node_runs
+from accelbench.analysis.baseline import (
+    Baseline,
+    BaselineCase,
+    fleet_median,
+    node_names,
+    node_runs,
+)
 from accelbench.analysis.rules import Rule
 from accelbench.core.measurement import Figure, Measurement
 from accelbench.errors import UserError
@@ -171,7 +177,7 @@ def check_node(node: str, run: StoredRun, rules: Sequence[Rule], baseline: Basel
     return NodeResult(node, record.host, record.id, record.generation_key, checks, findings)
 
 
-def _pattern_matches(rule: Rule, case: Any) -> bool:
+def _pattern_matches(rule: Rule, case: BaselineCase) -> bool:
     """A rule's case pattern against a baseline case (which has no Case object)."""
     from accelbench.core.case import Case
 

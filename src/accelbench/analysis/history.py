@@ -20,6 +20,7 @@ from accelbench.analysis import changepoints
 from accelbench.analysis.select import CasePattern, parse_case_pattern
 from accelbench.analysis.values import case_sort_key, speed_ratio, value_samples
 from accelbench.core.case import Case
+from accelbench.core.measurement import Figure, Measurement
 from accelbench.core.stats import median_ci
 from accelbench.errors import UserError
 from accelbench.store import StoredRun
@@ -119,7 +120,7 @@ def history(
     `stacks` and `hosts` are globs on the generation key and the host; `limit` keeps the
     newest points of each series.
     """
-    groups: dict[tuple[str, str, str], list[tuple[StoredRun, Any]]] = {}
+    groups: dict[tuple[str, str, str], list[tuple[StoredRun, Measurement]]] = {}
     for run in sorted(runs, key=lambda r: (r.record.started_at, r.record.id)):
         record = run.record
         if stacks and not fnmatch.fnmatchcase(record.generation_key.lower(), stacks.lower()):
@@ -139,6 +140,7 @@ def history(
         items = items[-limit:]
         points = [_point(run, m) for run, m in items]
         figure = items[-1][1].primary
+        assert figure is not None  # only measurements with a primary figure are grouped
         out.append(_series(items[-1][1].case, generation_key, figure, points, min_effect,
                            penalty_factor))
     out.sort(key=lambda s: (case_sort_key(s.case), s.generation_key, s.case.version))
@@ -149,7 +151,7 @@ def _selected(case: Case, wanted: CasePattern | str) -> bool:
     return case.key == wanted if isinstance(wanted, str) else wanted.matches(case)
 
 
-def _point(run: StoredRun, m: Any) -> Point:
+def _point(run: StoredRun, m: Measurement) -> Point:
     values = value_samples(m)
     low, high, _ = median_ci(values) if values.size else (np.nan, np.nan, False)
     return Point(run.record.id, run.record.started_at, run.record.host,
@@ -157,7 +159,7 @@ def _point(run: StoredRun, m: Any) -> Point:
                  len(m.samples), m.noisy)
 
 
-def _series(case: Case, generation_key: str, figure: Any, points: list[Point],
+def _series(case: Case, generation_key: str, figure: Figure, points: list[Point],
             min_effect: float, penalty_factor: float) -> Series:
     values = [p.value for p in points]
     found = changepoints.detect(values, penalty_factor=penalty_factor)

@@ -109,7 +109,7 @@ def parse_rules(text: str, source: str = "rules") -> list[Rule]:
     return rules
 
 
-def _rule(item: Any, index: int, source: str) -> Rule:
+def _rule(item: object, index: int, source: str) -> Rule:
     where = f"{source}: rule {index}"
     if not isinstance(item, dict):
         raise UserError(f"{where}: expected a mapping of fields, got {type(item).__name__}")

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from accelbench.core.stats import median_ci
+from accelbench.core.stats import Samples, median_ci
 
 MIN_BOOTSTRAP = 5
 N_RESAMPLES = 2000
@@ -53,11 +53,12 @@ class Difference:
 
 
 def _ratio_statistic(a: np.ndarray, b: np.ndarray, axis: int = -1) -> np.ndarray:
-    return np.median(b, axis=axis) / np.median(a, axis=axis)
+    ratio: np.ndarray = np.median(b, axis=axis) / np.median(a, axis=axis)
+    return ratio
 
 
 def ratio_of_medians(
-    a: Sequence[float], b: Sequence[float], confidence: float = 0.95,
+    a: Samples, b: Samples, confidence: float = 0.95,
     n_resamples: int = N_RESAMPLES, seed: int = SEED,
 ) -> RatioEstimate:
     from scipy.stats import bootstrap
@@ -85,7 +86,7 @@ def min_attainable_p(n1: int, n2: int) -> float:
     return min(1.0, 2.0 / math.comb(n1 + n2, n1))
 
 
-def difference(a: Sequence[float], b: Sequence[float], alpha: float = 0.05) -> Difference:
+def difference(a: Samples, b: Samples, alpha: float = 0.05) -> Difference:
     from scipy.stats import mannwhitneyu
 
     x = np.asarray(a, dtype=float)

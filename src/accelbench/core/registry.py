@@ -16,11 +16,18 @@ import importlib.util
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from functools import cache
-from typing import Any
+from typing import TYPE_CHECKING, Any, TypeAlias
 
 from accelbench.core.case import Case
 from accelbench.core.params import Param, resolve_params
 from accelbench.errors import UserError
+
+if TYPE_CHECKING:
+    from accelbench.core.context import CaseContext
+    from accelbench.core.measurement import CaseResult
+
+# What a benchmark's entry point is: it measures one case from its resolved parameters.
+MeasureFn: TypeAlias = "Callable[[CaseContext, dict[str, Any]], CaseResult]"
 
 FAMILIES = ("micro", "model", "collective", "validation")
 DEVICE_TYPES = ("cpu", "cuda", "xpu", "mps")  # ROCm devices are "cuda" in PyTorch
@@ -93,9 +100,10 @@ class Benchmark:
         declared = self.param(name)
         return declared is not None and declared.default == value and value in _OFF
 
-    def load(self) -> Callable[..., Any]:
+    def load(self) -> MeasureFn:
         module, _, attr = self.entry.partition(":")
-        return getattr(importlib.import_module(module), attr)
+        measure: MeasureFn = getattr(importlib.import_module(module), attr)
+        return measure
 
     def describe(self) -> dict[str, Any]:
         return {

@@ -10,8 +10,13 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import TypeAlias
 
 import numpy as np
+import numpy.typing as npt
+
+# Samples as callers hold them: a list or tuple of floats, or a numpy array of them.
+Samples: TypeAlias = Sequence[float] | npt.NDArray[np.floating]
 
 
 @dataclass(frozen=True)
@@ -50,7 +55,7 @@ class Summary:
         return self.iqr / self.median if self.median else math.nan
 
 
-def median_ci(samples: Sequence[float], confidence: float = 0.95) -> tuple[float, float, bool]:
+def median_ci(samples: Samples, confidence: float = 0.95) -> tuple[float, float, bool]:
     """Distribution-free confidence interval of the median.
 
     Returns (low, high, exact). With n samples sorted, [x(k), x(n-k+1)] covers the
@@ -73,7 +78,7 @@ def median_ci(samples: Sequence[float], confidence: float = 0.95) -> tuple[float
     return float(x[k - 1]), float(x[n - k]), True
 
 
-def summarize(samples: Sequence[float], confidence: float = 0.95) -> Summary:
+def summarize(samples: Samples, confidence: float = 0.95) -> Summary:
     x = np.asarray(samples, dtype=float)
     if x.size == 0:
         raise ValueError("no samples")

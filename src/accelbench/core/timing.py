@@ -13,9 +13,12 @@ import math
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from accelbench.core.stats import Summary, summarize
+
+if TYPE_CHECKING:
+    import torch
 
 
 class Clock(Protocol):
@@ -46,10 +49,10 @@ class DeviceEventClock:
     flush), so only the timed calls fall between the two events.
     """
 
-    def __init__(self, device: Any) -> None:
+    def __init__(self, device: torch.device) -> None:
         import torch
 
-        self._torch = torch
+        self._event: type[torch.cuda.Event] = torch.cuda.Event
         self._device = device
         torch.cuda.synchronize(device)
 
@@ -57,15 +60,15 @@ class DeviceEventClock:
         return time.perf_counter()
 
     def time(self, fn: Callable[[], Any], number: int) -> float:
-        cuda = self._torch.cuda
-        start = cuda.Event(enable_timing=True)
-        end = cuda.Event(enable_timing=True)
+        start = self._event(enable_timing=True)
+        end = self._event(enable_timing=True)
         start.record()
         for _ in range(number):
             fn()
         end.record()
         end.synchronize()
-        return start.elapsed_time(end) / 1e3
+        milliseconds: float = start.elapsed_time(end)
+        return milliseconds / 1e3
 
 
 class SynchronizingClock:
@@ -196,8 +199,8 @@ def measure(
     # often include one-off work (allocation, autotuning) and are left out.
     estimate = max(min(per_call[len(per_call) // 2 :]), 1e-9)
 
-    flushing = policy.flush_cache and flush is not None
-    if flushing:
+    flushing = flush if policy.flush_cache else None
+    if flushing is not None:
         number = 1
     else:
         number = min(policy.max_block_calls, max(1, math.ceil(policy.block_time / estimate)))
@@ -206,8 +209,8 @@ def measure(
     samples: list[float] = []
     start = clock.now()
     while True:
-        if flushing:
-            flush()
+        if flushing is not None:
+            flushing()
         samples.append(coordinator.slowest(clock.time(fn, number)) / number)
         stop = _stop_reason(samples, policy, clock.now() - start)
         stop = _STOPS[coordinator.agree(_STOPS.index(stop))]

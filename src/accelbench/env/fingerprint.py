@@ -136,7 +136,7 @@ def _major_minor(version: object) -> str | None:
     return f"{match.group(1)}.{match.group(2)}" if match else None
 
 
-def _call(fn: Any, *args: Any) -> Any:
+def _call(fn: object, *args: object) -> Any:
     """fn(*args), or None when fn is missing or fails: older or unusual torch builds lack
     some of what is read here, and the fingerprint must still be collected."""
     if not callable(fn):
@@ -149,7 +149,7 @@ def _call(fn: Any, *args: Any) -> Any:
         return None
 
 
-def _attr(obj: Any, dotted: str) -> Any:
+def _attr(obj: object, dotted: str) -> Any:
     for part in dotted.split("."):
         obj = getattr(obj, part, None)
         if obj is None:
@@ -160,7 +160,7 @@ def _attr(obj: Any, dotted: str) -> Any:
 # --- devices ----------------------------------------------------------------------------
 
 
-def _accelerator_type(torch: Any) -> str | None:
+def _accelerator_type(torch: object) -> str | None:
     """The torch device type of the first usable accelerator, if any."""
     if _call(_attr(torch, "cuda.is_available")):
         return "cuda"
@@ -171,7 +171,7 @@ def _accelerator_type(torch: Any) -> str | None:
     return None
 
 
-def _device_count(torch: Any, kind: str) -> int:
+def _device_count(torch: object, kind: str) -> int:
     if kind == "mps":
         return 1 if _call(_attr(torch, "backends.mps.is_available")) else 0
     module = getattr(torch, kind, None)
@@ -180,13 +180,13 @@ def _device_count(torch: Any, kind: str) -> int:
     return int(_call(getattr(module, "device_count", None)) or 0)
 
 
-def _device_platform(torch: Any, kind: str) -> str:
+def _device_platform(torch: object, kind: str) -> str:
     if kind == "cuda":
         return "rocm" if _attr(torch, "version.hip") else "cuda"
     return kind
 
 
-def _gpu_arch(props: Any, platform: str) -> str | None:
+def _gpu_arch(props: object, platform: str) -> str | None:
     if platform == "rocm":
         gcn = getattr(props, "gcnArchName", None)
         return str(gcn).split(":", 1)[0] if gcn else None
@@ -196,7 +196,7 @@ def _gpu_arch(props: Any, platform: str) -> str | None:
     return None
 
 
-def _gpu_info(torch: Any, kind: str, index: int) -> DeviceInfo:
+def _gpu_info(torch: object, kind: str, index: int) -> DeviceInfo:
     platform = _device_platform(torch, kind)
     if kind == "mps":
         return DeviceInfo(type="mps", index=index, platform="mps", name="Apple GPU (MPS)")
@@ -225,7 +225,7 @@ def _cpu_info(host: Mapping[str, Any]) -> DeviceInfo:
     )
 
 
-def _describe_available(torch: Any) -> str:
+def _describe_available(torch: object) -> str:
     parts = ["cpu"]
     for kind in ("cuda", "xpu", "mps"):
         count = _device_count(torch, kind)
@@ -236,7 +236,7 @@ def _describe_available(torch: Any) -> str:
     return ", ".join(parts)
 
 
-def _why_absent(torch: Any, kind: str, environ: Mapping[str, str]) -> str:
+def _why_absent(torch: object, kind: str, environ: Mapping[str, str]) -> str:
     if kind == "cuda" and not (_attr(torch, "version.hip") or _attr(torch, "version.cuda")):
         return f"this PyTorch ({getattr(torch, '__version__', '?')}) is a CPU-only build"
     hidden = [
@@ -249,7 +249,7 @@ def _why_absent(torch: Any, kind: str, environ: Mapping[str, str]) -> str:
 
 
 def select_device(
-    torch: Any, spec: str, host: Mapping[str, Any], environ: Mapping[str, str]
+    torch: object, spec: str, host: Mapping[str, Any], environ: Mapping[str, str]
 ) -> DeviceInfo:
     """The DeviceInfo for a --device value; DeviceError, naming what is there, if absent."""
     kind, index = parse_device_spec(spec)
@@ -272,7 +272,7 @@ def select_device(
     return _gpu_info(torch, kind, index)
 
 
-def _devices(torch: Any, device: DeviceInfo) -> dict[str, Any]:
+def _devices(torch: object, device: DeviceInfo) -> dict[str, Any]:
     if device.type == "cpu":
         return {"type": "cpu", "count": 1, "names": [device.name]}
     count = _device_count(torch, device.type)
@@ -307,7 +307,7 @@ def parse_torch_config(text: str | None) -> dict[str, str]:
     return found
 
 
-def _blas_library(torch: Any, platform: str) -> str | None:
+def _blas_library(torch: object, platform: str) -> str | None:
     """torch.backends.cuda.preferred_blas_library(), named for the platform underneath."""
     backend = _call(_attr(torch, "backends.cuda.preferred_blas_library"))
     if backend is None:
@@ -318,7 +318,7 @@ def _blas_library(torch: Any, platform: str) -> str | None:
     return name
 
 
-def _torch_info(torch: Any, platform: str) -> dict[str, Any]:
+def _torch_info(torch: object, platform: str) -> dict[str, Any]:
     config = parse_torch_config(_call(_attr(torch, "__config__.show")))
     info: dict[str, Any] = {
         "version": str(getattr(torch, "__version__", "")) or None,
@@ -336,7 +336,7 @@ def _torch_info(torch: Any, platform: str) -> dict[str, Any]:
     return {k: v for k, v in info.items() if v is not None}
 
 
-def _runtime(torch: Any, platform: str) -> dict[str, Any]:
+def _runtime(torch: object, platform: str) -> dict[str, Any]:
     hip = _attr(torch, "version.hip")
     cuda = _attr(torch, "version.cuda")
     version = {"rocm": hip, "cuda": cuda, "xpu": _attr(torch, "version.xpu")}.get(platform)
@@ -345,7 +345,7 @@ def _runtime(torch: Any, platform: str) -> dict[str, Any]:
     return {k: str(v) for k, v in runtime.items() if v}
 
 
-def _dotted(version: Any) -> str | None:
+def _dotted(version: object) -> str | None:
     """ "2.20.5" from (2, 20, 5); a trailing suffix element is appended as is."""
     if version is None:
         return None
@@ -368,7 +368,7 @@ def _miopen_version(number: int) -> str:
     return f"{number // 1_000_000}.{number // 1000 % 1000}.{number % 1000}"
 
 
-def _libraries(torch: Any, platform: str) -> dict[str, Any]:
+def _libraries(torch: object, platform: str) -> dict[str, Any]:
     config = parse_torch_config(_call(_attr(torch, "__config__.show")))
     conv: dict[str, Any] | None = None
     collective: dict[str, Any] | None = None
@@ -421,7 +421,7 @@ def onnxruntime_providers(packages: Mapping[str, str]) -> list[str] | None:
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            import onnxruntime  # type: ignore[import-not-found]
+            import onnxruntime
 
             return [str(p) for p in onnxruntime.get_available_providers()]
     except Exception:
@@ -460,7 +460,7 @@ def host_info() -> dict[str, Any]:
 def collect(
     device: str = "auto",
     *,
-    torch_module: Any = None,
+    torch_module: object | None = None,
     run: vendor_tools.Runner = vendor_tools.run_tool,
     environ: Mapping[str, str] | None = None,
 ) -> Fingerprint:

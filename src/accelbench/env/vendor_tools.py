@@ -64,7 +64,7 @@ def _value(text: object) -> str | None:
     return None if value.lower() in _MISSING else value
 
 
-def _load_json(text: str | None) -> Any:
+def _load_json(text: str | None) -> object:
     """The first JSON document in `text`, skipping banner lines printed before it."""
     if not text:
         return None
@@ -183,8 +183,8 @@ def parse_amd_smi_static(text: str | None) -> dict[str, Any]:
     for entry in data:
         if not isinstance(entry, dict):
             continue
-        asic = entry.get("asic") if isinstance(entry.get("asic"), dict) else {}
-        drv = entry.get("driver") if isinstance(entry.get("driver"), dict) else {}
+        asic = entry["asic"] if isinstance(entry.get("asic"), dict) else {}
+        drv = entry["driver"] if isinstance(entry.get("driver"), dict) else {}
         driver = driver or _value(drv.get("version"))
         gpu = {
             "gpu": entry.get("gpu"),

@@ -40,7 +40,7 @@ from accelbench.profile.operators import (
     top_kernels,
     top_operators,
 )
-from accelbench.profile.trace import Trace, load
+from accelbench.profile.trace import Event, Trace, load
 
 FORMAT_VERSION = 1
 TOP = 10
@@ -74,7 +74,7 @@ def analyze(trace: Trace, top: int = TOP) -> dict[str, Any]:
     }
     window = (start, end)
     if device:
-        by_device: dict[Any, list[Any]] = defaultdict(list)
+        by_device: dict[object, list[Event]] = defaultdict(list)
         for event in device:
             by_device[event.args.get("device", event.pid)].append(event)
         per_device = [
@@ -105,7 +105,7 @@ def _window(trace: Trace) -> tuple[float, float]:
     return min(e.ts for e in events), max(e.end for e in events)
 
 
-def _breakdown(window: tuple[float, float], spans: Mapping[str, Sequence[Any]]
+def _breakdown(window: intervals.Span, spans: Mapping[str, Sequence[intervals.Span]]
                ) -> dict[str, Any]:
     parts = intervals.partition(window, spans, PRIORITY)
     total = window[1] - window[0]
@@ -126,7 +126,7 @@ def _total(per_device: Sequence[dict[str, Any]]) -> dict[str, Any]:
             "shares": {p: parts[p] / total if total > 0 else 0.0 for p in PARTS}}
 
 
-def _overlap(window: tuple[float, float], spans: Mapping[str, Sequence[Any]]
+def _overlap(window: intervals.Span, spans: Mapping[str, Sequence[intervals.Span]]
              ) -> tuple[float, float]:
     """(communication time, the part of it during which compute ran), microseconds."""
     comm = intervals.union(intervals.clip(spans.get(COMMUNICATION, ()), window))

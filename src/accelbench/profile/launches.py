@@ -57,10 +57,10 @@ def link(trace: Trace, launches: Sequence[Event]) -> list[tuple[Event, Event]]:
     return pairs
 
 
-def _flow_targets(trace: Trace) -> dict[tuple[Any, Any, float], Event]:
+def _flow_targets(trace: Trace) -> dict[tuple[object, object, float], Event]:
     """Flow start (thread and time of the runtime call) -> the device event it points to."""
-    starts: dict[Any, tuple[Any, Any, float]] = {}
-    ends: dict[Any, tuple[Any, Any, float]] = {}
+    starts: dict[object, tuple[object, object, float]] = {}
+    ends: dict[object, tuple[object, object, float]] = {}
     for flow in trace.flows:
         try:
             where = (flow.get("pid"), flow.get("tid"), float(flow["ts"]))

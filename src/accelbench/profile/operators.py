@@ -7,7 +7,7 @@ A CPU operator's self time is its duration less that of the operators it called
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -32,7 +32,7 @@ class SelfTime:
 
 def self_times(ops: Iterable[Event]) -> list[SelfTime]:
     """Each operator with its own spans, nesting found per thread from the times."""
-    threads: dict[tuple[Any, Any], list[Event]] = defaultdict(list)
+    threads: dict[tuple[object, object], list[Event]] = defaultdict(list)
     for op in ops:
         threads[(op.pid, op.tid)].append(op)
     out: list[SelfTime] = []
@@ -91,8 +91,8 @@ def top_kernels(events: Sequence[Event], top: int) -> list[dict[str, Any]]:
     return _ranked(rows.values(), "time_s", top, None)
 
 
-def _ranked(rows: Iterable[dict[str, Any]], key: str, top: int, categorize: Any
-            ) -> list[dict[str, Any]]:
+def _ranked(rows: Iterable[dict[str, Any]], key: str, top: int,
+            categorize: Callable[[str], str] | None) -> list[dict[str, Any]]:
     ordered = sorted(rows, key=lambda r: (-r[key], r["name"]))
     total = sum(r[key] for r in ordered)
     for row in ordered:

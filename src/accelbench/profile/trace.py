@@ -37,8 +37,8 @@ class Event:
 
     name: str
     cat: str
-    pid: Any
-    tid: Any
+    pid: object  # as the trace has them: numbers, or names such as "Spans"
+    tid: object
     ts: float
     dur: float
     args: dict[str, Any] = field(default_factory=dict, compare=False, hash=False)

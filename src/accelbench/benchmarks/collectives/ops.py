@@ -39,11 +39,16 @@ import functools
 import statistics
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from types import ModuleType
+from typing import TYPE_CHECKING, Any
 
 from accelbench.core.context import CaseContext
 from accelbench.core.measurement import CaseFailed, CaseResult, CaseSkipped, Rate
 from accelbench.core.timing import Clock, TimingPolicy
+
+if TYPE_CHECKING:
+    import torch
+    from torch import Tensor
 
 OPS = ("all-reduce", "all-gather", "reduce-scatter", "broadcast", "reduce", "gather",
        "scatter", "all-to-all", "send-recv", "barrier")
@@ -192,7 +197,8 @@ def _seed(rank: int, peer: int = 0) -> int:
     return 37 * rank + 11 * peer
 
 
-def _reduction_data(rank: int, n: int, reduce: str, exact_limit: int) -> tuple[list, list]:
+def _reduction_data(rank: int, n: int, reduce: str, exact_limit: int
+                    ) -> tuple[list[int], list[int]]:
     """(this rank's input, the exact result), as tiles of period P*n.
 
     Element k has a home rank k % n holding the signal p(k) = k % P + 1; every other rank
@@ -211,17 +217,18 @@ def _reduction_data(rank: int, n: int, reduce: str, exact_limit: int) -> tuple[l
     return mine, expected
 
 
-def prepare(torch: Any, dist: Any, op: str, count: int, rank: int, n: int, dtype: str,
-            reduce: str, inplace: bool | None, device: Any, backend: str) -> Prepared:
+def prepare(torch: ModuleType, dist: ModuleType, op: str, count: int, rank: int, n: int,
+            dtype: str, reduce: str, inplace: bool | None, device: torch.device,
+            backend: str) -> Prepared:
     """Buffers for one operation, the call that runs it, and its correctness check."""
     etype = ELEMENT_TYPES[dtype]
     torch_dtype = getattr(torch, etype.torch_name)
     chunk = count // n
 
-    def empty(length: int) -> Any:
+    def empty(length: int) -> Tensor:
         return torch.empty(length, dtype=torch_dtype, device=device)
 
-    def tile(values: list[int], length: int, offset: int = 0) -> Any:
+    def tile(values: list[int], length: int, offset: int = 0) -> Tensor:
         base = torch.tensor(values, dtype=torch_dtype, device=device)
         start = offset % len(values)
         reps = -(-(start + length) // len(values))
@@ -229,13 +236,14 @@ def prepare(torch: Any, dist: Any, op: str, count: int, rank: int, n: int, dtype
 
     tolerance = 4 * torch.finfo(torch_dtype).eps if reduce == "avg" and etype.floating else 0.0
 
-    def wrong(got: Any, expected: Any) -> int:
+    def wrong(got: Tensor, expected: Tensor) -> int:
         if tolerance:
             bad = ~torch.isclose(got, expected, rtol=tolerance, atol=0.0)
         else:
             bad = got != expected
         return int(bad.sum().item())
 
+    call: Callable[[], Any]
     red = None
     if op in REDUCING:
         names = {"sum": "SUM", "max": "MAX", "min": "MIN", "prod": "PRODUCT", "avg": "AVG"}
@@ -298,30 +306,30 @@ def prepare(torch: Any, dist: Any, op: str, count: int, rank: int, n: int, dtype
 
     elif op == "gather":
         src = empty(chunk)
-        out = empty(count) if rank == ROOT else None
-        parts = list(out.split(chunk)) if out is not None else None
+        gathered = empty(count) if rank == ROOT else None
+        parts = list(gathered.split(chunk)) if gathered is not None else None
         call = functools.partial(dist.gather, src, gather_list=parts, dst=ROOT)
 
         def check() -> int:
             src.copy_(tile(_data(_seed(rank)), chunk))
-            if out is not None:
-                out.zero_()
+            if gathered is not None:
+                gathered.zero_()
             call()
-            if out is None:
+            if gathered is None:
                 return 0
-            return sum(wrong(out[q * chunk:(q + 1) * chunk], tile(_data(_seed(q)), chunk))
+            return sum(wrong(gathered[q * chunk:(q + 1) * chunk], tile(_data(_seed(q)), chunk))
                        for q in range(n))
 
     elif op == "scatter":
         out = empty(chunk)
-        src = empty(count) if rank == ROOT else None
-        parts = list(src.split(chunk)) if src is not None else None
+        scattered = empty(count) if rank == ROOT else None
+        parts = list(scattered.split(chunk)) if scattered is not None else None
         call = functools.partial(dist.scatter, out, scatter_list=parts, src=ROOT)
 
         def check() -> int:
-            if src is not None:
+            if scattered is not None:
                 for q in range(n):
-                    src[q * chunk:(q + 1) * chunk].copy_(tile(_data(_seed(q)), chunk))
+                    scattered[q * chunk:(q + 1) * chunk].copy_(tile(_data(_seed(q)), chunk))
             out.zero_()
             call()
             return wrong(out, tile(_data(_seed(rank)), chunk))
@@ -403,7 +411,7 @@ def counted_policy(policy: TimingPolicy, warmup: int, iters: int) -> TimingPolic
     return dataclasses.replace(policy, **changes) if changes else policy
 
 
-def library(torch: Any, backend: str) -> str:
+def library(torch: ModuleType, backend: str) -> str:
     """The collective library behind the backend, with its version where known."""
     if backend == "nccl":
         name = "RCCL" if getattr(torch.version, "hip", None) else "NCCL"

@@ -26,7 +26,8 @@ import os
 import warnings
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
-from typing import Any
+from types import ModuleType
+from typing import TYPE_CHECKING, Any
 
 from accelbench.core.context import CaseContext
 from accelbench.core.dtypes import DTYPES, unsupported_reason
@@ -34,6 +35,10 @@ from accelbench.core.measurement import CaseFailed, CaseResult, CaseSkipped, Rat
 from accelbench.core.params import Param
 from accelbench.core.registry import Benchmark
 from accelbench.env.device import DeviceInfo
+
+if TYPE_CHECKING:
+    import torch
+    from torch import Tensor
 
 ATTENTION_DTYPES = ("fp16", "bf16", "fp32")  # fp32 for CPUs and reference runs
 BACKENDS = ("auto", "flash", "efficient", "cudnn", "math")
@@ -134,7 +139,7 @@ def measure(ctx: CaseContext, params: dict[str, Any]) -> CaseResult:
 
         call: Callable[[], Any]
         if backward:
-            def call() -> Any:
+            def call() -> tuple[Tensor, ...]:
                 return torch.autograd.grad(sdpa(q, k, v, is_causal=causal), (q, k, v), grad_out)
         else:
             call = functools.partial(sdpa, q, k, v, is_causal=causal)
@@ -191,7 +196,7 @@ def _check_memory(device: DeviceInfo, needed: int) -> None:
 
 
 @contextmanager
-def backend_context(torch: Any, backend: str) -> Iterator[None]:
+def backend_context(torch: ModuleType, backend: str) -> Iterator[None]:
     """Force one SDPA backend for the case (`auto`: PyTorch's own choice)."""
     if backend == "auto":
         yield
@@ -203,7 +208,7 @@ def backend_context(torch: Any, backend: str) -> Iterator[None]:
 
 
 def selected_backend(
-    torch: Any, device: DeviceInfo, backend: str, qkv: tuple[Any, ...], causal: bool
+    torch: ModuleType, device: DeviceInfo, backend: str, qkv: tuple[Tensor, ...], causal: bool
 ) -> str | None:
     """The backend PyTorch selects for these tensors under the flags in force, or None
     when this PyTorch cannot say. A forced backend that cannot run raises CaseSkipped
@@ -237,7 +242,7 @@ def _strip(message: str) -> str:
     return message.split(" (Triggered internally at", 1)[0].strip()
 
 
-def backend_name(torch: Any, code: int) -> str | None:
+def backend_name(torch: ModuleType, code: int) -> str | None:
     """accelbench's name of a torch.nn.attention.SDPBackend value."""
     from torch.nn.attention import SDPBackend
 
@@ -298,7 +303,7 @@ def backend_settings(
     return out
 
 
-def sdp_flags(torch: Any) -> dict[str, bool]:
+def sdp_flags(torch: ModuleType) -> dict[str, bool]:
     """PyTorch's global SDPA backend switches, as they are outside any forcing."""
     cuda = torch.backends.cuda
     flags = {
@@ -310,7 +315,7 @@ def sdp_flags(torch: Any) -> dict[str, bool]:
     return {name: bool(fn()) for name, fn in flags.items() if fn is not None}
 
 
-def _rocm_fa_preference(torch: Any) -> str | None:
+def _rocm_fa_preference(torch: ModuleType) -> str | None:
     """"default", "aotriton" or "ck" on builds that know the setting, else None."""
     if not torch.version.hip:
         return None
@@ -324,7 +329,7 @@ def _rocm_fa_preference(torch: Any) -> str | None:
     return str(value).rsplit(".", 1)[-1].lower()
 
 
-def _flash_impl(torch: Any) -> str | None:
+def _flash_impl(torch: ModuleType) -> str | None:
     """An alternative flash implementation activated in PyTorch (such as FA3), if any."""
     current = getattr(torch.nn.attention, "current_flash_attention_impl", None)
     try:
@@ -333,7 +338,7 @@ def _flash_impl(torch: Any) -> str | None:
         return None
 
 
-def _ck_available(torch: Any) -> bool | None:
+def _ck_available(torch: ModuleType) -> bool | None:
     check = getattr(torch.backends.cuda, "is_ck_sdpa_available", None)
     if check is None or not torch.version.hip:
         return None
@@ -344,14 +349,14 @@ def _ck_available(torch: Any) -> bool | None:
 
 
 def make_inputs(
-    torch: Any, device: Any, storage: Any, batch: int, heads: int, seq: int, head_dim: int,
-    backward: bool, seed: int,
-) -> tuple[Any, Any, Any, Any]:
+    torch: ModuleType, device: torch.device, storage: torch.dtype, batch: int, heads: int,
+    seq: int, head_dim: int, backward: bool, seed: int,
+) -> tuple[Tensor, Tensor, Tensor, Tensor | None]:
     """Seeded standard-normal Q, K, V (B x H x S x D) and, for backward, the output
     gradient."""
     generator = torch.Generator(device=device).manual_seed(seed)
 
-    def normal() -> Any:
+    def normal() -> Tensor:
         return torch.randn(batch, heads, seq, head_dim, generator=generator, device=device,
                            dtype=storage)
 
@@ -362,8 +367,8 @@ def make_inputs(
     return q, k, v, grad_out
 
 
-def reference_attention(torch: Any, q: Any, k: Any, v: Any, causal: bool,
-                        rows: Any = None) -> Any:
+def reference_attention(torch: ModuleType, q: Tensor, k: Tensor, v: Tensor, causal: bool,
+                        rows: Tensor | None = None) -> Tensor:
     """softmax(Q K^T / sqrt(D) + causal mask) V in float64 on the CPU, for all query
     rows or the given ones; differentiable when the inputs are float64 leaves."""
     q, k, v = (t.cpu().to(torch.float64) for t in (q, k, v))
@@ -378,8 +383,8 @@ def reference_attention(torch: Any, q: Any, k: Any, v: Any, causal: bool,
     return scores.softmax(-1) @ v
 
 
-def check_small(torch: Any, inputs: tuple[Any, Any, Any, Any], causal: bool,
-                backward: bool) -> dict[str, float]:
+def check_small(torch: ModuleType, inputs: tuple[Tensor, Tensor, Tensor, Tensor | None],
+                causal: bool, backward: bool) -> dict[str, float]:
     """Relative errors of the output (and of dQ, dK, dV) against float64 autograd."""
     q, k, v, grad_out = inputs
     sdpa = torch.nn.functional.scaled_dot_product_attention
@@ -389,9 +394,10 @@ def check_small(torch: Any, inputs: tuple[Any, Any, Any, Any], causal: bool,
         want = reference_attention(torch, q.detach(), k.detach(), v.detach(), causal)
         errors["out"] = _rel(torch, out, want)
         return errors
+    assert grad_out is not None  # made whenever the backward pass is
     grads = torch.autograd.grad(out, (q, k, v), grad_out)
     leaves = [t.detach().cpu().to(torch.float64).requires_grad_() for t in (q, k, v)]
-    want = reference_attention(torch, *leaves, causal)
+    want = reference_attention(torch, leaves[0], leaves[1], leaves[2], causal)
     want_grads = torch.autograd.grad(want, leaves, grad_out.cpu().to(torch.float64))
     errors["out"] = _rel(torch, out, want)
     for name, got, ref in zip(("dq", "dk", "dv"), grads, want_grads, strict=True):
@@ -399,7 +405,8 @@ def check_small(torch: Any, inputs: tuple[Any, Any, Any, Any], causal: bool,
     return errors
 
 
-def sampled_error(torch: Any, q: Any, k: Any, v: Any, out: Any, causal: bool) -> float:
+def sampled_error(torch: ModuleType, q: Tensor, k: Tensor, v: Tensor, out: Tensor,
+                  causal: bool) -> float:
     """Relative error of CHECK_ROWS random query rows in the first and last (batch, head)."""
     seq = q.shape[-2]
     rows = torch.randperm(seq, generator=torch.Generator().manual_seed(2))[:CHECK_ROWS]
@@ -414,7 +421,7 @@ def sampled_error(torch: Any, q: Any, k: Any, v: Any, out: Any, causal: bool) ->
     return (diff / norm) ** 0.5 if norm else (0.0 if diff == 0.0 else float("inf"))
 
 
-def _rel(torch: Any, got: Any, want: Any) -> float:
+def _rel(torch: ModuleType, got: Tensor, want: Tensor) -> float:
     got = got.detach().cpu().to(torch.float64)
     norm = float(want.detach().square().sum())
     diff = float((got - want.detach()).square().sum())

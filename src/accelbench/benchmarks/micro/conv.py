@@ -30,7 +30,8 @@ import time
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Any
+from types import ModuleType
+from typing import TYPE_CHECKING, Any
 
 from accelbench.benchmarks.micro.conv_shapes import ConvLayer, layer_problem, parse_layer
 from accelbench.core.context import CaseContext
@@ -39,6 +40,10 @@ from accelbench.core.measurement import CaseFailed, CaseResult, CaseSkipped, Fig
 from accelbench.core.params import Param
 from accelbench.core.registry import Benchmark
 from accelbench.env.device import DeviceInfo
+
+if TYPE_CHECKING:
+    import torch
+    from torch import Tensor
 
 CONV_DTYPES = ("fp32", "fp16", "bf16")
 DIRECTIONS = ("fwd", "bwd-data", "bwd-weight")
@@ -59,7 +64,7 @@ CONV_LIBRARY = {"rocm": "MIOpen", "cuda": "cuDNN", "cpu": "oneDNN (mkldnn)"}
 # Problems this process has already run on a GPU. PyTorch keeps the algorithm it chose
 # for a problem for the life of the process (cuDNN and MIOpen paths alike) and looks it up
 # before it looks at cudnn.benchmark, so a problem seen before keeps its first algorithm.
-_PROBLEMS_SEEN: set[tuple[Any, ...]] = set()
+_PROBLEMS_SEEN: set[tuple[object, ...]] = set()
 
 OPS = {
     "fwd": "torch.nn.functional.conv{dims}d",
@@ -73,13 +78,13 @@ class ConvProblem:
     """Tensors of one convolution, the bare call to time and how to read its result."""
 
     layer: ConvLayer
-    x: Any  # input, N x C x (D x) H x W
-    w: Any  # weight, K x C/groups x (T x) R x S
-    grad_out: Any  # gradient of the output, N x K x output size (backward directions)
+    x: Tensor  # input, N x C x (D x) H x W
+    w: Tensor  # weight, K x C/groups x (T x) R x S
+    grad_out: Tensor | None  # gradient of the output, N x K x output size (backward directions)
     call: Callable[[], Any]
     direction: str
 
-    def run(self) -> Any:
+    def run(self) -> Tensor:
         """One call, returning the tensor the direction computes."""
         out = self.call()
         if self.direction == "bwd-data":
@@ -112,7 +117,7 @@ def measure(ctx: CaseContext, params: dict[str, Any]) -> CaseResult:
     with conv_settings(torch, search, dtype):
         deterministic = bool(torch.backends.cudnn.deterministic)
 
-        def problem_key(n: int) -> tuple[Any, ...]:
+        def problem_key(n: int) -> tuple[object, ...]:
             return (ctx.device.torch_device, layer, n, dtype, layout, direction, deterministic)
 
         details: dict[str, Any] = {}
@@ -192,7 +197,7 @@ def measure(ctx: CaseContext, params: dict[str, Any]) -> CaseResult:
 
 
 def algorithm_cache_note(
-    device: DeviceInfo, key: tuple[Any, ...], seen: set[tuple[Any, ...]]
+    device: DeviceInfo, key: tuple[object, ...], seen: set[tuple[object, ...]]
 ) -> str | None:
     """A warning when this process has run the problem before on a GPU, else None (and the
     problem is remembered): the algorithm then comes from PyTorch's per-process cache,
@@ -218,7 +223,7 @@ def tensor_bytes(layer: ConvLayer, batch: int, element_bytes: int) -> int:
 
 
 @contextmanager
-def conv_settings(torch: Any, search: bool, dtype: str) -> Iterator[None]:
+def conv_settings(torch: ModuleType, search: bool, dtype: str) -> Iterator[None]:
     """Set cudnn.benchmark to `search` and, for fp32, forbid TF32; restore both after.
 
     A worker process runs many cases, so nothing set here may outlive the case.
@@ -234,7 +239,7 @@ def conv_settings(torch: Any, search: bool, dtype: str) -> Iterator[None]:
         cudnn.benchmark, cudnn.allow_tf32 = previous
 
 
-def library_flags(torch: Any) -> dict[str, Any]:
+def library_flags(torch: ModuleType) -> dict[str, Any]:
     """The PyTorch switches that decide how convolutions are chosen and computed."""
     cudnn = torch.backends.cudnn
     flags: dict[str, Any] = {
@@ -310,8 +315,8 @@ def _selection(platform: str, flags: Mapping[str, Any]) -> str:
 
 
 def make_problem(
-    torch: Any,
-    device: Any,
+    torch: ModuleType,
+    device: torch.device,
     layer: ConvLayer,
     batch: int,
     dtype: str,
@@ -327,7 +332,7 @@ def make_problem(
     else:
         memory_format = torch.contiguous_format
 
-    def uniform(*shape: int) -> Any:
+    def uniform(*shape: int) -> Tensor:
         x = torch.rand(*shape, generator=generator, device=device, dtype=storage)
         return x.mul_(2).sub_(1).contiguous(memory_format=memory_format)
 
@@ -348,11 +353,11 @@ def make_problem(
     return ConvProblem(layer, x, w, grad_out, call, direction)
 
 
-def reference(torch: Any, problem: ConvProblem, image: int | None = None) -> Any:
+def reference(torch: ModuleType, problem: ConvProblem, image: int | None = None) -> Tensor:
     """The float64 CPU result of the problem's direction on the very same inputs."""
     layer = problem.layer
 
-    def cpu64(t: Any, batched: bool = True) -> Any:
+    def cpu64(t: Tensor, batched: bool = True) -> Tensor:
         if batched and image is not None:
             t = t[image : image + 1]
         return t.detach().cpu().to(torch.float64).contiguous()
@@ -363,6 +368,7 @@ def reference(torch: Any, problem: ConvProblem, image: int | None = None) -> Any
         # The generic op rather than F.conv2d/conv3d, so the reference takes another route.
         return torch.ops.aten.convolution(x, w, None, stride, padding, dilation, False,
                                           [0] * layer.dims, layer.groups)
+    assert problem.grad_out is not None  # made for both backward directions
     mask = [problem.direction == "bwd-data", problem.direction == "bwd-weight", False]
     grads = torch.ops.aten.convolution_backward(
         cpu64(problem.grad_out), x, w, None, stride, padding, dilation, False,
@@ -372,7 +378,7 @@ def reference(torch: Any, problem: ConvProblem, image: int | None = None) -> Any
 
 
 def relative_error(
-    torch: Any, problem: ConvProblem, result: Any, image: int | None = None
+    torch: ModuleType, problem: ConvProblem, result: Tensor, image: int | None = None
 ) -> float:
     """||result - ref|| / ||ref|| over the whole result, or one image of it."""
     want = reference(torch, problem, image)
@@ -386,8 +392,8 @@ def relative_error(
 
 
 def first_call_seconds(
-    torch: Any, device: DeviceInfo, fn: Callable[[], Any]
-) -> tuple[float, Any]:
+    torch: ModuleType, device: DeviceInfo, fn: Callable[[], Tensor]
+) -> tuple[float, Tensor]:
     """Wall time of one call, device work included, and what it returned.
 
     Host time is what matters here: an algorithm search runs on the host, launching and
@@ -405,7 +411,7 @@ def _nothing() -> None:
     return None
 
 
-def memory_format_name(torch: Any, t: Any) -> str:
+def memory_format_name(torch: ModuleType, t: Tensor) -> str:
     """How the library laid out its result: "channels-last", "nchw", "both" or "strided"."""
     last = torch.channels_last if t.dim() == 4 else torch.channels_last_3d
     channels_last, contiguous = t.is_contiguous(memory_format=last), t.is_contiguous()

@@ -13,7 +13,8 @@ import functools
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Any
+from types import ModuleType
+from typing import TYPE_CHECKING, Any
 
 from accelbench.benchmarks.micro.shapes import parse_shape, shape_problem
 from accelbench.core.context import CaseContext
@@ -21,6 +22,11 @@ from accelbench.core.dtypes import DTYPES, fp8_torch_name, unsupported_reason
 from accelbench.core.measurement import CaseFailed, CaseResult, Rate
 from accelbench.core.params import Param
 from accelbench.core.registry import Benchmark
+
+if TYPE_CHECKING:
+    import torch
+    from torch import Tensor
+    from torch import dtype as TorchDtype
 
 GEMM_DTYPES = ("fp64", "fp32", "tf32", "fp16", "bf16", "fp8", "int8")
 
@@ -44,9 +50,9 @@ CHECK_SAMPLE = 16  # rows and columns of the full-size output checked
 class Operands:
     """Inputs and output of one GEMM, and the call that computes it into `out`."""
 
-    a: Any  # (batch,) m x k
-    b: Any  # (batch,) k x n, column-major
-    out: Any  # (batch,) m x n
+    a: Tensor  # (batch,) m x k
+    b: Tensor  # (batch,) k x n, column-major
+    out: Tensor  # (batch,) m x n
     call: Callable[[], Any]
     scale: float = 1.0  # product of the per-tensor fp8 scales
 
@@ -131,7 +137,7 @@ def layout_problem(dtype: str, m: int, n: int, k: int, batch: int) -> str | None
 
 
 @contextmanager
-def matmul_precision(torch: Any, dtype: str) -> Iterator[None]:
+def matmul_precision(torch: ModuleType, dtype: str) -> Iterator[None]:
     """Allow TF32 for tf32 and forbid it for fp32, restoring the previous setting.
 
     The same flag selects the xf32 path of hipBLASLt on ROCm gfx94x.
@@ -149,8 +155,8 @@ def matmul_precision(torch: Any, dtype: str) -> Iterator[None]:
 
 
 def make_operands(
-    torch: Any,
-    device: Any,
+    torch: ModuleType,
+    device: torch.device,
     dtype: str,
     m: int,
     n: int,
@@ -167,7 +173,7 @@ def make_operands(
     generator = torch.Generator(device=device).manual_seed(seed)
     lead = (batch,) if batch > 1 else ()
 
-    def uniform(*shape: int, storage: Any) -> Any:
+    def uniform(*shape: int, storage: TorchDtype) -> Tensor:
         x = torch.rand(*lead, *shape, generator=generator, device=device, dtype=storage)
         return x.mul_(2).sub_(1)
 
@@ -199,7 +205,7 @@ def make_operands(
     return Operands(a, b, out, functools.partial(torch.matmul, a, b, out=out))
 
 
-def relative_error(torch: Any, ops: Operands, rows: Any, cols: Any) -> float:
+def relative_error(torch: ModuleType, ops: Operands, rows: Tensor, cols: Tensor) -> float:
     """||C - Cref|| / ||Cref|| on the block (rows, cols) of the first and last batch.
 
     The reference is the float64 product, on the CPU, of the very inputs the device
@@ -221,7 +227,8 @@ def relative_error(torch: Any, ops: Operands, rows: Any, cols: Any) -> float:
     return (diff / norm) ** 0.5
 
 
-def _pick(torch: Any, x: Any, rows: Any = None, cols: Any = None) -> Any:
+def _pick(torch: ModuleType, x: Tensor, rows: Tensor | None = None,
+          cols: Tensor | None = None) -> Tensor:
     """Select rows and columns of a matrix on its device; return them as CPU float64.
 
     fp8 tensors travel as raw bytes: indexing kernels need not support fp8.

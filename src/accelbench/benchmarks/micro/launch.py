@@ -10,12 +10,16 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Callable
-from typing import Any
+from types import ModuleType
+from typing import TYPE_CHECKING, Any
 
 from accelbench.core.context import CaseContext
 from accelbench.core.measurement import CaseFailed, CaseResult, CaseSkipped
 from accelbench.core.params import Param
 from accelbench.core.registry import Benchmark
+
+if TYPE_CHECKING:
+    import torch
 
 MODES = ("eager", "graph")
 CHECK_CALLS = 3
@@ -59,7 +63,8 @@ def measure(ctx: CaseContext, params: dict[str, Any]) -> CaseResult:
     )
 
 
-def _capture(torch: Any, device: Any, op: Callable[[], Any]) -> Callable[[], Any]:
+def _capture(torch: ModuleType, device: torch.device, op: Callable[[], Any]
+             ) -> Callable[[], Any]:
     """Capture op in a CUDA graph (hipGraph on ROCm) and return its replay."""
     with torch.cuda.device(device):
         # Warm up on a side stream before capture, as the CUDA graphs documentation asks.

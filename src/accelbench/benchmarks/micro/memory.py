@@ -8,12 +8,15 @@ transfer moves one buffer across the link (size).
 from __future__ import annotations
 
 import functools
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from accelbench.core.context import CaseContext
 from accelbench.core.measurement import CaseFailed, CaseResult, CaseSkipped, Rate
 from accelbench.core.params import Param
 from accelbench.core.registry import Benchmark
+
+if TYPE_CHECKING:
+    from torch import Tensor
 
 OPS = ("copy", "triad", "h2d", "d2h")
 BUFFERS = {"copy": 2, "triad": 3, "h2d": 1, "d2h": 1}  # buffers moved per call
@@ -40,10 +43,10 @@ def measure(ctx: CaseContext, params: dict[str, Any]) -> CaseResult:
     count = buffer_bytes // ELEMENT_BYTES
     generator = torch.Generator(device=device).manual_seed(0)
 
-    def filled() -> Any:
+    def filled() -> Tensor:
         return torch.rand(count, generator=generator, device=device, dtype=torch.float32)
 
-    def empty(where: Any = device, pin: bool = False) -> Any:
+    def empty(where: torch.device | str = device, pin: bool = False) -> Tensor:
         return torch.empty(count, device=where, dtype=torch.float32, pin_memory=pin)
 
     if op == "copy":

@@ -18,7 +18,10 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from accelbench.benchmarks.models.trainer import Trainer
 
 MAX_BATCH = 4096
 CPU_MEMORY_SHARE = 0.5
@@ -73,7 +76,7 @@ def search(fits: Callable[[int], bool], start: int, limit: int = MAX_BATCH) -> F
     return Found(good, tuple(tried), "")
 
 
-def find_on_device(trainer: Any, start: int) -> Found:
+def find_on_device(trainer: Trainer, start: int) -> Found:
     """Search by trying each batch on the GPU (see the module docstring)."""
     found = search(trainer.fits, start)
     return Found(found.batch, found.tried,
@@ -81,7 +84,7 @@ def find_on_device(trainer: Any, start: int) -> Found:
                  f"device memory (at most {MAX_BATCH})")
 
 
-def find_on_cpu(trainer: Any, start: int, ranks_on_node: int = 1) -> Found:
+def find_on_cpu(trainer: Trainer, start: int, ranks_on_node: int = 1) -> Found:
     """Search by a memory model measured on two small batches (see the module docstring)."""
     import psutil
 

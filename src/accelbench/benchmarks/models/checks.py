@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
+from types import ModuleType
 from typing import Any, TypeVar
 
 from accelbench.benchmarks.models import zoo
@@ -50,7 +51,7 @@ INSTALL_HINTS = {
 }
 
 
-def built(torch: Any, name: str, build: Callable[[], T]) -> T:
+def built(torch: ModuleType, name: str, build: Callable[[], T]) -> T:
     """build(), with its failures turned into the case's outcome.
 
     Out of memory goes on to the runner, which records it as such; a missing library

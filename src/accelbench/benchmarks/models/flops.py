@@ -18,9 +18,13 @@ recomputation or skipped work do not change them.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from types import ModuleType
+from typing import TYPE_CHECKING
 
 from accelbench.benchmarks.models import zoo
+
+if TYPE_CHECKING:
+    from torch import nn
 
 TRAINING_FACTOR = 3  # backward costs about twice the forward
 
@@ -34,7 +38,8 @@ class ModelFlops:
         return self.forward_per_sample * samples * (TRAINING_FACTOR if training else 1)
 
 
-def model_flops(torch: Any, spec: zoo.ModelSpec, module: Any, seq: int, image: int) -> ModelFlops:
+def model_flops(torch: ModuleType, spec: zoo.ModelSpec, module: nn.Module, seq: int,
+                image: int) -> ModelFlops:
     """Forward FLOPs of one sample of spec; `module` is the built (unwrapped) model."""
     if spec.is_language_model:
         return transformer_flops(matmul_parameters(torch, module), spec.shape["layers"],
@@ -58,17 +63,18 @@ def lstm_flops(inputs: int, hidden: int, layers: int, classes: int, seq: int) ->
     return ModelFlops(forward, "T * sum_layers 8*h*(i+h) + 2*h*c per sample; training 3x")
 
 
-def matmul_parameters(torch: Any, module: Any) -> int:
+def matmul_parameters(torch: ModuleType, module: nn.Module) -> int:
     """Parameters that take part in matmuls: all but embedding lookups (a tied head counts)."""
     embeddings = [m.weight for m in module.modules() if isinstance(m, torch.nn.Embedding)]
     total = sum(p.numel() for p in module.parameters())
     looked_up = sum(w.numel() for w in embeddings)
-    head = module.get_output_embeddings() if hasattr(module, "get_output_embeddings") else None
+    get_head = getattr(module, "get_output_embeddings", None)  # transformers' models have it
+    head = get_head() if get_head is not None else None
     tied = head is not None and any(head.weight is w for w in embeddings)
-    return total - looked_up + (head.weight.numel() if tied else 0)
+    return total - looked_up + (head.weight.numel() if head is not None and tied else 0)
 
 
-def counted_flops(torch: Any, spec: zoo.ModelSpec, image: int) -> ModelFlops:
+def counted_flops(torch: ModuleType, spec: zoo.ModelSpec, image: int) -> ModelFlops:
     """One sample's forward, counted by FlopCounterMode on a meta-device copy of the model."""
     from torch.utils.flop_counter import FlopCounterMode
 

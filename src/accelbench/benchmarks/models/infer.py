@@ -13,7 +13,8 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from typing import Any
+from types import ModuleType
+from typing import TYPE_CHECKING, Any
 
 from accelbench.benchmarks.models import MODEL_SOURCES, checks, flops, tasks
 from accelbench.benchmarks.models.memory import PeakMemory
@@ -24,6 +25,10 @@ from accelbench.benchmarks.models.trainer import build_model
 from accelbench.core.context import CaseContext
 from accelbench.core.measurement import CaseFailed, CaseResult
 from accelbench.core.registry import Benchmark
+
+if TYPE_CHECKING:
+    import torch
+    from torch import Tensor
 
 LATENCY_MIN_CALLS = 10
 LATENCY_MAX_CALLS = 1000
@@ -49,7 +54,7 @@ def measure(ctx: CaseContext, params: dict[str, Any]) -> CaseResult:
             inputs = batch.fetcher(device, setup.h2d)
             autocast = precision.autocast(torch, device.type)
 
-            def forward() -> Any:
+            def forward() -> Tensor:
                 with autocast:
                     return tasks.forward(spec, runner, inputs())
 
@@ -74,7 +79,7 @@ def measure(ctx: CaseContext, params: dict[str, Any]) -> CaseResult:
             latencies = latency_samples(ctx, forward)
         peak_memory, memory_details = meter.peak()
     finally:
-        model = runner = batch = inputs = None  # give the memory back
+        model = runner = batch = inputs = None  # type: ignore[assignment]  # give the memory back
         if setup.compile:
             torch._dynamo.reset()
 
@@ -113,7 +118,7 @@ def latency_samples(ctx: CaseContext, forward: Callable[[], Any]) -> list[float]
     return out
 
 
-def _sync(torch: Any, device: Any) -> None:
+def _sync(torch: ModuleType, device: torch.device) -> None:
     if device.type == "cuda":
         torch.cuda.synchronize(device)
 

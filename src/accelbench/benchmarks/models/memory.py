@@ -12,15 +12,20 @@ from __future__ import annotations
 import resource
 import sys
 from pathlib import Path
-from typing import Any
+from types import ModuleType
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    import torch
+    from torch import device as TorchDevice
 
 _PROC = Path("/proc/self")
 
 
 class PeakMemory:
-    def __init__(self, torch: Any, device: Any) -> None:
+    def __init__(self, torch: ModuleType, device: torch.device | str) -> None:
         self._torch = torch
-        self._device = torch.device(device)
+        self._device: TorchDevice = torch.device(device)
         self._reset_ok = False
         self.reset()
 

@@ -15,10 +15,15 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Any
+from types import ModuleType
+from typing import TYPE_CHECKING
 
 from accelbench.core.dtypes import DTYPES, unsupported_reason
 from accelbench.env.device import DeviceInfo
+
+if TYPE_CHECKING:
+    import torch
+    from torch import nn
 
 MODEL_DTYPES = ("fp32", "tf32", "fp16", "bf16")
 HALF = ("fp16", "bf16")
@@ -56,22 +61,23 @@ class Precision:
     def uses_scaler(self) -> bool:
         return self.dtype == "fp16" and not self.cast
 
-    def torch_dtype(self, torch: Any) -> Any:
+    def torch_dtype(self, torch: ModuleType) -> torch.dtype:
         return getattr(torch, DTYPES[self.dtype].torch_name)
 
-    def storage_dtype(self, torch: Any) -> Any:
+    def storage_dtype(self, torch: ModuleType) -> torch.dtype:
         """The dtype of parameters and float inputs."""
         return self.torch_dtype(torch) if self.cast else torch.float32
 
-    def autocast(self, torch: Any, device_type: str) -> Any:
+    def autocast(self, torch: ModuleType, device_type: str
+                 ) -> contextlib.AbstractContextManager[object]:
         if not self.uses_autocast:
             return contextlib.nullcontext()
         return torch.autocast(device_type, dtype=self.torch_dtype(torch))
 
-    def scaler(self, torch: Any, device_type: str) -> Any | None:
+    def scaler(self, torch: ModuleType, device_type: str) -> torch.amp.GradScaler | None:
         return torch.amp.GradScaler(device_type) if self.uses_scaler else None
 
-    def prepare(self, torch: Any, model: Any) -> Any:
+    def prepare(self, torch: ModuleType, model: nn.Module) -> nn.Module:
         """Cast the model for `cast` mode (batch norm kept in float32); else unchanged."""
         if not self.cast:
             return model
@@ -83,7 +89,7 @@ class Precision:
 
 
 @contextlib.contextmanager
-def math_mode(torch: Any, precision: Precision) -> Iterator[None]:
+def math_mode(torch: ModuleType, precision: Precision) -> Iterator[None]:
     """TF32 on for tf32, off otherwise (PyTorch leaves it on for cuDNN by default)."""
     matmul, cudnn = torch.backends.cuda.matmul, torch.backends.cudnn
     previous = (matmul.allow_tf32, cudnn.allow_tf32)

@@ -13,22 +13,27 @@ measured; with `h2d` they stay in (pinned) host memory and every step copies the
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from typing import Any
+from types import ModuleType
+from typing import TYPE_CHECKING, Any
 
 from accelbench.benchmarks.models.zoo import ModelSpec
+
+if TYPE_CHECKING:
+    import torch
+    from torch import Tensor, nn
 
 MASK_FRACTION = 0.15
 
 
 @dataclass
 class Batch:
-    tensors: dict[str, Any]  # model inputs and labels, on the device (or host with h2d)
+    tensors: dict[str, Tensor]  # model inputs and labels, on the device (or host with h2d)
     samples: int
     tokens: int  # tokens per batch for language models, else 0
 
-    def fetcher(self, device: Any, h2d: bool) -> Callable[[], dict[str, Any]]:
+    def fetcher(self, device: torch.device, h2d: bool) -> Callable[[], dict[str, Tensor]]:
         """What a step calls for its inputs: the resident batch, or a fresh copy of it."""
         if not h2d:
             return lambda: self.tensors
@@ -37,13 +42,13 @@ class Batch:
 
 
 def make_batch(
-    torch: Any,
+    torch: ModuleType,
     spec: ModelSpec,
     batch: int,
     seq: int,
     image: int,
-    device: Any,
-    float_dtype: Any,
+    device: torch.device,
+    float_dtype: torch.dtype,
     seed: int = 0,
     channels_last: bool = False,
     h2d: bool = False,
@@ -51,7 +56,7 @@ def make_batch(
     """A fixed random batch for spec's task."""
     gen = torch.Generator(device="cpu").manual_seed(seed)
     s = spec.shape
-    tensors: dict[str, Any]
+    tensors: dict[str, Tensor]
     tokens = 0
     if spec.task in ("masked-lm", "causal-lm"):
         ids = torch.randint(0, s["vocab"], (batch, seq), generator=gen)
@@ -80,7 +85,8 @@ def make_batch(
     return Batch(tensors, batch, tokens)
 
 
-def loss(torch: Any, spec: ModelSpec, model: Any, inputs: dict[str, Any]) -> Any:
+def loss(torch: ModuleType, spec: ModelSpec, model: Callable[..., Any],
+         inputs: dict[str, Tensor]) -> Tensor:
     """Forward pass and the task's loss (a scalar tensor; never synchronises)."""
     if spec.is_language_model:
         return model(input_ids=inputs["input_ids"], labels=inputs["labels"]).loss
@@ -88,14 +94,15 @@ def loss(torch: Any, spec: ModelSpec, model: Any, inputs: dict[str, Any]) -> Any
     return torch.nn.functional.cross_entropy(logits, inputs["labels"])
 
 
-def forward(spec: ModelSpec, model: Any, inputs: dict[str, Any]) -> Any:
+def forward(spec: ModelSpec, model: Callable[..., Any], inputs: dict[str, Tensor]) -> Tensor:
     """The inference forward pass: logits for every position (LMs) or class scores."""
     if spec.is_language_model:
         return model(input_ids=inputs["input_ids"]).logits
     return model(inputs["x"])
 
 
-def make_optimizer(torch: Any, spec: ModelSpec, params: Any, device_type: str, eps: float) -> Any:
+def make_optimizer(torch: ModuleType, spec: ModelSpec, params: Iterable[nn.Parameter],
+                   device_type: str, eps: float) -> torch.optim.Optimizer:
     """AdamW for the transformers, SGD with momentum for the CNNs and the LSTM.
 
     The fused implementations (CUDA, ROCm and CPU) take the gradient scaler's checks on

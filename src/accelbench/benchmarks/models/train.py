@@ -105,6 +105,7 @@ def _time_training(
 
     timing = ctx.time(lambda: trainer.steps(steps_per_window))
 
+    assert trainer.last_loss is not None  # set by every step
     last_loss = float(trainer.last_loss)
     checks.check_finite(last_loss, "the training loss after timing")
     peak_memory, memory_details = meter.peak()

@@ -9,11 +9,19 @@ the gradients across ranks during backward.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
-from typing import Any
+from types import ModuleType
+from typing import TYPE_CHECKING, Any
 
 from accelbench.benchmarks.models import tasks, zoo
 from accelbench.benchmarks.models.precision import Precision
+
+if TYPE_CHECKING:
+    import torch
+    from torch import Tensor, nn
+    from torch import device as TorchDevice
 
 
 @dataclass(frozen=True)
@@ -35,7 +43,7 @@ class ModelSetup:
                           self.channels_last, self.compile, self.h2d, self.seed)
 
 
-def build_model(torch: Any, setup: ModelSetup, device: Any) -> Any:
+def build_model(torch: ModuleType, setup: ModelSetup, device: torch.device) -> nn.Module:
     """The model on device, initialised from a fixed seed, in setup's precision and layout."""
     torch.manual_seed(setup.seed)
     with torch.device(device):
@@ -54,31 +62,33 @@ def adam_eps(precision: Precision) -> float:
 class Trainer:
     """A model, its optimizer and a fixed batch; `step()` trains on the batch once."""
 
-    def __init__(self, torch: Any, setup: ModelSetup, device: Any, rank: int = 0) -> None:
+    def __init__(self, torch: ModuleType, setup: ModelSetup, device: torch.device | str,
+                 rank: int = 0) -> None:
         self.torch = torch
         self.setup = setup
-        self.device = torch.device(device)
+        self.device: TorchDevice = torch.device(device)
         device_type = self.device.type
         model = build_model(torch, setup, self.device)
         model.train()
         self.module = model  # unwrapped: for counting and for the batch-size search
-        self.model = model  # what a step calls: see wrap()
+        self.model: Callable[..., Any] = model  # what a step calls: see wrap()
         self.optimizer = tasks.make_optimizer(torch, setup.spec, model.parameters(),
                                               device_type, adam_eps(setup.precision))
         self.scaler = setup.precision.scaler(torch, device_type)
-        self.autocast = lambda: setup.precision.autocast(torch, device_type)
+        self.autocast: Callable[[], AbstractContextManager[object]] = (
+            lambda: setup.precision.autocast(torch, device_type))
         self.rank = rank
         self.batch: tasks.Batch | None = None
-        self._inputs: Any = None
+        self._inputs: Callable[[], dict[str, Tensor]]
         self.set_batch(setup.batch)
-        self.last_loss: Any = None
+        self.last_loss: Tensor | None = None
 
     def wrap(self, data_parallel: bool = False) -> None:
         """Wrap the model for the timed steps: DistributedDataParallel, then torch.compile.
 
         Done after any batch-size search, which must run on the bare model.
         """
-        model = self.module
+        model: Callable[..., Any] = self.module
         if data_parallel:
             from torch.nn.parallel import DistributedDataParallel
 
@@ -88,12 +98,12 @@ class Trainer:
             model = self.torch.compile(model)
         self.model = model
 
-    def step(self) -> Any:
+    def step(self) -> Tensor:
         """One training step; returns the loss tensor (not synchronised)."""
-        self.last_loss = self._train_on(self.model, self._inputs())
-        return self.last_loss
+        self.last_loss = loss = self._train_on(self.model, self._inputs())
+        return loss
 
-    def _train_on(self, model: Any, inputs: dict[str, Any]) -> Any:
+    def _train_on(self, model: Callable[..., Any], inputs: dict[str, Tensor]) -> Tensor:
         with self.autocast():
             loss = tasks.loss(self.torch, self.setup.spec, model, inputs)
         if self.scaler is not None:
@@ -109,7 +119,8 @@ class Trainer:
     def set_batch(self, batch: int) -> None:
         """Train on a fresh batch of `batch` samples from now on."""
         self.setup = self.setup.with_batch(batch)
-        self.batch = self._inputs = None
+        # Drops the previous batch before the next one is made.
+        self.batch = self._inputs = None  # type: ignore[assignment]
         self.batch = tasks.make_batch(
             self.torch, self.setup.spec, batch, self.setup.seq, self.setup.image, self.device,
             self.setup.precision.storage_dtype(self.torch), seed=1000 + self.rank,
@@ -125,6 +136,7 @@ class Trainer:
         allocates the optimizer's state, so the probe sees a step's full footprint.
         """
         torch = self.torch
+        probe: tasks.Batch | None
         try:
             probe = tasks.make_batch(
                 torch, self.setup.spec, batch, self.setup.seq, self.setup.image, self.device,
@@ -161,11 +173,12 @@ class Trainer:
 
     def release(self) -> None:
         """Drop every reference to device memory, so that it can be given back."""
-        self.model = self.module = self.optimizer = self.scaler = None
-        self.batch = self._inputs = self.last_loss = None
+        # The trainer is not used after this, so its fields may break their types.
+        self.model = self.module = self.optimizer = self.scaler = None  # type: ignore[assignment]
+        self.batch = self._inputs = self.last_loss = None  # type: ignore[assignment]
 
 
-def free_cached(torch: Any, device: Any) -> None:
+def free_cached(torch: ModuleType, device: torch.device | str) -> None:
     """Collect garbage and give cached device memory back (after an out-of-memory error)."""
     import gc
 

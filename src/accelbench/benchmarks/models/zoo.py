@@ -16,7 +16,10 @@ import os
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from types import MappingProxyType
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from torch import nn
 
 # What each architecture is trained on, and so which loss and inputs it gets.
 TASKS = {
@@ -170,7 +173,7 @@ def overrides_problem(text: str) -> str | None:
 # --- builders (import torch, transformers, torchvision) ---------------------------------
 
 
-def build(spec: ModelSpec, image: int = 224) -> Any:
+def build(spec: ModelSpec, image: int = 224) -> nn.Module:
     """A freshly initialised torch.nn.Module for spec, on the current default device.
 
     Use ``with torch.device("meta"):`` around it to describe a model without allocating
@@ -185,7 +188,7 @@ def _offline() -> None:
     os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 
 
-def _bert(spec: ModelSpec, image: int) -> Any:
+def _bert(spec: ModelSpec, image: int) -> nn.Module:
     _offline()
     from transformers import BertConfig, BertForMaskedLM
 
@@ -197,7 +200,7 @@ def _bert(spec: ModelSpec, image: int) -> Any:
     return BertForMaskedLM(config)
 
 
-def _gpt2(spec: ModelSpec, image: int) -> Any:
+def _gpt2(spec: ModelSpec, image: int) -> nn.Module:
     _offline()
     from transformers import GPT2Config, GPT2LMHeadModel
 
@@ -210,7 +213,7 @@ def _gpt2(spec: ModelSpec, image: int) -> Any:
     return model
 
 
-def _llama(spec: ModelSpec, image: int) -> Any:
+def _llama(spec: ModelSpec, image: int) -> nn.Module:
     _offline()
     from transformers import LlamaConfig, LlamaForCausalLM
 
@@ -223,14 +226,14 @@ def _llama(spec: ModelSpec, image: int) -> Any:
     return LlamaForCausalLM(config)
 
 
-def _lstm(spec: ModelSpec, image: int) -> Any:
+def _lstm(spec: ModelSpec, image: int) -> nn.Module:
     from accelbench.benchmarks.models.lstm import LSTMClassifier
 
     s = spec.shape
     return LSTMClassifier(s["input"], s["hidden"], s["layers"], s["classes"])
 
 
-def _resnet(spec: ModelSpec, image: int) -> Any:
+def _resnet(spec: ModelSpec, image: int) -> nn.Module:
     from torchvision import models
     from torchvision.models.resnet import BasicBlock, ResNet
 
@@ -240,7 +243,7 @@ def _resnet(spec: ModelSpec, image: int) -> Any:
     return getattr(models, f"resnet{depth}")(weights=None, num_classes=classes)
 
 
-def _densenet(spec: ModelSpec, image: int) -> Any:
+def _densenet(spec: ModelSpec, image: int) -> nn.Module:
     from torchvision import models
     from torchvision.models.densenet import DenseNet
 
@@ -251,7 +254,7 @@ def _densenet(spec: ModelSpec, image: int) -> Any:
     return getattr(models, f"densenet{depth}")(weights=None, num_classes=classes)
 
 
-def _vgg(spec: ModelSpec, image: int) -> Any:
+def _vgg(spec: ModelSpec, image: int) -> nn.Module:
     from torchvision import models
 
     depth, classes = spec.shape["depth"], spec.shape["classes"]
@@ -260,7 +263,7 @@ def _vgg(spec: ModelSpec, image: int) -> Any:
     return getattr(models, f"vgg{depth}")(weights=None, num_classes=classes)
 
 
-def _tiny_vgg(classes: int) -> Any:
+def _tiny_vgg(classes: int) -> nn.Module:
     """torchvision's VGG feature stack at a small width, with a small classifier.
 
     torchvision's VGG class fixes a 25088 -> 4096 -> 4096 classifier (120M parameters),
@@ -280,7 +283,7 @@ def _tiny_vgg(classes: int) -> Any:
     ))
 
 
-def _vit(spec: ModelSpec, image: int) -> Any:
+def _vit(spec: ModelSpec, image: int) -> nn.Module:
     from torchvision.models.vision_transformer import VisionTransformer
 
     s = spec.shape
@@ -292,7 +295,7 @@ def _vit(spec: ModelSpec, image: int) -> Any:
                              num_classes=s["classes"])
 
 
-_BUILDERS: Mapping[str, Callable[[ModelSpec, int], Any]] = MappingProxyType({
+_BUILDERS: Mapping[str, Callable[[ModelSpec, int], nn.Module]] = MappingProxyType({
     "bert": _bert, "gpt2": _gpt2, "llama": _llama, "lstm": _lstm, "resnet": _resnet,
     "densenet": _densenet, "vgg": _vgg, "vit": _vit,
 })
