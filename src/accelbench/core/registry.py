@@ -122,13 +122,49 @@ class Benchmark:
 
 @cache
 def source_version(module: str) -> str:
-    """Hash of a module's syntax tree: comments and formatting do not change it."""
+    """Hash of a module's syntax tree, less what cannot change a number: comments,
+    formatting, docstrings' layout and type annotations (and imports made only for
+    them) leave it as it is."""
     spec = importlib.util.find_spec(module)
     if spec is None or spec.origin is None:
         raise ValueError(f"cannot find the source of {module}")
     with open(spec.origin, encoding="utf-8") as f:
-        tree = ast.parse(f.read())
+        tree = _Unannotated().visit(ast.parse(f.read()))
     return hashlib.sha256(ast.dump(tree).encode()).hexdigest()[:12]
+
+
+class _Unannotated(ast.NodeTransformer):
+    """Removes type annotations, `if TYPE_CHECKING:` blocks and `from __future__`."""
+
+    def visit_arg(self, node: ast.arg) -> ast.arg:
+        node.annotation = None
+        return node
+
+    def _function(self, node: ast.FunctionDef | ast.AsyncFunctionDef) -> ast.AST:
+        node.returns = None
+        self.generic_visit(node)
+        return node
+
+    visit_FunctionDef = _function
+    visit_AsyncFunctionDef = _function
+
+    def visit_AnnAssign(self, node: ast.AnnAssign) -> ast.AST:
+        # The declaration stays (a dataclass field is one), its type does not.
+        node.annotation = ast.Constant(None)
+        self.generic_visit(node)
+        return node
+
+    def visit_If(self, node: ast.If) -> ast.AST | None:
+        test = node.test
+        name = test.id if isinstance(test, ast.Name) else (
+            test.attr if isinstance(test, ast.Attribute) else None)
+        if name == "TYPE_CHECKING" and not node.orelse:
+            return None
+        self.generic_visit(node)
+        return node
+
+    def visit_ImportFrom(self, node: ast.ImportFrom) -> ast.AST | None:
+        return None if node.module == "__future__" else node
 
 
 class Registry:
