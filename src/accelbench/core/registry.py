@@ -134,7 +134,8 @@ def source_version(module: str) -> str:
 
 
 class _Unannotated(ast.NodeTransformer):
-    """Removes type annotations, `if TYPE_CHECKING:` blocks and `from __future__`."""
+    """Removes type annotations, `if TYPE_CHECKING:` blocks, `from __future__` and the
+    typing names that serve only annotations."""
 
     def visit_arg(self, node: ast.arg) -> ast.arg:
         node.annotation = None
@@ -164,7 +165,15 @@ class _Unannotated(ast.NodeTransformer):
         return node
 
     def visit_ImportFrom(self, node: ast.ImportFrom) -> ast.AST | None:
-        return None if node.module == "__future__" else node
+        if node.module == "__future__":
+            return None
+        if node.module == "typing":  # names that only annotate
+            node.names = [a for a in node.names if a.name not in _ANNOTATION_ONLY]
+            return node if node.names else None
+        return node
+
+
+_ANNOTATION_ONLY = frozenset({"TYPE_CHECKING", "Any"})
 
 
 class Registry:
