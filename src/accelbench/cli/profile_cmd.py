@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 import sys
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from accelbench.cli.options import (
     StoreOnFirstUse,
@@ -16,6 +16,9 @@ from accelbench.cli.options import (
 )
 from accelbench.core.names import BACKENDS
 from accelbench.errors import UserError
+
+if TYPE_CHECKING:
+    from accelbench.profile.session import ProfileOutcome
 
 NAME = "profile"
 HELP = "profile one benchmark case with the PyTorch profiler and analyse the trace"
@@ -75,7 +78,7 @@ def run(args: argparse.Namespace) -> int:
     output = Path(args.output) if args.output else None
     if launched_by_torchrun():
         return _profile_as_rank(args, valid, schedule, output)
-    if request.nproc_per_node > 1:
+    if (request.nproc_per_node or 1) > 1:
         return _launch_ranks(args)
     with open_store(args, create=True) as store:
         outcome = profile_session(valid, store, schedule, output, argv=sys.argv[1:])
@@ -125,7 +128,7 @@ def rank_argv(args: argparse.Namespace) -> list[str]:
     return out
 
 
-def _finish(args: argparse.Namespace, outcome: Any, store_location: Any) -> int:
+def _finish(args: argparse.Namespace, outcome: ProfileOutcome, store_location: Any) -> int:
     if args.json:
         print_json({
             "run_id": outcome.run_id,

@@ -6,7 +6,7 @@ import argparse
 import sys
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from accelbench.cli.options import (
     StoreOnFirstUse,
@@ -19,6 +19,9 @@ from accelbench.cli.options import (
 )
 from accelbench.core.names import BACKENDS
 from accelbench.errors import UserError
+
+if TYPE_CHECKING:
+    from accelbench.runner.recorder import Outcome
 
 NAME = "run"
 HELP = "run a suite (default quick) or chosen benchmarks and store every result"
@@ -140,7 +143,7 @@ def _write_report(args: argparse.Namespace, store: Any, outcome: Any) -> Path | 
     return write_report(store.load_run(outcome.run_id), path)
 
 
-def _finish(args: argparse.Namespace, outcome: Any, store_location: Path,
+def _finish(args: argparse.Namespace, outcome: Outcome, store_location: Path,
             report: Path | None) -> int:
     from accelbench.report.collectives import collectives_table
     from accelbench.report.tables import render_rich

@@ -150,9 +150,11 @@ class _Unannotated(ast.NodeTransformer):
     visit_AsyncFunctionDef = _function
 
     def visit_AnnAssign(self, node: ast.AnnAssign) -> ast.AST:
-        # The declaration stays (a dataclass field is one), its type does not.
-        node.annotation = ast.Constant(None)
         self.generic_visit(node)
+        if node.value is not None and node.simple:
+            return ast.Assign(targets=[node.target], value=node.value)
+        # A bare declaration stays (a dataclass field is one); its type does not.
+        node.annotation = ast.Constant(None)
         return node
 
     def visit_If(self, node: ast.If) -> ast.AST | None:

@@ -16,6 +16,7 @@ import warnings
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
+from typing import Any
 
 from accelbench.report.units import format_bytes
 
@@ -94,7 +95,8 @@ def bar_chart(
             if not xs:
                 continue
             errors = [lows, highs] if any(lows) or any(highs) else None
-            style = {"label": text(s.name), "capsize": 2, "error_kw": {"elinewidth": 0.8}}
+            style: dict[str, Any] = {"label": text(s.name), "capsize": 2,
+                                     "error_kw": {"elinewidth": 0.8}}
             if horizontal:
                 ax.barh(xs, heights, bar * 0.95, xerr=errors, **style)
             else:
@@ -163,7 +165,7 @@ def _log2_axis(axis: object, byte_ticks: bool) -> None:
     axis.set_minor_locator(NullLocator())  # type: ignore[attr-defined]
     # Ticks fall on powers of two: whole numbers of their unit ("64 KiB").
     label = (lambda v: format_bytes(v, decimals=0)) if byte_ticks else (lambda v: f"{v:g}")
-    axis.set_major_formatter(FuncFormatter(lambda v, _: label(v)))  # type: ignore[attr-defined]
+    axis.set_major_formatter(FuncFormatter(lambda v, _: label(v)))  # type: ignore[attr-defined, no-untyped-call]
 
 
 @contextmanager

@@ -82,10 +82,10 @@ def html_report(
     if title is None:
         title = (f"accelbench run {runs[0].record.id}" if len(runs) == 1
                  else f"accelbench report: {len(runs)} runs")
-    return _template().render(
+    return str(_template().render(
         title=title, generated=f"{format_timestamp(when)} UTC", version=__version__,
         runs=views, analyses=analyses, columns=COLUMNS,
-    )
+    ))
 
 
 def _template() -> Any:

@@ -32,7 +32,7 @@ def markdown_table(header: Sequence[str], body: Sequence[Sequence[Any]],
 
 def run_report(
     record: Any,
-    fingerprint: dict,
+    fingerprint: dict[str, Any],
     measurements: Sequence[Measurement],
     profiles: Sequence[Any] = (),
 ) -> str:

@@ -339,7 +339,7 @@ class Store:
             rows = self._query("SELECT id FROM runs ORDER BY started_at DESC, id DESC LIMIT 1")
             if not rows:
                 raise UserError(f"no runs in result store {self.path}")
-            return rows[0][0]
+            return str(rows[0][0])
         if not ref:
             raise UserError("no run id given")
         if self._query("SELECT 1 FROM runs WHERE id = ?", (ref,)):
@@ -353,7 +353,7 @@ class Store:
         if len(rows) > 1:
             shown = ", ".join(row[0] for row in rows[:5]) + (", ..." if len(rows) > 5 else "")
             raise UserError(f"run {ref!r} is ambiguous: it matches {len(rows)} runs ({shown})")
-        return rows[0][0]
+        return str(rows[0][0])
 
     def load_run(self, ref: str) -> StoredRun:
         run_id = self.resolve_run(ref)
