@@ -1,0 +1,248 @@
+"""GPU utilisation and the compute processes on each device, when a vendor library says.
+
+The bindings are optional: `pynvml` (the nvidia-ml-py distribution) for NVIDIA, `amdsmi`
+for AMD. Both are imported lazily, only when a reading is asked for, and every call into
+them is guarded: they raise their own error classes (NVMLError, AmdSmiException), and
+AttributeError or TypeError where a binding is older or newer than the calls below. Any
+of those makes the reading, or the part of it concerned, "unavailable" with the reason,
+never an exception for the caller.
+
+This part is deliberately small: device utilisation, the compute processes with the
+memory they hold, and, where NVML offers per-process samples, each process's share of
+the device over the window. AMD's per-process engine time is a running counter that one
+reading cannot turn into a share, so it is left out.
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any, TypeVar
+
+T = TypeVar("T")
+Importer = Callable[[str], Any]
+
+
+@dataclass(frozen=True)
+class GpuProcess:
+    """A compute process on a device; `utilization_percent` is its share of the device's
+    compute over the window when the library reports it, else None."""
+
+    pid: int
+    used_memory_bytes: int | None = None
+    utilization_percent: float | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "pid": self.pid,
+            "used_memory_bytes": self.used_memory_bytes,
+            "utilization_percent": self.utilization_percent,
+        }
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> GpuProcess:
+        return cls(
+            pid=int(data["pid"]),
+            used_memory_bytes=_opt_int(data.get("used_memory_bytes")),
+            utilization_percent=_opt_float(data.get("utilization_percent")),
+        )
+
+
+@dataclass(frozen=True)
+class GpuDevice:
+    """One device: its busy percentage now (whoever uses it) and its compute processes."""
+
+    index: int
+    name: str | None = None
+    utilization_percent: float | None = None
+    processes: tuple[GpuProcess, ...] = ()
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "index": self.index,
+            "name": self.name,
+            "utilization_percent": self.utilization_percent,
+            "processes": [proc.to_dict() for proc in self.processes],
+        }
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> GpuDevice:
+        return cls(
+            index=int(data["index"]),
+            name=data.get("name"),
+            utilization_percent=_opt_float(data.get("utilization_percent")),
+            processes=tuple(GpuProcess.from_dict(p) for p in data.get("processes") or ()),
+        )
+
+
+@dataclass(frozen=True)
+class GpuReading:
+    """What the vendor library said, or why there was nothing to say (`reason`)."""
+
+    available: bool
+    backend: str | None = None
+    reason: str | None = None
+    devices: tuple[GpuDevice, ...] = ()
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "available": self.available,
+            "backend": self.backend,
+            "reason": self.reason,
+            "devices": [device.to_dict() for device in self.devices],
+        }
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> GpuReading:
+        return cls(
+            available=bool(data.get("available")),
+            backend=data.get("backend"),
+            reason=data.get("reason"),
+            devices=tuple(GpuDevice.from_dict(d) for d in data.get("devices") or ()),
+        )
+
+
+# A GPU reading taken at the end of a window; the argument is the window's start (wall
+# time, seconds), for libraries that report per-process use since a moment.
+GpuSource = Callable[[float | None], GpuReading]
+
+
+def _opt_int(value: object) -> int | None:
+    return int(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
+
+
+def _opt_float(value: object) -> float | None:
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        return float(value)
+    return None
+
+
+def _call(fn: Callable[..., T], *args: object) -> T | None:
+    """fn(*args), or None when the binding raises: its own errors, or a missing call."""
+    try:
+        return fn(*args)
+    except Exception:  # vendor error classes do not share a base we can name here
+        return None
+
+
+def _import(name: str, importer: Importer) -> Any:
+    try:
+        return importer(name)
+    except Exception:  # ImportError, or a binding that fails while loading its library
+        return None
+
+
+def read_gpu(
+    since: float | None = None, *, importer: Importer = importlib.import_module
+) -> GpuReading:
+    """Devices and their compute processes via NVML, else amdsmi; `since` (wall time, s)
+    bounds NVML's per-process samples to the window. Never raises."""
+    nvml = _import("pynvml", importer)
+    if nvml is not None:
+        return read_nvml(nvml, since)
+    amdsmi = _import("amdsmi", importer)
+    if amdsmi is not None:
+        return read_amdsmi(amdsmi)
+    return GpuReading(available=False, reason="neither pynvml nor amdsmi is installed")
+
+
+# ----------------------------------------------------------------------------- NVIDIA
+
+
+def read_nvml(nvml: Any, since: float | None = None) -> GpuReading:
+    """Every NVML device's utilisation and compute processes."""
+    try:
+        nvml.nvmlInit()
+    except Exception as exc:  # NVMLError_LibraryNotFound, NVMLError_DriverNotLoaded, ...
+        return GpuReading(available=False, backend="nvml", reason=f"NVML did not start: {exc}")
+    try:
+        count = _call(nvml.nvmlDeviceGetCount)
+        if not isinstance(count, int):
+            return GpuReading(available=False, backend="nvml", reason="NVML gave no devices")
+        devices = tuple(_nvml_device(nvml, index, since) for index in range(count))
+        return GpuReading(available=True, backend="nvml", devices=devices)
+    finally:
+        _call(nvml.nvmlShutdown)
+
+
+def _nvml_device(nvml: Any, index: int, since: float | None) -> GpuDevice:
+    handle = _call(nvml.nvmlDeviceGetHandleByIndex, index)
+    if handle is None:
+        return GpuDevice(index=index)
+    name = _call(nvml.nvmlDeviceGetName, handle)
+    if isinstance(name, bytes):
+        name = name.decode("utf-8", "replace")
+    rates = _call(nvml.nvmlDeviceGetUtilizationRates, handle)
+    shares = _nvml_process_shares(nvml, handle, since)
+    running = _call(nvml.nvmlDeviceGetComputeRunningProcesses, handle) or []
+    processes = tuple(
+        GpuProcess(
+            pid=int(proc.pid),
+            used_memory_bytes=_opt_int(getattr(proc, "usedGpuMemory", None)),
+            utilization_percent=shares.get(int(proc.pid)),
+        )
+        for proc in running
+        if isinstance(getattr(proc, "pid", None), int)
+    )
+    return GpuDevice(
+        index=index,
+        name=name if isinstance(name, str) else None,
+        utilization_percent=_opt_float(getattr(rates, "gpu", None)),
+        processes=processes,
+    )
+
+
+def _nvml_process_shares(nvml: Any, handle: object, since: float | None) -> dict[int, float]:
+    """Each pid's highest SM share in NVML's samples since `since`; empty when unsupported
+    (NVML raises NotFound when no process ran in the window)."""
+    stamp = int(since * 1_000_000) if since is not None else 0
+    samples = _call(nvml.nvmlDeviceGetProcessUtilization, handle, stamp) or []
+    shares: dict[int, float] = {}
+    for sample in samples:
+        pid, util = getattr(sample, "pid", None), _opt_float(getattr(sample, "smUtil", None))
+        if isinstance(pid, int) and util is not None:
+            shares[pid] = max(util, shares.get(pid, 0.0))
+    return shares
+
+
+# -------------------------------------------------------------------------------- AMD
+
+
+def read_amdsmi(amdsmi: Any) -> GpuReading:
+    """Every amdsmi device's graphics activity and compute processes."""
+    try:
+        amdsmi.amdsmi_init()
+    except Exception as exc:  # AmdSmiLibraryException when the driver is not loaded
+        return GpuReading(available=False, backend="amdsmi", reason=f"amdsmi did not start: {exc}")
+    try:
+        handles = _call(amdsmi.amdsmi_get_processor_handles)
+        if not isinstance(handles, (list, tuple)):
+            return GpuReading(available=False, backend="amdsmi", reason="amdsmi gave no devices")
+        devices = tuple(_amd_device(amdsmi, index, h) for index, h in enumerate(handles))
+        return GpuReading(available=True, backend="amdsmi", devices=devices)
+    finally:
+        _call(amdsmi.amdsmi_shut_down)
+
+
+def _amd_device(amdsmi: Any, index: int, handle: object) -> GpuDevice:
+    activity = _call(amdsmi.amdsmi_get_gpu_activity, handle)
+    asic = _call(amdsmi.amdsmi_get_gpu_asic_info, handle)
+    name = asic.get("market_name") if isinstance(asic, dict) else None
+    listed = _call(amdsmi.amdsmi_get_gpu_process_list, handle) or []
+    processes: list[GpuProcess] = []
+    for entry in listed:
+        # ROCm 6.1 and later list dicts; earlier releases list handles to look up.
+        info = entry if isinstance(entry, dict) else _call(
+            amdsmi.amdsmi_get_gpu_process_info, handle, entry
+        )
+        if isinstance(info, dict) and isinstance(info.get("pid"), int):
+            memory = _opt_int(info.get("mem"))
+            processes.append(GpuProcess(pid=info["pid"], used_memory_bytes=memory))
+    gfx = activity.get("gfx_activity") if isinstance(activity, dict) else None
+    return GpuDevice(
+        index=index,
+        name=name if isinstance(name, str) else None,
+        utilization_percent=_opt_float(gfx),
+        processes=tuple(processes),
+    )
