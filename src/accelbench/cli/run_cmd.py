@@ -62,12 +62,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def parse_overrides(items: Sequence[str] | None) -> dict[str, tuple[str, ...]]:
+    """Each `-p NAME=TEXT` as written, gathered by name (repeating -p adds values); how
+    TEXT splits into values is the parameter's to say (runner.plan.given_values)."""
     out: dict[str, tuple[str, ...]] = {}
     for item in items or ():
-        name, sep, values = item.partition("=")
-        if not sep or not name.strip() or not values.strip():
+        name, sep, text = item.partition("=")
+        if not sep or not name.strip() or not text.strip():
             raise UserError(f"--param expects NAME=VALUE[,VALUE], got {item!r}")
-        out[name.strip()] = split_list([values])
+        out[name.strip()] = (*out.get(name.strip(), ()), text.strip())
     return out
 
 

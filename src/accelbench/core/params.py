@@ -32,10 +32,25 @@ class Param:
     # Extra validation for values with structure (e.g. a GEMM shape); returns an
     # error message, or None when the value is fine.
     check: Callable[[Any], str | None] | None = None
+    # On the command line, commas separate the values of a grid (`-p shape=512,1024`);
+    # a parameter whose one value holds commas (`-p config=layers=4,hidden=256`) says
+    # False, and a grid of it is given by repeating -p.
+    grid: bool = True
 
     def __post_init__(self) -> None:
         if self.kind not in _KINDS:
             raise ValueError(f"parameter {self.name}: unknown kind {self.kind!r}")
+
+    def split(self, text: str) -> tuple[str, ...]:
+        """The values one `-p NAME=TEXT` gives; refuses empty ones rather than guess."""
+        if not self.grid:
+            if not text.strip():
+                raise UserError(f"parameter {self.name}: empty value")
+            return (text.strip(),)
+        parts = [part.strip() for part in text.split(",")]
+        if not all(parts):
+            raise UserError(f"parameter {self.name}={text!r}: empty value between commas")
+        return tuple(dict.fromkeys(parts))
 
     def parse(self, value: Any, benchmark: str = "") -> Any:
         """Convert text or a loaded value to this parameter's kind and validate it."""

@@ -17,7 +17,15 @@ from accelbench.core.names import RUN_COMPLETE, RUN_FAILED, RUN_INTERRUPTED
 from accelbench.core.registry import Registry
 from accelbench.errors import EXIT_CASE_FAILED, EXIT_OK, UserError
 from accelbench.profile.capture import Schedule
-from accelbench.runner.plan import PlannedCase, Request, Suite, ValidRequest, expand, validate
+from accelbench.runner.plan import (
+    PlannedCase,
+    Request,
+    Suite,
+    ValidRequest,
+    expand,
+    given_values,
+    validate,
+)
 from accelbench.runner.recorder import RunRecorder
 
 if TYPE_CHECKING:
@@ -55,7 +63,10 @@ def check_request(request: Request, registry: Registry) -> ValidRequest:
     if len(request.benches) != 1:
         raise UserError("profile takes exactly one benchmark")
     valid = validate(dataclasses.replace(request, suite="quick"), registry)
-    grid = {name: values for name, values in request.overrides.items() if len(values) > 1}
+    bench = registry.get(request.benches[0])
+    grid = {name: tuple(str(v) for v in given_values(bench, name, texts))
+            for name, texts in request.overrides.items() if bench.param(name) is not None}
+    grid = {name: values for name, values in grid.items() if len(values) > 1}
     if len(request.dtypes) > 1:
         grid["dtype"] = request.dtypes
     if grid:

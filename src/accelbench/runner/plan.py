@@ -85,7 +85,8 @@ class Request:
 
     suite: str = "quick"
     benches: tuple[str, ...] = ()  # empty: every benchmark of the suite
-    overrides: Mapping[str, tuple[str, ...]] = field(default_factory=dict)  # --param
+    # --param: per name, the text of each -p given, as written (a parameter splits it).
+    overrides: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
     dtypes: tuple[str, ...] = ()  # --dtype
     device: str = "auto"
     timing: Mapping[str, Any] = field(default_factory=dict)  # --max-time etc.
@@ -124,7 +125,7 @@ def validate(request: Request, registry: Registry) -> ValidRequest:
             names = ", ".join(b.name for b in selected)
             raise UserError(f"no selected benchmark has a parameter {name!r} ({names})")
         for bench in owners:
-            for value in spread_values(bench, name, values):
+            for value in given_values(bench, name, values):
                 bench.resolve({name: value})
     if request.nproc_per_node is not None and request.nproc_per_node < 1:
         raise UserError("--nproc-per-node must be at least 1")
@@ -163,6 +164,16 @@ class PlannedCase:
         return PlannedCase(self.benchmark, case, self.params, world_size)
 
 
+def given_values(bench: Benchmark, name: str, texts: tuple[str, ...]) -> tuple[Any, ...]:
+    """The values of a parameter given on the command line: each -p text split as the
+    parameter says (commas make a grid, unless its one value holds commas), then sweeps
+    spread out."""
+    declared = bench.param(name)
+    assert declared is not None
+    values = tuple(dict.fromkeys(v for text in texts for v in declared.split(str(text))))
+    return spread_values(bench, name, values)
+
+
 def spread_values(bench: Benchmark, name: str, values: tuple[Any, ...]) -> tuple[Any, ...]:
     """A parameter's values with sweeps spread out: a parameter that has an `expand`
     method turns one value (e.g. the size sweep `8:1G:x2`) into several."""
@@ -187,7 +198,7 @@ def expand(
             axes = {k: spread_values(bench, k, v) for k, v in entry.grid.items()}
             for param, values in request.overrides.items():
                 if bench.param(param) is not None:
-                    axes[param] = spread_values(bench, param, values)
+                    axes[param] = given_values(bench, param, values)
             if request.dtypes and bench.param("dtype") is not None:
                 axes["dtype"] = tuple(d for d in request.dtypes if d in bench.dtypes)
             keys = list(axes)

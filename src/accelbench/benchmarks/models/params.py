@@ -26,8 +26,8 @@ def model_params(batch: int) -> tuple[Param, ...]:
         Param("h2d", "bool", False, help="copy the batch from pinned host memory every step"),
         Param("steps_per_window", "int", 4, help="steps per timed call: the device is "
               "synchronised once per window, never inside it", minimum=1, maximum=1000),
-        Param("config", "str", "", help="shape overrides, e.g. layers=4,hidden=1024",
-              check=overrides_problem),
+        Param("config", "str", "", help="shape overrides, e.g. layers=4,hidden=1024 (one "
+              "value; repeat -p for several)", check=overrides_problem, grid=False),
     )
 
 
