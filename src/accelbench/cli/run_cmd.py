@@ -51,6 +51,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--backend", choices=BACKENDS,
                         help="torch.distributed backend (default: nccl on GPUs — RCCL on "
                         "ROCm — and gloo on the CPU)")
+    parser.add_argument("--threads", type=int, metavar="N",
+                        help="CPU threads per process for CPU cases (default: the host's "
+                        "free cores); part of each CPU case's identity")
+    parser.add_argument("--wait-quiet", type=float, metavar="S",
+                        help="before each case, wait up to S seconds for the host to be quiet "
+                        "(no other busy process, no steal time)")
     parser.add_argument("--timeout", type=float, metavar="S",
                         help="fail a case that takes longer than this (default: per benchmark)")
     parser.add_argument("--report", metavar="FILE",
@@ -98,6 +104,8 @@ def build_request(args: argparse.Namespace) -> Any:
         timing=timing,
         nproc_per_node=args.nproc_per_node,
         backend=args.backend,
+        threads=args.threads,
+        wait_quiet=args.wait_quiet,
     )
 
 
@@ -209,8 +217,8 @@ class TerminalListener:
         detail = r.result if r.ok else f"{r.status}: {r.note}"
         if r.ok and r.ci != "-":
             detail += f" {r.ci}"
-        if r.noisy:
-            detail += " (noisy)"
+        if r.ok and r.status != "ok":
+            detail += r.status[2:]  # " (noisy, contended)"
         mark = {"ok": "✓", "failed": "✗", "skipped": "-"}.get(measurement.status, "?")
         label = f"{measurement.case.benchmark} {r.params}".strip()
         self._err.print(f"  [{index + 1}/{self._total}] {mark} {label}: {detail}", markup=False)

@@ -14,8 +14,10 @@ Format history of `Measurement.to_dict` (FORMAT_VERSION):
      its samples (s/call), number, warmup_calls and stop_reason; "rates": the work of one
      call (name, amount, unit, peak, over: "median" or "mean"); "time_name": the name of
      the per-call time figure; "measured": figures not derived from time; the case says
-     which parameters a table shows ("shown"). Figures are derived on load; an export's
-     "figures" (with each figure's interval) is for other tools and is not read back.
+     which parameters a table shows ("shown"); "hosts": what the host was doing beside
+     each process (env.host.HostReport.to_dict()). Figures are derived on load; an
+     export's "figures" (each with its interval and contended flag), "interval" and
+     "contended" are for other tools and are not read back.
 """
 
 from __future__ import annotations
@@ -32,7 +34,7 @@ from accelbench.core.case import Case
 from accelbench.core.formats import upgrade
 from accelbench.core.names import STATUS_FAILED, STATUS_OK, STATUS_SKIPPED
 from accelbench.core.stats import Summary, summarize
-from accelbench.core.timing import Timing
+from accelbench.core.timing import Timing, TimingPolicy
 
 FORMAT_VERSION = 2
 
@@ -143,6 +145,9 @@ class Measurement:
     started_at: float = 0.0  # unix time
     duration_s: float = 0.0  # wall time of the whole case, set-up included
     confidence: float = 0.95
+    # What the host was doing beside each process that measured the case
+    # (env.host.HostReport.to_dict()), in the order they ran.
+    hosts: tuple[dict[str, Any], ...] = ()
 
     # -- derived, when first asked for ----------------------------------------------
 
@@ -198,6 +203,16 @@ class Measurement:
         return any(w.startswith("noisy") for w in self.warnings)
 
     @property
+    def contended(self) -> bool:
+        """Measured while the host was busy with other work (in any of its processes)."""
+        return any(h.get("contended") for h in self.hosts)
+
+    @property
+    def contention(self) -> tuple[str, ...]:
+        """What made the host busy, in plain words, once each."""
+        return tuple(dict.fromkeys(r for h in self.hosts for r in h.get("reasons", ())))
+
+    @property
     def primary(self) -> Figure | None:
         """The headline figure: the first rate if any, else the time."""
         return self.figures[0] if self.figures else None
@@ -246,12 +261,21 @@ class Measurement:
             "started_at": self.started_at,
             "duration_s": self.duration_s,
             "confidence": self.confidence,
+            "hosts": list(self.hosts),
         }
 
     def export_dict(self) -> dict[str, Any]:
         """The raw record plus its derived figures, each with its interval, for other
         tools (`--json`, exports); loading it reads only the raw part."""
-        return {**self.to_dict(), "figures": [f.to_dict() for f in self.figures]}
+        spread = self.spread
+        return {
+            **self.to_dict(),
+            "figures": [{**f.to_dict(), "contended": self.contended} for f in self.figures],
+            "interval": None if spread is None else {
+                "processes": spread.processes, "method": spread.method,
+                "confidence": self.confidence},
+            "contended": self.contended,
+        }
 
     @classmethod
     def from_dict(cls, d: object) -> Measurement:
@@ -274,6 +298,7 @@ class Measurement:
             started_at=data.get("started_at", 0.0),
             duration_s=data.get("duration_s", 0.0),
             confidence=data.get("confidence", 0.95),
+            hosts=tuple(dict(h) for h in data.get("hosts", ())),
         )
 
 
@@ -383,16 +408,18 @@ def from_result(
     )
 
 
-def merge_processes(parts: Sequence[Measurement], noisy_rel_interval: float = 0.05,
+def merge_processes(parts: Sequence[Measurement], policy: TimingPolicy | None = None,
                     planned: int | None = None) -> Measurement:
     """One case measured in several worker processes, in order, as one measurement.
 
     A failure or skip in any process is the case's outcome (the first one, with which
     process it was). Otherwise the timings of every process are kept side by side; the
     work per call is the first process's, and each measured figure the median over the
-    processes. A process's own "did not converge" is not the figure's uncertainty once
-    there are several: the interval between them is, and is judged instead. `planned` is
-    how many processes were to measure the case (default: as many as there are parts)."""
+    processes. The warnings about noise and contention are said once for the whole case,
+    from the raw timings and host readings: a process's own "did not converge" is not
+    the figure's uncertainty once there are several, the interval between them is.
+    `planned` is how many processes were to measure the case (default: as many as there
+    are parts)."""
     if not parts:
         raise ValueError("no measurement to merge")
     n = len(parts)
@@ -406,7 +433,6 @@ def merge_processes(parts: Sequence[Measurement], noisy_rel_interval: float = 0.
     if n == 1:
         return parts[0]
     first = parts[0]
-    warnings = [w for p in parts for w in p.warnings if not w.startswith(_NOT_CONVERGED)]
     merged = replace(
         first,
         timings=tuple(t for p in parts for t in p.timings),
@@ -414,15 +440,36 @@ def merge_processes(parts: Sequence[Measurement], noisy_rel_interval: float = 0.
                        for f in first.measured),
         details={**first.details, "processes": n},
         duration_s=duration,
+        hosts=tuple(h for p in parts for h in p.hosts),
     )
-    spread = merged.spread
-    if spread is not None and spread.rel_half_width > noisy_rel_interval:
-        warnings.append(f"noisy: the interval between {n} processes is "
-                        f"±{spread.rel_half_width:.1%}")
-    return replace(merged, warnings=tuple(dict.fromkeys(warnings)))
+    own = [w for p in parts for w in p.warnings if not w.startswith(_PER_PROCESS)]
+    return replace(merged, warnings=tuple(dict.fromkeys([*own, *_case_warnings(merged,
+                                                                               policy)])))
 
 
-_NOT_CONVERGED = "noisy: median CI"
+# Warnings each process says of itself, said once for the case when processes are merged.
+_PER_PROCESS = ("noisy: median CI", "noisy: IQR", "contended:")
+
+
+def _case_warnings(m: Measurement, policy: TimingPolicy | None) -> list[str]:
+    policy = policy or TimingPolicy()
+    out = []
+    spread = m.spread
+    if spread is not None and spread.rel_half_width > policy.noisy_rel_interval:
+        out.append(f"noisy: the interval between {spread.processes} processes is "
+                   f"±{spread.rel_half_width:.1%}")
+    iqrs = [summarize(t.samples).rel_iqr for t in m.timings if t.samples]
+    wide = [x for x in iqrs if x > policy.noisy_rel_iqr]
+    if wide:
+        out.append(f"noisy: IQR up to {max(wide):.0%} of the median within a process "
+                   f"({len(wide)} of {len(iqrs)})")
+    busy = [h for h in m.hosts if h.get("contended")]
+    if busy:
+        reasons = list(dict.fromkeys(r for h in busy for r in h.get("reasons", ())))
+        more = f"; and {len(reasons) - 2} more" if len(reasons) > 2 else ""
+        out.append(f"contended in {len(busy)} of {len(m.hosts)} processes: "
+                   f"{'; '.join(reasons[:2])}{more}")
+    return out
 
 
 def _median_figure(values: Sequence[Figure | None], like: Figure) -> Figure:

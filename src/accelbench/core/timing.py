@@ -137,6 +137,9 @@ class TimingPolicy:
     processes: int = 1
     # Say "noisy" when the interval between processes is wider than ± this share.
     noisy_rel_interval: float = 0.05
+    # Read what else the host is doing while a case runs, every this many seconds
+    # (0: not at all), and flag the case "contended" when it was busy (env.host).
+    host_interval: float = 0.2
 
     def __post_init__(self) -> None:
         if not 0 < self.confidence < 1:

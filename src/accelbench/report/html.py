@@ -121,7 +121,7 @@ def _run_view(run: StoredRun, anchor: str, ids: Any) -> RunView:
         table_rows = [row(m) for m in ms]
         sections.append(Table(
             family, COLUMNS, [r.cells() for r in table_rows], numeric=frozenset({2, 3, 4, 5}),
-            styles=[None if r.ok and not r.noisy else WARN if r.ok else BAD
+            styles=[None if r.ok and not r.doubtful else WARN if r.ok else BAD
                     for r in table_rows]))
         notes += [(f"{r.benchmark} {r.params}", r.note) for r in table_rows if r.note]
     fingerprint = fingerprint_rows(run.fingerprint) or flatten(run.fingerprint)

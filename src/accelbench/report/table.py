@@ -24,6 +24,12 @@ class Row:
     note: str  # failure reason or noise warning, "" when none
     ok: bool
     noisy: bool
+    contended: bool = False
+
+    @property
+    def doubtful(self) -> bool:
+        """Measured, but not to be trusted to its last digit: noisy or contended."""
+        return self.ok and (self.noisy or self.contended)
 
     def cells(self) -> tuple[str, ...]:
         return (self.benchmark, self.params, self.result, self.pct_of_peak, self.ci,
@@ -47,22 +53,33 @@ def row(m: Measurement) -> Row:
         return Row(m.case.benchmark, params, "-", "-", "-", "-", m.status, m.reason or "",
                    ok=False, noisy=False)
     fig = m.primary
-    stats = m.stats
+    stats, spread = m.stats, m.spread
     result = format_value(fig.value, fig.unit) if fig else "-"
     note = "; ".join(m.warnings)
-    status = "ok (noisy)" if m.noisy else "ok"
+    flags = [flag for flag, on in (("noisy", m.noisy), ("contended", m.contended)) if on]
+    status = f"ok ({', '.join(flags)})" if flags else "ok"
     return Row(
         m.case.benchmark,
         params,
         result,
         format_pct(fig.pct_of_peak if fig else None),
-        format_rel(stats.rel_ci) if stats else "-",
-        str(stats.n) if stats else "-",
+        format_rel(spread.rel_half_width) if spread else "-",
+        _samples(m),
         status,
         note,
         ok=True,
         noisy=m.noisy,
+        contended=m.contended,
     )
+
+
+def _samples(m: Measurement) -> str:
+    """Samples, and over how many processes when more than one."""
+    stats = m.stats
+    if stats is None:
+        return "-"
+    processes = sum(1 for t in m.timings if t.samples)
+    return f"{stats.n} in {processes}" if processes > 1 else str(stats.n)
 
 
 def counts(measurements: Iterable[Measurement]) -> dict[str, int]:

@@ -19,7 +19,7 @@ def results_table(measurements: Iterable[Measurement], title: str | None = None)
                          else "left", overflow="fold")
     notes: list[str] = []
     for r in rows(measurements):
-        style = None if r.ok and not r.noisy else ("yellow" if r.ok else "red")
+        style = None if r.ok and not r.doubtful else ("yellow" if r.ok else "red")
         table.add_row(*r.cells(), style=style)
         if r.note:
             notes.append(f"{r.benchmark} {r.params}: {r.note}")

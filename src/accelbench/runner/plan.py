@@ -94,6 +94,11 @@ class Request:
     # else one.
     nproc_per_node: int | None = None
     backend: str | None = None  # collective backend; default from the device
+    # CPU threads per process (None: as many as the host has free cores, split between
+    # the ranks of a distributed case); part of each CPU case's identity.
+    threads: int | None = None
+    # Wait up to this many seconds for a quiet host before measuring each case.
+    wait_quiet: float | None = None
 
 
 @dataclass(frozen=True)
@@ -129,6 +134,10 @@ def validate(request: Request, registry: Registry) -> ValidRequest:
                 bench.resolve({name: value})
     if request.nproc_per_node is not None and request.nproc_per_node < 1:
         raise UserError("--nproc-per-node must be at least 1")
+    if request.threads is not None and request.threads < 1:
+        raise UserError("--threads must be at least 1")
+    if request.wait_quiet is not None and not 0 < request.wait_quiet < float("inf"):
+        raise UserError("--wait-quiet must be a positive number of seconds")
     if request.backend is not None and request.backend not in BACKENDS:
         raise UserError(f"unknown backend {request.backend!r} (backends: {', '.join(BACKENDS)})")
     from accelbench.env.device import parse_device_spec
@@ -155,6 +164,14 @@ class PlannedCase:
     case: Case
     params: Mapping[str, Any]
     ranks: int = 1  # processes a distributed case runs on
+
+    def with_threads(self, threads: int) -> PlannedCase:
+        """The same case on `threads` CPU threads per process: part of its identity, since
+        a figure on one thread is not comparable with one on two."""
+        identity = {**dict(self.case.params), "threads": threads}
+        case = Case.make(self.case.benchmark, self.case.version, self.case.family, identity,
+                         self.case.device, (*self.case.shown, "threads"))
+        return PlannedCase(self.benchmark, case, self.params, self.ranks)
 
     def on_world(self, world_size: int, backend: str) -> PlannedCase:
         """The same case for a job of `world_size` ranks: part of what is compared."""

@@ -40,6 +40,13 @@ def run_as_rank(
         device = fingerprint.device
         cases = [c.on_world(info.world_size, backend) if c.benchmark.distributed else c
                  for c in expand(request, valid.suite, valid.registry, device)]
+        if device.type == "cpu":
+            # Every rank must plan the same cases, so the count cannot depend on what
+            # each rank sees of the host: the cores split between this node's ranks.
+            import os
+
+            threads = request.threads or max(1, (os.cpu_count() or 1) // info.local_world_size)
+            cases = [c.with_threads(threads) for c in cases]
         if info.rank != 0:
             run_cases_as_rank(cases, device, valid.policy, info, lambda i: None,
                               lambda i, m: None)

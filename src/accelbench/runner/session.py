@@ -66,6 +66,9 @@ def run_session(
             backend = check_backend(request.backend, device.type)
             cases = [c.on_world(c.ranks, backend) if c.benchmark.distributed else c
                      for c in cases]
+        if device.type == "cpu":
+            threads = request.threads or _free_cores()
+            cases = [c.with_threads(max(1, threads // c.ranks)) for c in cases]
         recorder = RunRecorder(store, fingerprint, request.suite, argv, listener)
         recorder.planned(cases)
 
@@ -74,7 +77,7 @@ def run_session(
 
         try:
             for first, segment in _segments(cases):
-                rounds = _Rounds(segment, first, valid.policy, recorder)
+                rounds = _Rounds(segment, first, valid.policy, recorder, request.wait_quiet)
                 if segment[0].benchmark.distributed:
                     assert backend is not None
                     _run_distributed(rounds, device, valid.policy, backend, timeout_for)
@@ -95,11 +98,12 @@ class _Rounds:
     fails or skips it; an interrupted run records what each case measured so far."""
 
     def __init__(self, segment: list[PlannedCase], first: int, policy: TimingPolicy,
-                 recorder: RunRecorder) -> None:
+                 recorder: RunRecorder, wait_quiet_s: float | None = None) -> None:
         self.segment = segment
+        self._wait_quiet_s = wait_quiet_s
         self.first = first
         self.count = policy.processes
-        self._noisy = policy.noisy_rel_interval
+        self._policy = policy
         self._recorder = recorder
         self._parts: list[list[Measurement]] = [[] for _ in segment]
         self._done: set[int] = set()
@@ -107,6 +111,25 @@ class _Rounds:
     def pending(self) -> list[int]:
         """Offsets of the cases that still need a round, in plan order."""
         return [i for i in range(len(self.segment)) if i not in self._done]
+
+    def wait_quiet(self) -> Callable[[Measurement], Measurement]:
+        """With --wait-quiet, wait for a quiet host; returns what notes the wait on the
+        measurement that follows."""
+        if self._wait_quiet_s is None:
+            return lambda m: m
+        from accelbench.env.host import HostProbe, wait_quiet
+
+        quiet, waited, report = wait_quiet(self._wait_quiet_s,
+                                           probe=HostProbe(include_children=True))
+        note = None if quiet else (f"the host did not become quiet in {self._wait_quiet_s:g} s: "
+                                   + "; ".join(report.reasons))
+
+        def noted(m: Measurement) -> Measurement:
+            details = {**m.details, "waited_for_quiet_s": round(waited, 3)}
+            warnings = (*m.warnings, note) if note else m.warnings
+            return dataclasses.replace(m, details=details, warnings=warnings)
+
+        return noted
 
     def started(self, offset: int) -> None:
         self._recorder.listener.started(self.first + offset, self.segment[offset])
@@ -125,7 +148,7 @@ class _Rounds:
 
     def _record(self, offset: int, note: str | None = None) -> None:
         self._done.add(offset)
-        merged = merge_processes(self._parts[offset], self._noisy, self.count)
+        merged = merge_processes(self._parts[offset], self._policy, self.count)
         if note:
             merged = dataclasses.replace(merged, warnings=(*merged.warnings, note))
         self._recorder.record(self.first + offset, merged)
@@ -141,8 +164,9 @@ def _run_in_workers(rounds: _Rounds, slot: _WorkerSlot, device: DeviceInfo,
                 planned = rounds.segment[offset]
                 worker = slot.for_case(planned)
                 rounds.started(offset)
-                rounds.add(offset, _measure(slot, worker, planned, device, policy,
-                                            timeout_for(planned)))
+                waited = rounds.wait_quiet()
+                part = _measure(slot, worker, planned, device, policy, timeout_for(planned))
+                rounds.add(offset, waited(part))
     except KeyboardInterrupt:
         rounds.record_partial()
         raise
@@ -238,6 +262,16 @@ def _run_job(group: RankGroup, rounds: _Rounds, runnable: list[int], device: Dev
     group.run([rounds.segment[offset] for offset in runnable], device, policy, timeout_for,
               on_start=lambda i: rounds.started(runnable[i]),
               on_result=lambda i, m: rounds.add(runnable[i], m))
+
+
+def _free_cores() -> int:
+    """Cores not busy with other work, from a short look at the host (at least one)."""
+    import os
+
+    from accelbench.env.host import HostProbe, free_cores, snapshot_quiet
+
+    _, report = snapshot_quiet(0.5, probe=HostProbe(include_children=True))
+    return free_cores(report, os.cpu_count() or 1)
 
 
 def _ask_fingerprint(worker: Worker, device: str) -> dict[str, Any]:

@@ -8,11 +8,13 @@ that case only. `execute_case` is also usable in-process (tests, bench scripts).
 from __future__ import annotations
 
 import contextlib
+import dataclasses
+import os
 import signal
 import time
 import traceback
-from collections.abc import Callable
-from typing import TYPE_CHECKING
+from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING, Any
 
 from accelbench.core.context import CaseContext, DistInfo
 from accelbench.core.measurement import (
@@ -42,6 +44,8 @@ from accelbench.runner.plan import PlannedCase
 if TYPE_CHECKING:
     from multiprocessing.connection import Connection
 
+    from accelbench.env.host import HostReport, HostSampler
+
 
 def execute_case(
     planned: PlannedCase,
@@ -68,13 +72,18 @@ def execute_case(
         return not_measured(case, STATUS_SKIPPED,
                             f"{planned.benchmark.name} does not run on {device.type} devices",
                             started, 0.0)
+    sampler = _host_sampler(policy, dist)
     try:
+        threads = _use_threads(device, planned.case.param_dict)
         ctx = make_context(device, policy, dist, coordinator)
         if adapt is not None:
             ctx = adapt(ctx)
         result = planned.benchmark.load()(ctx, dict(planned.params))
         notes = judge(ctx, result) if judge else noise_warnings(result.timing, policy)
         outcome = from_result(case, result, notes, started, time.perf_counter() - t0)
+        if threads is not None:
+            outcome = dataclasses.replace(outcome, details={**outcome.details,
+                                                            "threads_used": threads})
     except CaseSkipped as exc:
         outcome = not_measured(case, STATUS_SKIPPED, str(exc), started, time.perf_counter() - t0)
     except CaseFailed as exc:
@@ -83,10 +92,54 @@ def execute_case(
         outcome = not_measured(case, STATUS_FAILED, describe_error(exc), started,
                                time.perf_counter() - t0,
                                {"traceback": traceback.format_exc(limit=20)})
+    if sampler is not None:
+        outcome = with_host(outcome, sampler.stop())
     # Outside the except blocks, so the exception's frames (and tensors) are gone.
     with contextlib.suppress(Exception):  # a broken device must not hide the failure
         release(device)
     return outcome
+
+
+def with_host(m: Measurement, report: HostReport) -> Measurement:
+    """The measurement with what the host was doing beside it; a busy host is said."""
+    warnings = m.warnings
+    if report.contended:
+        warnings = (*warnings, f"contended: {'; '.join(report.reasons)}")
+    return dataclasses.replace(m, hosts=(*m.hosts, report.to_dict()), warnings=warnings)
+
+
+def _host_sampler(policy: TimingPolicy, dist: DistInfo | None) -> HostSampler | None:
+    """A sampler of the host beside this case, whose own work is this process's; the
+    supervisor (or torchrun's agent and the job's other ranks) is not contention."""
+    if policy.host_interval <= 0:
+        return None
+    from accelbench.env.host import HostProbe, HostSampler
+
+    ignore = {os.getppid()}
+    if dist is not None:
+        ignore |= _children(os.getppid())
+    probe = HostProbe(ignore_pids=frozenset(ignore - {os.getpid()}))
+    return HostSampler(probe, interval_s=policy.host_interval).start()
+
+
+def _children(pid: int) -> set[int]:
+    import psutil
+
+    try:
+        return {child.pid for child in psutil.Process(pid).children(recursive=True)}
+    except psutil.Error:
+        return set()
+
+
+def _use_threads(device: DeviceInfo, params: Mapping[str, Any]) -> int | None:
+    """A CPU case runs on the number of threads its identity names."""
+    threads = params.get("threads")
+    if device.type != "cpu" or not isinstance(threads, int):
+        return None
+    import torch
+
+    torch.set_num_threads(threads)
+    return int(torch.get_num_threads())
 
 
 def describe_error(exc: BaseException) -> str:
