@@ -75,8 +75,11 @@ def _expected_row(m):
     unit = m.primary.unit
     prefixes = ("s", "ms", "µs", "ns") if unit == "s" else tuple(
         p + unit for p in ("", "k", "M", "G", "T", "P"))
-    status = "ok (noisy)" if m.noisy else "ok"
-    return m.case.benchmark, params, prefixes, str(len(m.samples)), status
+    flags = [name for name, on in (("noisy", m.noisy), ("contended", m.contended)) if on]
+    status = f"ok ({', '.join(flags)})" if flags else "ok"
+    processes = len(m.timings)
+    n = f"{len(m.samples)} in {processes}" if processes > 1 else str(len(m.samples))
+    return m.case.benchmark, params, prefixes, n, status
 
 
 def test_reading_commands_on_the_stored_run(quick_run, capsys, monkeypatch):

@@ -53,7 +53,7 @@ def row(m: Measurement) -> Row:
         return Row(m.case.benchmark, params, "-", "-", "-", "-", m.status, m.reason or "",
                    ok=False, noisy=False)
     fig = m.primary
-    stats, spread = m.stats, m.spread
+    spread = m.spread
     result = format_value(fig.value, fig.unit) if fig else "-"
     note = "; ".join(m.warnings)
     flags = [flag for flag, on in (("noisy", m.noisy), ("contended", m.contended)) if on]
