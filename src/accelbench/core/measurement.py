@@ -318,12 +318,13 @@ def _rate_figure(rate: Rate, stats: Summary, spread: Spread) -> Figure:
 
 def _timing_dict(t: Timing) -> dict[str, Any]:
     return {"samples": list(t.samples), "number": t.number, "warmup_calls": t.warmup_calls,
-            "stop_reason": t.stop_reason}
+            "stop_reason": t.stop_reason, "settled": t.settled}
 
 
 def _timing(d: dict[str, Any], confidence: float) -> Timing:
     return Timing(tuple(float(x) for x in d["samples"]), int(d["number"]),
-                  int(d.get("warmup_calls", 0)), str(d.get("stop_reason", "")), confidence)
+                  int(d.get("warmup_calls", 0)), str(d.get("stop_reason", "")), confidence,
+                  bool(d.get("settled", True)))
 
 
 # -- upgrades ------------------------------------------------------------------------

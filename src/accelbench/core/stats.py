@@ -98,3 +98,42 @@ def summarize(samples: Samples, confidence: float = 0.95) -> Summary:
         confidence=confidence,
         ci_exact=exact,
     )
+
+
+def settling_point(samples: Samples, alpha: float = 1e-3, min_effect: float = 0.02
+                   ) -> int | None:
+    """How many leading samples come before the series settled, or None if it did not
+    visibly change: a step or a trend in the samples means the warm-up ended too early.
+
+    A step: the split that best separates earlier from later samples (Mann-Whitney U,
+    each side at least a few samples) when it is significant at `alpha` and moves the
+    median by `min_effect` or more; the samples before it are the unsettled ones. A trend
+    without a clear step (a slow drift): Spearman's rank correlation with the sample's
+    position, significant at `alpha`, whose fitted drift over the series is at least
+    `min_effect`; the first half is then unsettled. Both tests are distribution-free,
+    so timing noise of any shape does not look like a change."""
+    from scipy.stats import mannwhitneyu, spearmanr
+
+    x = np.asarray(samples, dtype=float)
+    n = int(x.size)
+    edge = max(4, n // 8)
+    if n < 2 * edge:
+        return None
+    best: tuple[float, int] | None = None
+    for k in range(edge, n - edge + 1):
+        left, right = x[:k], x[k:]
+        effect = abs(float(np.median(left)) / float(np.median(right)) - 1.0)
+        if effect < min_effect:
+            continue
+        p = float(mannwhitneyu(left, right, alternative="two-sided").pvalue)
+        if best is None or p < best[0]:
+            best = (p, k)
+    # Every split was tried: ask for `alpha` over all of them (Bonferroni).
+    if best is not None and best[0] * (n - 2 * edge + 1) < alpha:
+        return best[1]
+    rho, p = spearmanr(np.arange(n), x)
+    if np.isfinite(p) and float(p) < alpha:
+        slope = float(np.polyfit(np.arange(n), x, 1)[0])
+        if abs(slope) * n / float(np.median(x)) >= min_effect and np.isfinite(rho):
+            return n // 2
+    return None

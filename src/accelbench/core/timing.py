@@ -15,7 +15,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
-from accelbench.core.stats import Summary, summarize
+from accelbench.core.stats import Summary, settling_point, summarize
 
 if TYPE_CHECKING:
     import torch
@@ -152,6 +152,8 @@ class TimingPolicy:
             raise ValueError("processes must be at least 1")
 
 
+MAX_EXTENSIONS = 3  # times the warm-up is extended when the samples have not settled
+
 STOP_CONVERGED = "converged"
 STOP_TIME = "time budget"
 STOP_SAMPLES = "sample cap"
@@ -163,9 +165,11 @@ class Timing:
 
     samples: tuple[float, ...]
     number: int  # calls per sample
-    warmup_calls: int
+    warmup_calls: int  # calls before the samples, extended warm-up included
     stop_reason: str
     confidence: float = 0.95
+    # False when the samples still stepped or drifted after every warm-up extension.
+    settled: bool = True
 
     def summary(self) -> Summary:
         return summarize(self.samples, self.confidence)
@@ -210,6 +214,8 @@ def measure(
     number = coordinator.agree(number)
 
     samples: list[float] = []
+    warmup_calls = len(per_call)
+    extensions = 0
     start = clock.now()
     while True:
         if flushing is not None:
@@ -217,8 +223,21 @@ def measure(
         samples.append(coordinator.slowest(clock.time(fn, number)) / number)
         stop = _stop_reason(samples, policy, clock.now() - start)
         stop = _STOPS[coordinator.agree(_STOPS.index(stop))]
-        if stop is not None:
-            return Timing(tuple(samples), number, len(per_call), stop, policy.confidence)
+        if stop is None:
+            continue
+        # Warm-up until steady: samples that step or drift before they settle were
+        # still warming up. Drop them, count them as warm-up, and sample on, at most
+        # MAX_EXTENSIONS times and never past twice the sampling budget.
+        settle = coordinator.agree(settling_point(samples) or 0)
+        if not settle:
+            return Timing(tuple(samples), number, warmup_calls, stop, policy.confidence)
+        if extensions >= MAX_EXTENSIONS or clock.now() - start >= 2 * policy.max_time:
+            return Timing(tuple(samples), number, warmup_calls, stop, policy.confidence,
+                          settled=False)
+        extensions += 1
+        warmup_calls += settle * number
+        del samples[:settle]
+        start = clock.now()
 
 
 def _stop_reason(samples: list[float], policy: TimingPolicy, elapsed: float) -> str | None:
@@ -244,4 +263,7 @@ def noise_warnings(timing: Timing, policy: TimingPolicy) -> tuple[str, ...]:
         )
     if summary.rel_iqr > policy.noisy_rel_iqr:
         out.append(f"noisy: IQR is {summary.rel_iqr:.0%} of the median")
+    if not timing.settled:
+        out.append(f"unsettled: the samples still stepped or drifted after "
+                   f"{MAX_EXTENSIONS} longer warm-ups")
     return tuple(out)
