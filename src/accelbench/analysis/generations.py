@@ -61,6 +61,7 @@ class Cell:
             "speedup": rel.ratio if rel else None,
             "speedup_ci": [rel.low, rel.high] if rel else None,
             "note": self.note or None,
+            "contended": self.results.contended,
         }
 
 

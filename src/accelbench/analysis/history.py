@@ -42,11 +42,12 @@ class Point:
     ci_high: float
     samples: int
     noisy: bool
+    contended: bool = False
 
     def to_dict(self) -> dict[str, Any]:
         return {"run": self.run_id, "started_at": self.started_at, "host": self.host,
                 "value": self.value, "ci": [self.ci_low, self.ci_high],
-                "samples": self.samples, "noisy": self.noisy}
+                "samples": self.samples, "noisy": self.noisy, "contended": self.contended}
 
 
 @dataclass(frozen=True)
@@ -156,7 +157,7 @@ def _point(run: StoredRun, m: Measurement) -> Point:
     low, high, _ = median_ci(values) if values.size else (np.nan, np.nan, False)
     return Point(run.record.id, run.record.started_at, run.record.host,
                  float(np.median(values)) if values.size else np.nan, low, high,
-                 len(m.samples), m.noisy)
+                 len(m.samples), m.noisy, m.contended)
 
 
 def _series(case: Case, generation_key: str, figure: Figure, points: list[Point],

@@ -13,11 +13,13 @@ any of its parameters, in any order; parameters not named are free. "*" is every
 
 from __future__ import annotations
 
+import dataclasses
 import fnmatch
 from collections.abc import Sequence
 from dataclasses import dataclass
 
 from accelbench.core.case import Case
+from accelbench.core.names import STATUS_SKIPPED
 from accelbench.errors import UserError
 from accelbench.store import RunRecord, Store, StoredRun
 
@@ -126,6 +128,21 @@ def select_runs(store: Store, refs: Sequence[str]) -> list[StoredRun]:
         chosen.update((r.id, r) for r in found)
     ordered = sorted(chosen.values(), key=lambda r: (r.started_at, r.id))
     return [store.load_run(r.id) for r in ordered]
+
+
+def exclude_contended(runs: Sequence[StoredRun]) -> list[StoredRun]:
+    """The runs with each figure measured on a busy host set aside: such a measurement
+    stays, as not measured, with what made the host busy as its reason, so a comparison
+    says why a case is missing instead of quietly losing it."""
+    out = []
+    for run in runs:
+        measurements = tuple(
+            dataclasses.replace(m, status=STATUS_SKIPPED, reason="excluded, measured on a "
+                                f"busy host: {'; '.join(m.contention) or 'contended'}")
+            if m.ok and m.contended else m
+            for m in run.measurements)
+        out.append(dataclasses.replace(run, measurements=measurements))
+    return out
 
 
 # -- cases -------------------------------------------------------------------------------

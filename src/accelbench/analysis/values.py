@@ -75,6 +75,11 @@ class CaseResults:
     def noisy(self) -> bool:
         return any(m.noisy for _, m in self.ok)
 
+    @property
+    def contended(self) -> bool:
+        """Some of the pooled figures were measured while the host was busy."""
+        return any(m.contended for _, m in self.ok)
+
     def median_ci(self, confidence: float = 0.95) -> tuple[float, float]:
         if not self.values.size:
             return math.nan, math.nan

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from accelbench.cli.options import add_json, add_store, open_store, print_json
+from accelbench.cli.options import add_exclude_contended, add_json, add_store, open_store, print_json
 
 NAME = "compare"
 HELP = "compare two runs (or two sets of runs, e.g. two stacks) case by case"
@@ -22,6 +22,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="exit with 1 when a case is significantly slower by PCT%% or more")
     parser.add_argument("--case", metavar="PATTERN",
                         help="only cases matching 'BENCH [NAME=GLOB ...]', e.g. 'gemm dtype=bf16'")
+    add_exclude_contended(parser)
     add_store(parser)
     add_json(parser)
 
@@ -38,7 +39,9 @@ def check_percent(value: float | None, option: str, allow_zero: bool = True) -> 
 
 def run(args: argparse.Namespace) -> int:
     from accelbench.analysis.compare import compare
-    from accelbench.analysis.select import parse_case_pattern, select_group
+    import dataclasses
+
+    from accelbench.analysis.select import exclude_contended, parse_case_pattern, select_group
     from accelbench.errors import EXIT_CASE_FAILED, UserError
 
     check_percent(args.min_effect, "--min-effect")
@@ -49,6 +52,9 @@ def run(args: argparse.Namespace) -> int:
     with open_store(args, create=False) as store:
         a = select_group(store, args.a)
         b = select_group(store, args.b)
+    if args.exclude_contended:
+        a = dataclasses.replace(a, runs=tuple(exclude_contended(a.runs)))
+        b = dataclasses.replace(b, runs=tuple(exclude_contended(b.runs)))
     result = compare(a, b, min_effect=args.min_effect / 100, alpha=args.alpha, cases=pattern)
     gate = args.fail_on_regression
     regressions = result.regressions(gate / 100) if gate is not None else []

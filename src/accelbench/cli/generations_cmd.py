@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from accelbench.cli.options import add_json, add_store, open_store, print_json, split_list
+from accelbench.cli.options import add_exclude_contended, add_json, add_store, open_store, print_json, split_list
 
 NAME = "generations"
 HELP = "throughput per stack generation (device, ROCm/CUDA, PyTorch), normalised to a baseline"
@@ -24,13 +24,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--case", metavar="PATTERN",
                         help="only cases matching 'BENCH [NAME=GLOB ...]'")
     parser.add_argument("--chart", metavar="FILE", help="also write the chart as an SVG file")
+    add_exclude_contended(parser)
     add_store(parser)
     add_json(parser)
 
 
 def run(args: argparse.Namespace) -> int:
     from accelbench.analysis.generations import generations
-    from accelbench.analysis.select import parse_case_pattern, select_runs
+    from accelbench.analysis.select import exclude_contended, parse_case_pattern, select_runs
     from accelbench.core.registry import FAMILIES
     from accelbench.errors import UserError
 
@@ -39,6 +40,8 @@ def run(args: argparse.Namespace) -> int:
     pattern = parse_case_pattern(args.case) if args.case else None
     with open_store(args, create=False) as store:
         runs = select_runs(store, args.runs)
+    if args.exclude_contended:
+        runs = exclude_contended(runs)
     result = generations(
         runs, baseline=args.baseline, family=args.family, models=split_list(args.model),
         dtypes=split_list(args.dtype), mode=None if args.mode == "all" else args.mode,

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from accelbench.cli.options import add_json, add_store, open_store, print_json
+from accelbench.cli.options import add_exclude_contended, add_json, add_store, open_store, print_json
 
 NAME = "history"
 HELP = "the series of a case over stored runs of the same stack, and where it changed"
@@ -22,13 +22,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="smallest step reported (default 5)")
     parser.add_argument("--fail-on-regression", action="store_true",
                         help="exit with 1 when a series ends on a regression")
+    add_exclude_contended(parser)
     add_store(parser)
     add_json(parser)
 
 
 def run(args: argparse.Namespace) -> int:
     from accelbench.analysis.history import case_matcher, history
-    from accelbench.analysis.select import select_runs
+    from accelbench.analysis.select import exclude_contended, select_runs
     from accelbench.cli.compare_cmd import check_percent
     from accelbench.errors import EXIT_CASE_FAILED, UserError
 
@@ -38,6 +39,8 @@ def run(args: argparse.Namespace) -> int:
     wanted = case_matcher(args.case)
     with open_store(args, create=False) as store:
         runs = select_runs(store, [])
+    if args.exclude_contended:
+        runs = exclude_contended(runs)
     series = history(runs, wanted, stacks=args.stack, hosts=args.host, limit=args.limit,
                      min_effect=args.min_effect / 100)
     down = [s for s in series if s.latest_regression is not None]

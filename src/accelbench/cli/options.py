@@ -22,6 +22,12 @@ def add_json(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--json", action="store_true", help="print machine-readable JSON")
 
 
+def add_exclude_contended(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--exclude-contended", action="store_true",
+                        help="leave out figures measured while the host was busy with other "
+                        "work (they are marked 'contended' otherwise)")
+
+
 def add_device(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--device",

@@ -33,6 +33,9 @@ def comparison_tables(c: Comparison) -> list[Table]:
         verdict = case.verdict
         if case.below_min_effect:
             verdict += f" (below {100 * c.min_effect:g}%)"
+        busy = [side for side, r in (("A", case.a), ("B", case.b)) if r.contended]
+        if busy:
+            verdict += f" (contended in {' and '.join(busy)})"
         rows.append((
             case.label,
             format_value(case.a.median, case.unit),
@@ -98,6 +101,8 @@ def generations_table(g: Generations) -> Table:
                 text += f" = {format_factor(rel.ratio)} {format_rel(rel.rel_half_width)}"
             elif cell.note:
                 text += f" ({cell.note})"
+            if cell.results.contended:
+                text += " (contended)"
             cells.append(text)
         rows.append((row.label, row.dtype, row.figure, *cells))
     filters = ", ".join(
@@ -125,6 +130,8 @@ def history_tables(series: Sequence[Series]) -> list[Table]:
         for i, p in enumerate(s.points):
             change = starts.get(i)
             mark = change.describe() if change else ""
+            if p.contended:
+                mark = f"{mark} (contended)".strip()
             rows.append((p.run_id, format_timestamp(p.started_at), p.host,
                          format_value(p.value, s.unit),
                          f"[{format_value(p.ci_low, s.unit)}, {format_value(p.ci_high, s.unit)}]",
