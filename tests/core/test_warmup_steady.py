@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from fakes import FakeClock
 
 from accelbench.core.stats import settling_point
 from accelbench.core.timing import MAX_EXTENSIONS, TimingPolicy, measure, noise_warnings
+from fakes import FakeClock
 
 POLICY = TimingPolicy(warmup_time=0.0, min_warmup_calls=2, block_time=1e-9, min_samples=5,
                       max_samples=400, max_time=2.0, target_rel_ci=0.005)

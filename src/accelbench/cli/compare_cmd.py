@@ -4,7 +4,13 @@ from __future__ import annotations
 
 import argparse
 
-from accelbench.cli.options import add_exclude_contended, add_json, add_store, open_store, print_json
+from accelbench.cli.options import (
+    add_exclude_contended,
+    add_json,
+    add_store,
+    open_store,
+    print_json,
+)
 
 NAME = "compare"
 HELP = "compare two runs (or two sets of runs, e.g. two stacks) case by case"
@@ -38,9 +44,9 @@ def check_percent(value: float | None, option: str, allow_zero: bool = True) -> 
 
 
 def run(args: argparse.Namespace) -> int:
-    from accelbench.analysis.compare import compare
     import dataclasses
 
+    from accelbench.analysis.compare import compare
     from accelbench.analysis.select import exclude_contended, parse_case_pattern, select_group
     from accelbench.errors import EXIT_CASE_FAILED, UserError
 

@@ -4,7 +4,14 @@ from __future__ import annotations
 
 import argparse
 
-from accelbench.cli.options import add_exclude_contended, add_json, add_store, open_store, print_json, split_list
+from accelbench.cli.options import (
+    add_exclude_contended,
+    add_json,
+    add_store,
+    open_store,
+    print_json,
+    split_list,
+)
 
 NAME = "generations"
 HELP = "throughput per stack generation (device, ROCm/CUDA, PyTorch), normalised to a baseline"

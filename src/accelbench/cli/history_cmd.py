@@ -4,7 +4,13 @@ from __future__ import annotations
 
 import argparse
 
-from accelbench.cli.options import add_exclude_contended, add_json, add_store, open_store, print_json
+from accelbench.cli.options import (
+    add_exclude_contended,
+    add_json,
+    add_store,
+    open_store,
+    print_json,
+)
 
 NAME = "history"
 HELP = "the series of a case over stored runs of the same stack, and where it changed"
