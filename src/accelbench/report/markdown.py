@@ -66,11 +66,14 @@ def run_report(
         "",
         "## How to read these numbers",
         "",
-        "Each result is the median of repeated samples after a warm-up; rates are work per "
-        "call over the median time per call. The CI column is the half-width of the 95% "
-        "confidence interval of the median (order statistics), relative to it. "
+        "Each result is the median of repeated samples after a warm-up, over several fresh "
+        "worker processes when n says 'in P'; rates are work per call over that time per "
+        "call. The CI column is the half-width of the stated 95% interval, relative to the "
+        "result: between processes, where a repeat run's figure is expected to fall; "
+        "within one process, the order-statistic CI of its median. "
         "Percentages are of the device's published dense peak for that precision; '-' "
-        "where no peak is published. Rows marked noisy did not reach the noise target.",
+        "where no peak is published. Rows marked noisy have a wide interval or spread; "
+        "rows marked contended were measured while the host was busy with other work.",
         "",
     ]
     return "\n".join(lines)

@@ -1,0 +1,115 @@
+"""Is the noise accelbench states true? Runs a suite several times, back to back, each in
+its own `accelbench run`, and prints:
+
+  (a) coverage: over every case and every pair of runs (earlier, later), the fraction of
+      later headline figures that fall inside the earlier run's stated 95% interval;
+  (b) run-to-run spread: per case, max/min - 1 of its headline figure over the runs;
+      the median and the worst, for the micro cases and for all.
+
+Goals on a 2-core machine that is otherwise idle: (a) at least 90%, (b) a median spread
+of at most 5% for the micro cases. Figures flagged contended are counted apart: on a busy
+host the interval is not expected to hold, and accelbench says so.
+
+    python bench/noise_calibration.py                       # quick suite, 3 runs
+    python bench/noise_calibration.py --runs 4 -- --device cpu
+    python bench/noise_calibration.py --store S.sqlite      # analyse runs already stored
+    python bench/noise_calibration.py --accelbench "python -m accelbench"  # another build
+"""
+
+from __future__ import annotations
+
+import argparse
+import itertools
+import shlex
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+GOAL_COVERAGE = 0.90
+GOAL_MICRO_SPREAD = 0.05
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--runs", type=int, default=3, help="runs of the suite (default 3)")
+    parser.add_argument("--suite", default="quick")
+    parser.add_argument("--store", help="analyse the runs in this store instead of running")
+    parser.add_argument("--accelbench", default=f"{shlex.quote(sys.executable)} -m accelbench",
+                        help="the command that runs accelbench (default: this Python's)")
+    parser.add_argument("extra", nargs="*", help="more arguments for `accelbench run`")
+    args = parser.parse_args(argv)
+    if args.store:
+        store = Path(args.store)
+    else:
+        store = Path(tempfile.mkdtemp(prefix="accelbench-noise-")) / "runs.sqlite"
+        for i in range(args.runs):
+            began = time.monotonic()
+            command = [*shlex.split(args.accelbench), "run", "--suite", args.suite,
+                       "--store", str(store), "--no-report", *args.extra]
+            done = subprocess.run(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                                  text=True, check=False)
+            print(f"run {i + 1}/{args.runs}: exit {done.returncode}, "
+                  f"{time.monotonic() - began:.0f} s", flush=True)
+            if done.returncode not in (0, 1):
+                print(done.stderr[-2000:], file=sys.stderr)
+                return 2
+    return report(store)
+
+
+def report(store_path: Path) -> int:
+    from accelbench.store import Store
+
+    with Store.open(store_path, create=False) as store:
+        runs = [store.load_run(r.id) for r in reversed(store.list_runs())]
+    print(f"{len(runs)} runs in {store_path}")
+    series: dict[str, list] = {}
+    for run in runs:
+        for m in run.measurements:
+            if m.ok and m.primary is not None:
+                series.setdefault(m.case.key, []).append(m)
+    covered = pairs = busy_pairs = busy_covered = 0
+    spreads: dict[str, list[float]] = {"micro": [], "all": []}
+    worst: tuple[float, str] = (0.0, "")
+    for ms in series.values():
+        if len(ms) < 2:
+            continue
+        for earlier, later in itertools.combinations(ms, 2):
+            figure, value = earlier.primary, later.primary.value
+            if figure.low is None or figure.high is None:
+                continue
+            inside = figure.low <= value <= figure.high
+            if earlier.contended or later.contended:
+                busy_pairs += 1
+                busy_covered += inside
+            else:
+                pairs += 1
+                covered += inside
+        values = [m.primary.value for m in ms]
+        spread = max(values) / min(values) - 1.0 if min(values) > 0 else float("inf")
+        spreads["all"].append(spread)
+        if ms[0].case.family == "micro":
+            spreads["micro"].append(spread)
+        worst = max(worst, (spread, ms[0].case.label))
+    print()
+    if pairs:
+        print(f"(a) coverage: {covered} of {pairs} later figures inside the earlier run's "
+              f"stated 95% interval = {covered / pairs:.0%} (goal >= {GOAL_COVERAGE:.0%})")
+    if busy_pairs:
+        print(f"    with a contended figure: {busy_covered} of {busy_pairs} "
+              f"= {busy_covered / busy_pairs:.0%} (not counted above)")
+    for family, values in spreads.items():
+        if values:
+            print(f"(b) run-to-run spread, {family} cases ({len(values)}): median "
+                  f"{statistics.median(values):.1%}, worst {max(values):.1%}")
+    if worst[1]:
+        print(f"    the worst: {worst[1]}")
+    ok = (pairs and covered / pairs >= GOAL_COVERAGE
+          and spreads["micro"] and statistics.median(spreads["micro"]) <= GOAL_MICRO_SPREAD)
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
