@@ -10,6 +10,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from accelbench.core.formats import read_version
+from accelbench.errors import StoreError
 from accelbench.profile.analysis import FORMAT_VERSION
 from accelbench.profile.categories import PARTS, short_name
 from accelbench.report.markdown import escape, markdown_table
@@ -17,11 +19,21 @@ from accelbench.report.tables import Table
 from accelbench.report.units import format_bytes, format_number, format_share, format_time
 
 
+def format_problem(analysis: Mapping[str, Any]) -> str | None:
+    """Why this accelbench cannot read the analysis (a newer or invalid format), or None.
+    A report shows that in place of the profile rather than failing as a whole."""
+    try:
+        read_version(dict(analysis), "profile analysis", FORMAT_VERSION)
+    except StoreError as e:
+        return str(e)
+    return None
+
+
 def profile_summary_rows(analysis: Mapping[str, Any]) -> list[tuple[str, str]]:
     """(label, value) rows: window, time breakdown, launches, overlap, memory, top items."""
-    if analysis.get("format_version", 1) > FORMAT_VERSION:
-        return [("Profile", f"analysis format {analysis['format_version']} is newer than "
-                            f"this accelbench reads ({FORMAT_VERSION})")]
+    problem = format_problem(analysis)
+    if problem:
+        return [("Profile", problem)]
     if "error" in analysis:
         return [("Profile", f"not analysed: {analysis['error']}")]
     rows: list[tuple[str, str]] = []
@@ -67,7 +79,7 @@ def profile_summary_rows(analysis: Mapping[str, Any]) -> list[tuple[str, str]]:
 
 
 def _readable(analysis: Mapping[str, Any]) -> bool:
-    return "error" not in analysis and analysis.get("format_version", 1) <= FORMAT_VERSION
+    return "error" not in analysis and format_problem(analysis) is None
 
 
 # -- terminal ----------------------------------------------------------------------------
