@@ -33,7 +33,7 @@ _UPGRADES: dict[int, Callable[[dict[str, Any]], dict[str, Any]]] = {
 CSV_COLUMNS = (
     "run_id", "generation_key", "device", "benchmark", "case", "params", "dtype", "status",
     "reason", "figure", "value", "unit", "low", "high", "pct_of_peak", "median_s",
-    "ci_low_s", "ci_high_s", "samples", "warnings",
+    "ci_low_s", "ci_high_s", "samples", "processes", "contended", "warnings",
 )
 
 
@@ -67,23 +67,27 @@ def load_json(data: Any) -> list[StoredRun]:
 
 def write_csv(runs: Iterable[StoredRun], fileobj: IO[str]) -> None:
     """One row per figure of each measurement; one row with empty figure columns for a
-    measurement without figures (failed, skipped). `samples` is the number of samples."""
+    measurement without figures (failed, skipped). `samples` is the number of samples,
+    `processes` of the worker processes they came from; `median_s` and its interval are the
+    time per call the figures derive from."""
     writer = csv.writer(fileobj)
     writer.writerow(CSV_COLUMNS)
     for run in runs:
         for m in run.measurements:
             case = m.case
-            stats = m.stats
+            spread = m.spread
             common = [
                 run.record.id, run.record.generation_key, case.device, case.benchmark,
                 case.label, json.dumps(case.param_dict, default=str), case.dtype, m.status,
                 m.reason,
             ]
             tail = [
-                stats.median if stats else None,
-                stats.ci_low if stats else None,
-                stats.ci_high if stats else None,
+                spread.center if spread else None,
+                spread.low if spread else None,
+                spread.high if spread else None,
                 len(m.samples),
+                len(m.timings),
+                "yes" if m.contended else "no",
                 "; ".join(m.warnings),
             ]
             figures = [[f.name, f.value, f.unit, f.low, f.high, f.pct_of_peak]
