@@ -12,7 +12,8 @@ from accelbench.runner.plan import Request, validate
 from accelbench.runner.session import run_session
 from accelbench.store import Store
 
-FAST = {"max_time": 0.2, "warmup_time": 0.0}
+# One process per case: rounds of processes are tested in tests/runner/test_interleaving.py.
+FAST = {"max_time": 0.2, "warmup_time": 0.0, "processes": 1}
 TINY_BERT = {"model": ("bert-tiny",), "batch": ("4",), "seq": ("16",),
              "steps_per_window": ("2",)}
 

@@ -8,7 +8,8 @@ from accelbench.runner.plan import Request, validate
 from accelbench.runner.session import run_session
 from accelbench.store import Store
 
-FAST = {"max_time": 0.05, "warmup_time": 0.0}
+# One process per case: rounds of processes are tested in tests/runner/test_interleaving.py.
+FAST = {"max_time": 0.05, "warmup_time": 0.0, "processes": 1}
 
 
 def test_failures_crashes_and_hangs_are_recorded_and_the_run_goes_on(store_path):

@@ -6,35 +6,22 @@ measuring, and every finished case is written to the store before the next start
 
 from __future__ import annotations
 
-import dataclasses
-import time
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
-from accelbench.core.measurement import (
-    STATUS_FAILED,
-    STATUS_OK,
-    STATUS_SKIPPED,
-    Measurement,
-    merge_processes,
-    not_measured,
-)
-from accelbench.core.timing import TimingPolicy
 from accelbench.env.device import DeviceInfo
 from accelbench.errors import EXIT_INTERNAL, UserError
 from accelbench.runner.messages import (
-    CaseMeasured,
     FingerprintRead,
-    MeasureCase,
     ReadFingerprint,
     Refused,
 )
 from accelbench.runner.plan import PlannedCase, ValidRequest, expand
 from accelbench.runner.recorder import Listener, Outcome, RunRecorder, SilentListener
-from accelbench.runner.supervisor import Worker, WorkerLost
+from accelbench.runner.rounds import Rounds, run_distributed, run_in_workers
+from accelbench.runner.supervisor import Worker, WorkerLost, WorkerSlot
 
 if TYPE_CHECKING:
-    from accelbench.runner.launcher import RankGroup
     from accelbench.store import Store
 
 __all__ = ["Listener", "Outcome", "SilentListener", "run_session"]
@@ -55,7 +42,7 @@ def run_session(
     from accelbench.runner.distributed import check_backend
 
     request = valid.request
-    slot = _WorkerSlot(worker_factory)
+    slot = WorkerSlot(worker_factory)
     try:
         fingerprint = Fingerprint.from_dict(_ask_fingerprint(slot.worker, request.device))
         device: DeviceInfo = fingerprint.device
@@ -77,139 +64,18 @@ def run_session(
 
         try:
             for first, segment in _segments(cases):
-                rounds = _Rounds(segment, first, valid.policy, recorder, request.wait_quiet)
+                rounds = Rounds(segment, first, valid.policy, recorder, request.wait_quiet)
                 if segment[0].benchmark.distributed:
                     assert backend is not None
-                    _run_distributed(rounds, device, valid.policy, backend, timeout_for)
+                    run_distributed(rounds, device, valid.policy, backend, timeout_for)
                 else:
-                    _run_in_workers(rounds, slot, device, valid.policy, timeout_for)
+                    run_in_workers(rounds, slot, device, valid.policy, timeout_for)
         except KeyboardInterrupt:
             recorder.interrupt()
             slot.worker.kill()
         return recorder.finish()
     finally:
         slot.worker.stop()
-
-
-class _Rounds:
-    """The cases of one segment, measured in `policy.processes` rounds of fresh processes,
-    interleaved (A1 B1 C1 A2 B2 C2 ...), so that a slow drift of the machine touches every
-    case alike. A case is recorded once its last round is in, or at once when a round
-    fails or skips it; an interrupted run records what each case measured so far."""
-
-    def __init__(self, segment: list[PlannedCase], first: int, policy: TimingPolicy,
-                 recorder: RunRecorder, wait_quiet_s: float | None = None) -> None:
-        self.segment = segment
-        self._wait_quiet_s = wait_quiet_s
-        self.first = first
-        self.count = policy.processes
-        self._policy = policy
-        self._recorder = recorder
-        self._parts: list[list[Measurement]] = [[] for _ in segment]
-        self._done: set[int] = set()
-
-    def pending(self) -> list[int]:
-        """Offsets of the cases that still need a round, in plan order."""
-        return [i for i in range(len(self.segment)) if i not in self._done]
-
-    def wait_quiet(self) -> Callable[[Measurement], Measurement]:
-        """With --wait-quiet, wait for a quiet host; returns what notes the wait on the
-        measurement that follows."""
-        if self._wait_quiet_s is None:
-            return lambda m: m
-        from accelbench.env.host import HostProbe, wait_quiet
-
-        quiet, waited, report = wait_quiet(self._wait_quiet_s,
-                                           probe=HostProbe(include_children=True))
-        note = None if quiet else (f"the host did not become quiet in {self._wait_quiet_s:g} s: "
-                                   + "; ".join(report.reasons))
-
-        def noted(m: Measurement) -> Measurement:
-            details = {**m.details, "waited_for_quiet_s": round(waited, 3)}
-            warnings = (*m.warnings, note) if note else m.warnings
-            return dataclasses.replace(m, details=details, warnings=warnings)
-
-        return noted
-
-    def started(self, offset: int) -> None:
-        self._recorder.listener.started(self.first + offset, self.segment[offset])
-
-    def add(self, offset: int, part: Measurement) -> None:
-        parts = self._parts[offset]
-        parts.append(part)
-        if part.status != STATUS_OK or len(parts) >= self.count:
-            self._record(offset)
-
-    def record_partial(self) -> None:
-        for offset in self.pending():
-            if self._parts[offset]:
-                self._record(offset, f"interrupted after {len(self._parts[offset])} of "
-                                     f"{self.count} processes")
-
-    def _record(self, offset: int, note: str | None = None) -> None:
-        self._done.add(offset)
-        merged = merge_processes(self._parts[offset], self._policy, self.count)
-        if note:
-            merged = dataclasses.replace(merged, warnings=(*merged.warnings, note))
-        self._recorder.record(self.first + offset, merged)
-
-
-def _run_in_workers(rounds: _Rounds, slot: _WorkerSlot, device: DeviceInfo,
-                    policy: TimingPolicy, timeout_for: Callable[[PlannedCase], float]) -> None:
-    try:
-        for number in range(rounds.count):
-            if number:
-                slot.replace()  # every round in fresh processes
-            for offset in rounds.pending():
-                planned = rounds.segment[offset]
-                worker = slot.for_case(planned)
-                rounds.started(offset)
-                waited = rounds.wait_quiet()
-                part = _measure(slot, worker, planned, device, policy, timeout_for(planned))
-                rounds.add(offset, waited(part))
-    except KeyboardInterrupt:
-        rounds.record_partial()
-        raise
-
-
-def _measure(slot: _WorkerSlot, worker: Worker, planned: PlannedCase, device: DeviceInfo,
-             policy: TimingPolicy, timeout: float) -> Measurement:
-    """One case in the worker; a lost worker fails the case and is replaced."""
-    started = time.time()
-    try:
-        reply = worker.ask(MeasureCase(planned, device, policy), timeout)
-    except WorkerLost as lost:
-        slot.replace()  # a fresh process for the cases that remain
-        return not_measured(planned.case, STATUS_FAILED, str(lost), started,
-                            time.time() - started)
-    if isinstance(reply, CaseMeasured):
-        return Measurement.from_dict(reply.record)
-    reason = reply.message if isinstance(reply, Refused) else f"unexpected reply {reply!r}"
-    return not_measured(planned.case, STATUS_FAILED, reason, started, time.time() - started)
-
-
-class _WorkerSlot:
-    """The worker process the next case runs in: replaced when it is lost, and when a
-    case's worker key differs from those of the cases it already ran."""
-
-    def __init__(self, factory: Callable[[], Worker]) -> None:
-        self._factory = factory
-        self.worker = factory()
-        self._keys: set[str] = set()
-
-    def for_case(self, planned: PlannedCase) -> Worker:
-        worker_key = planned.benchmark.worker_key
-        key = worker_key(planned.params) if worker_key else ""
-        if key and self._keys - {key}:
-            self.replace()
-        if key:
-            self._keys.add(key)
-        return self.worker
-
-    def replace(self) -> None:
-        self.worker.stop()
-        self.worker = self._factory()
-        self._keys = set()
 
 
 def _segments(cases: Sequence[PlannedCase]) -> list[tuple[int, list[PlannedCase]]]:
@@ -222,46 +88,6 @@ def _segments(cases: Sequence[PlannedCase]) -> list[tuple[int, list[PlannedCase]
         else:
             out.append((index, [planned]))
     return out
-
-
-def _run_distributed(
-    rounds: _Rounds,
-    device: DeviceInfo,
-    policy: TimingPolicy,
-    backend: str,
-    timeout_for: Callable[[PlannedCase], float],
-) -> None:
-    """Each round is one torchrun job (fresh ranks) over the cases still pending."""
-    from accelbench.runner.launcher import RankGroup
-
-    ranks = rounds.segment[0].ranks
-    for offset in rounds.pending():
-        planned = rounds.segment[offset]
-        if planned.benchmark.min_ranks > ranks:
-            # Said without starting any rank: there would be nothing to measure.
-            rounds.started(offset)
-            reason = (f"needs at least {planned.benchmark.min_ranks} ranks; run with "
-                      f"--nproc-per-node {planned.benchmark.min_ranks} or under torchrun")
-            rounds.add(offset, not_measured(planned.case, STATUS_SKIPPED, reason,
-                                            time.time(), 0.0))
-    group = RankGroup(ranks, backend)
-    try:
-        for _ in range(rounds.count):
-            runnable = rounds.pending()
-            if not runnable:
-                return
-            _run_job(group, rounds, runnable, device, policy, timeout_for)
-    except KeyboardInterrupt:
-        rounds.record_partial()
-        raise
-
-
-def _run_job(group: RankGroup, rounds: _Rounds, runnable: list[int], device: DeviceInfo,
-             policy: TimingPolicy, timeout_for: Callable[[PlannedCase], float]) -> None:
-    """One torchrun job over the cases at `runnable` (their offsets in the segment)."""
-    group.run([rounds.segment[offset] for offset in runnable], device, policy, timeout_for,
-              on_start=lambda i: rounds.started(runnable[i]),
-              on_result=lambda i, m: rounds.add(runnable[i], m))
 
 
 def _free_cores() -> int:

@@ -5,8 +5,10 @@ from __future__ import annotations
 import multiprocessing
 import signal
 import time
+from collections.abc import Callable
 
 from accelbench.runner.messages import Reply, Request, Stop
+from accelbench.runner.plan import PlannedCase
 from accelbench.runner.worker import worker_main
 
 
@@ -84,3 +86,27 @@ class Worker:
             except (BrokenPipeError, OSError):
                 pass
         self.kill()
+
+
+class WorkerSlot:
+    """The worker process the next case runs in: replaced when it is lost, and when a
+    case's worker key differs from those of the cases it already ran."""
+
+    def __init__(self, factory: Callable[[], Worker]) -> None:
+        self._factory = factory
+        self.worker = factory()
+        self._keys: set[str] = set()
+
+    def for_case(self, planned: PlannedCase) -> Worker:
+        worker_key = planned.benchmark.worker_key
+        key = worker_key(planned.params) if worker_key else ""
+        if key and self._keys - {key}:
+            self.replace()
+        if key:
+            self._keys.add(key)
+        return self.worker
+
+    def replace(self) -> None:
+        self.worker.stop()
+        self.worker = self._factory()
+        self._keys = set()

@@ -1,0 +1,166 @@
+"""The rounds of one segment of a run: each case measured in `processes` fresh worker
+processes (or torchrun jobs), interleaved across the segment's cases."""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+
+from accelbench.core.measurement import (
+    STATUS_FAILED,
+    STATUS_OK,
+    STATUS_SKIPPED,
+    Measurement,
+    merge_processes,
+    not_measured,
+)
+from accelbench.core.timing import TimingPolicy
+from accelbench.env.device import DeviceInfo
+from accelbench.runner.messages import CaseMeasured, MeasureCase, Refused
+from accelbench.runner.plan import PlannedCase
+from accelbench.runner.recorder import RunRecorder
+from accelbench.runner.supervisor import Worker, WorkerLost, WorkerSlot
+
+if TYPE_CHECKING:
+    from accelbench.runner.launcher import RankGroup
+
+
+class Rounds:
+    """The cases of one segment, measured in `policy.processes` rounds of fresh processes,
+    interleaved (A1 B1 C1 A2 B2 C2 ...), so that a slow drift of the machine touches every
+    case alike. A case is recorded once its last round is in, or at once when a round
+    fails or skips it; an interrupted run records what each case measured so far."""
+
+    def __init__(self, segment: list[PlannedCase], first: int, policy: TimingPolicy,
+                 recorder: RunRecorder, wait_quiet_s: float | None = None) -> None:
+        self.segment = segment
+        self._wait_quiet_s = wait_quiet_s
+        self.first = first
+        self.count = policy.processes
+        self._policy = policy
+        self._recorder = recorder
+        self._parts: list[list[Measurement]] = [[] for _ in segment]
+        self._done: set[int] = set()
+
+    def pending(self) -> list[int]:
+        """Offsets of the cases that still need a round, in plan order."""
+        return [i for i in range(len(self.segment)) if i not in self._done]
+
+    def wait_quiet(self) -> Callable[[Measurement], Measurement]:
+        """With --wait-quiet, wait for a quiet host; returns what notes the wait on the
+        measurement that follows."""
+        if self._wait_quiet_s is None:
+            return lambda m: m
+        from accelbench.env.host import HostProbe, wait_quiet
+
+        quiet, waited, report = wait_quiet(self._wait_quiet_s,
+                                           probe=HostProbe(include_children=True))
+        note = None if quiet else (f"the host did not become quiet in {self._wait_quiet_s:g} s: "
+                                   + "; ".join(report.reasons))
+
+        def noted(m: Measurement) -> Measurement:
+            details = {**m.details, "waited_for_quiet_s": round(waited, 3)}
+            warnings = (*m.warnings, note) if note else m.warnings
+            return dataclasses.replace(m, details=details, warnings=warnings)
+
+        return noted
+
+    def started(self, offset: int) -> None:
+        self._recorder.listener.started(self.first + offset, self.segment[offset])
+
+    def add(self, offset: int, part: Measurement) -> None:
+        parts = self._parts[offset]
+        parts.append(part)
+        if part.status != STATUS_OK or len(parts) >= self.count:
+            self._record(offset)
+
+    def record_partial(self) -> None:
+        for offset in self.pending():
+            if self._parts[offset]:
+                self._record(offset, f"interrupted after {len(self._parts[offset])} of "
+                                     f"{self.count} processes")
+
+    def _record(self, offset: int, note: str | None = None) -> None:
+        self._done.add(offset)
+        merged = merge_processes(self._parts[offset], self._policy, self.count)
+        if note:
+            merged = dataclasses.replace(merged, warnings=(*merged.warnings, note))
+        self._recorder.record(self.first + offset, merged)
+
+
+def run_in_workers(rounds: Rounds, slot: WorkerSlot, device: DeviceInfo,
+                    policy: TimingPolicy, timeout_for: Callable[[PlannedCase], float]) -> None:
+    try:
+        for number in range(rounds.count):
+            if number:
+                slot.replace()  # every round in fresh processes
+            for offset in rounds.pending():
+                planned = rounds.segment[offset]
+                worker = slot.for_case(planned)
+                rounds.started(offset)
+                waited = rounds.wait_quiet()
+                part = _measure(slot, worker, planned, device, policy, timeout_for(planned))
+                rounds.add(offset, waited(part))
+    except KeyboardInterrupt:
+        rounds.record_partial()
+        raise
+
+
+def _measure(slot: WorkerSlot, worker: Worker, planned: PlannedCase, device: DeviceInfo,
+             policy: TimingPolicy, timeout: float) -> Measurement:
+    """One case in the worker; a lost worker fails the case and is replaced."""
+    started = time.time()
+    try:
+        reply = worker.ask(MeasureCase(planned, device, policy), timeout)
+    except WorkerLost as lost:
+        slot.replace()  # a fresh process for the cases that remain
+        return not_measured(planned.case, STATUS_FAILED, str(lost), started,
+                            time.time() - started)
+    if isinstance(reply, CaseMeasured):
+        return Measurement.from_dict(reply.record)
+    reason = reply.message if isinstance(reply, Refused) else f"unexpected reply {reply!r}"
+    return not_measured(planned.case, STATUS_FAILED, reason, started, time.time() - started)
+
+
+def run_distributed(
+    rounds: Rounds,
+    device: DeviceInfo,
+    policy: TimingPolicy,
+    backend: str,
+    timeout_for: Callable[[PlannedCase], float],
+) -> None:
+    """Each round is one torchrun job (fresh ranks) over the cases still pending."""
+    from accelbench.runner.launcher import RankGroup
+
+    ranks = rounds.segment[0].ranks
+    for offset in rounds.pending():
+        planned = rounds.segment[offset]
+        if planned.benchmark.min_ranks > ranks:
+            # Said without starting any rank: there would be nothing to measure.
+            rounds.started(offset)
+            reason = (f"needs at least {planned.benchmark.min_ranks} ranks; run with "
+                      f"--nproc-per-node {planned.benchmark.min_ranks} or under torchrun")
+            rounds.add(offset, not_measured(planned.case, STATUS_SKIPPED, reason,
+                                            time.time(), 0.0))
+    group = RankGroup(ranks, backend)
+    try:
+        for _ in range(rounds.count):
+            runnable = rounds.pending()
+            if not runnable:
+                return
+            _run_job(group, rounds, runnable, device, policy, timeout_for)
+    except KeyboardInterrupt:
+        rounds.record_partial()
+        raise
+
+
+def _run_job(group: RankGroup, rounds: Rounds, runnable: list[int], device: DeviceInfo,
+             policy: TimingPolicy, timeout_for: Callable[[PlannedCase], float]) -> None:
+    """One torchrun job over the cases at `runnable` (their offsets in the segment)."""
+    group.run([rounds.segment[offset] for offset in runnable], device, policy, timeout_for,
+              on_start=lambda i: rounds.started(runnable[i]),
+              on_result=lambda i, m: rounds.add(runnable[i], m))
+
+
