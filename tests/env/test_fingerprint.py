@@ -60,12 +60,15 @@ def test_cpu_fingerprint_from_the_installed_torch(fakes):
     assert "| CPU |" in key and key.endswith(f"PyTorch {torch.__version__.split('+')[0]}")
 
 
-def test_cpu_fingerprint_is_stable_and_json_able():
+def test_cpu_fingerprint_is_stable_and_comes_back_whole_from_json():
     first = collect("cpu", run=lambda argv: None, environ=ENV)
     second = collect("cpu", run=lambda argv: None, environ=ENV)
     assert re.fullmatch(r"[0-9a-f]{16}", first.fingerprint_id)
     assert first.fingerprint_id == second.fingerprint_id
-    json.dumps(first.to_dict())
+    loaded = Fingerprint.from_dict(json.loads(json.dumps(first.to_dict())))
+    assert loaded == first and loaded.data == first.data
+    assert loaded.fingerprint_id == first.fingerprint_id
+    assert loaded.generation_key == first.generation_key
 
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="this machine has a GPU")
@@ -214,16 +217,50 @@ def test_a_fingerprint_survives_a_missing_vendor_tool(fakes):
 # --- storing ----------------------------------------------------------------------------
 
 
-def test_round_trip_through_json_keeps_identity(fakes):
-    fp = collect(
-        "cuda:0", torch_module=fakes.mi250x(), run=fakes.replay("mi250x-rocm6.2"), environ=ENV
-    )
+BUILDS = {
+    "mi250x": ("mi250x-rocm6.2", "AMD Instinct MI250X | ROCm 6.2 | PyTorch 2.5.1"),
+    "mi300x": ("mi300x-rocm6.3", "AMD Instinct MI300X | ROCm 6.3 | PyTorch 2.6.0"),
+    "h100": ("h100-cuda12.4", "NVIDIA H100 80GB HBM3 | CUDA 12.4 | PyTorch 2.5.1"),
+}
+
+
+def _build(fakes, build, environ=None, device="cuda:0"):
+    node, _ = BUILDS[build]
+    return collect(device, torch_module=getattr(fakes, build)(), run=fakes.replay(node),
+                   environ=ENV if environ is None else environ)
+
+
+@pytest.mark.parametrize("build", sorted(BUILDS))
+def test_round_trip_through_json_keeps_every_field_and_the_identity(fakes, build):
+    fp = _build(fakes, build)
     stored = json.loads(json.dumps(fp.to_dict()))
     assert stored["format_version"] == FORMAT_VERSION == 1
     loaded = Fingerprint.from_dict(stored)
-    assert loaded == fp
+    assert loaded == fp and loaded.data == fp.data and loaded.device == fp.device
+    assert loaded.to_dict() == fp.to_dict()
     assert loaded.fingerprint_id == fp.fingerprint_id
-    assert loaded.generation_key == fp.generation_key
+    assert loaded.generation_key == fp.generation_key == BUILDS[build][1]
+
+
+def test_the_identity_is_the_content_not_the_order_it_was_written_in(fakes):
+    fp = _build(fakes, "mi250x")
+    shuffled = dict(reversed(list(fp.to_dict().items())))
+    assert Fingerprint.from_dict(shuffled).fingerprint_id == fp.fingerprint_id
+    changed = json.loads(json.dumps(fp.to_dict()))
+    changed["libraries"]["collective"]["version"] = "2.20.6"  # one library, one patch
+    assert Fingerprint.from_dict(changed).fingerprint_id != fp.fingerprint_id
+
+
+def test_builds_of_different_generations_have_different_keys_and_ids(fakes):
+    made = {build: _build(fakes, build) for build in BUILDS}
+    assert len({fp.generation_key for fp in made.values()}) == len(BUILDS)
+    assert len({fp.fingerprint_id for fp in made.values()}) == len(BUILDS)
+    # The generation key names the product, the runtime's major.minor and PyTorch,
+    # whatever the device index, the driver found or the switches set.
+    other = collect("cuda:1", torch_module=fakes.mi250x(), run=fakes.no_tools,
+                    environ={"HIPBLASLT_LOG_LEVEL": "3"})
+    assert other.generation_key == made["mi250x"].generation_key
+    assert other.fingerprint_id != made["mi250x"].fingerprint_id
 
 
 def test_a_newer_format_is_refused_clearly(fakes):
@@ -236,13 +273,43 @@ def test_a_newer_format_is_refused_clearly(fakes):
         Fingerprint.from_dict(stored)
 
 
-def test_an_environment_switch_changes_the_fingerprint(fakes):
+@pytest.mark.parametrize(
+    ("name", "value"),
+    [
+        ("TORCH_BLAS_PREFER_HIPBLASLT", "0"),
+        ("HIPBLASLT_TENSILE_LIBPATH", "/opt/tuned"),
+        ("ROCBLAS_LAYER", "2"),
+        ("MIOPEN_FIND_MODE", "FAST"),
+        ("NCCL_MIN_NCHANNELS", "112"),
+        ("HIP_VISIBLE_DEVICES", "0"),
+        ("PYTORCH_TUNABLEOP_ENABLED", "1"),
+        ("OMP_NUM_THREADS", "4"),
+    ],
+)
+def test_an_environment_switch_lands_in_the_fingerprint_and_changes_its_id(fakes, name, value):
     def make(env):
         return collect("cuda", torch_module=fakes.mi250x(), run=fakes.no_tools, environ=env)
 
-    plain, tuned = make({}), make({"TORCH_BLAS_PREFER_HIPBLASLT": "0"})
+    plain, tuned = make({"HOME": "/root"}), make({"HOME": "/root", name: value})
+    assert tuned.data["environment"] == {name: value}
+    assert plain.data["environment"] == {}
     assert plain.fingerprint_id != tuned.fingerprint_id
+    assert make({"HOME": "/root", name: value + "1"}).fingerprint_id != tuned.fingerprint_id
     assert plain.generation_key == tuned.generation_key
+    stored = Fingerprint.from_dict(json.loads(json.dumps(tuned.to_dict())))
+    assert stored.data["environment"] == {name: value}
+
+
+def test_unrelated_variables_and_secrets_change_nothing(fakes):
+    def make(env):
+        return collect("cuda", torch_module=fakes.mi250x(), run=fakes.no_tools, environ=env)
+
+    plain = make({})
+    noisy = make({"HOME": "/home/other", "PATH": "/opt/bin", "LANG": "C", "SSH_AUTH_SOCK": "x",
+                  "NCCL_API_KEY": "k", "HIPBLASLT_TOKEN": "t", "TORCH_PASSWORD": "p"})
+    assert noisy.data["environment"] == {}
+    assert noisy.fingerprint_id == plain.fingerprint_id
+    assert "secret" not in json.dumps(make(ENV).to_dict())
 
 
 # --- pieces -----------------------------------------------------------------------------

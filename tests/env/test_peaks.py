@@ -1,5 +1,7 @@
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import pytest
 
 from accelbench.core.dtypes import DTYPES
@@ -39,34 +41,135 @@ def test_every_listed_device_is_found_by_its_pytorch_name(torch_name, platform, 
     assert peaks.source
 
 
-def test_mi250x_figures_are_per_gcd():
-    peaks = lookup(gpu("AMD Instinct MI250X", "rocm", "gfx90a"))
-    assert peaks.devices_per_package == 2
-    assert peaks.dense["fp16"] == 383.0
-    assert peaks.dense_flops("fp16") == pytest.approx(383.0e12 / 2)
-    assert peaks.dense_flops("fp64") == pytest.approx(95.7e12 / 2)
-    assert peaks.memory_bandwidth == pytest.approx(3.2768e12 / 2)
-    mi250 = lookup(gpu("AMD Instinct MI250", "rocm", "gfx90a"))
-    assert mi250.dense_flops("bf16") == pytest.approx(362.1e12 / 2)
+# The vendors' own spec parameters, from which their datasheets compute each peak:
+# compute units (CUs or SMs), the clock the figure assumes, FLOP (OP for int8) per clock
+# per unit for each precision, and the memory's bus width and per-pin data rate. AMD's
+# datasheet footnotes give the products (e.g. MI300X: 304 CUs x 2100 MHz x 2048
+# FLOP/clock/CU = 1307.4 TFLOP/s fp16). NVIDIA's Hopper figures assume two boost clocks:
+# 1830 MHz (SXM5) or 1620 MHz (PCIe) for tensor-core math, 1980 or 1755 MHz for fp64 and
+# fp32 (H100 whitepaper, table 3). NVIDIA fp32 is the CUDA cores' figure (128 per SM on
+# Hopper, 64 on Ampere, two FLOP per FMA); AMD fp32 and fp64 are the matrix cores', but
+# MI100 has no fp64 matrix cores and its fp64 figure is the vector one.
+@dataclass(frozen=True)
+class Spec:
+    units: int  # CUs or SMs per PyTorch device
+    clock_mhz: dict[str, float]  # per precision
+    per_clock: dict[str, int]  # dense FLOP per clock per unit, per precision
+    sparse: tuple[str, ...]  # precisions the vendor rates at 2x with 2:4 sparsity
+    bus_bits: int | None  # memory bus per PyTorch device
+    gbps: float | None  # memory data rate per pin
+    devices: int = 1  # PyTorch devices per package
 
 
-def test_dense_and_sparse_are_kept_apart():
-    h100 = lookup(gpu("NVIDIA H100 80GB HBM3"))
-    assert h100.dense_flops("fp16") == pytest.approx(989.5e12)
-    assert h100.sparse_flops("fp16") == pytest.approx(1979e12)
-    assert h100.dense_flops("fp32") == pytest.approx(67e12)  # CUDA cores, not tensor cores
-    assert h100.sparse_flops("fp32") is None
-    mi300x = lookup(gpu("AMD Instinct MI300X", "rocm", "gfx942"))
-    assert mi300x.dense_flops("fp8") == pytest.approx(2614.9e12)
-    assert mi300x.sparse_flops("fp8") == pytest.approx(5229.8e12)
+def _clocks(mhz: float, keys: str = "fp64 fp32 tf32 fp16 bf16 fp8 int8") -> dict[str, float]:
+    return dict.fromkeys(keys.split(), mhz)
 
 
-def test_what_a_datasheet_does_not_give_is_absent():
-    a100 = lookup(gpu("NVIDIA A100-SXM4-80GB"))
-    assert a100.dense_flops("fp8") is None
+CDNA1_CU = {"fp64": 64, "fp32": 256, "fp16": 1024, "bf16": 512, "int8": 1024}
+CDNA2_CU = {"fp64": 256, "fp32": 256, "fp16": 1024, "bf16": 1024, "int8": 1024}
+CDNA3_CU = {"fp64": 256, "fp32": 256, "tf32": 1024, "fp16": 2048, "bf16": 2048, "fp8": 4096,
+            "int8": 4096}
+AMPERE_SM = {"fp64": 128, "fp32": 128, "tf32": 1024, "fp16": 2048, "bf16": 2048, "int8": 4096}
+HOPPER_SM = {"fp64": 256, "fp32": 256, "tf32": 2048, "fp16": 4096, "bf16": 4096, "fp8": 8192,
+             "int8": 8192}
+TENSOR_SPARSE = ("tf32", "fp16", "bf16", "fp8", "int8")
+AMPERE_SPARSE = ("tf32", "fp16", "bf16", "int8")  # Ampere has no fp8
+
+
+def _hopper(sms: int, high_mhz: float, tensor_mhz: float, bus_bits: int, gbps: float) -> Spec:
+    return Spec(sms, {**_clocks(high_mhz, "fp64 fp32"), **_clocks(tensor_mhz,
+                                                                   "tf32 fp16 bf16 fp8 int8")},
+                HOPPER_SM, TENSOR_SPARSE, bus_bits, gbps)
+
+
+SPECS = {
+    # 120 CUs at 1502 MHz; 4096-bit HBM2 at 2.4 Gb/s.
+    "AMD Instinct MI100": Spec(120, _clocks(1502), CDNA1_CU, (), 4096, 2.4),
+    # 104 CUs at 1700 MHz; 4096-bit HBM2e at 3.2 Gb/s.
+    "AMD Instinct MI210": Spec(104, _clocks(1700), CDNA2_CU, (), 4096, 3.2),
+    # Per GCD: 104 (MI250) or 110 (MI250X) CUs at 1700 MHz, 4096 bits of HBM2e at 3.2 Gb/s.
+    "AMD Instinct MI250": Spec(104, _clocks(1700), CDNA2_CU, (), 4096, 3.2, devices=2),
+    "AMD Instinct MI250X": Spec(110, _clocks(1700), CDNA2_CU, (), 4096, 3.2, devices=2),
+    # 304 CUs at 2100 MHz; 8192-bit HBM3 at 5.2 Gb/s. MI325X: the same die with HBM3E,
+    # whose data rate AMD does not print (only "6 TB/s"), so its memory is not derived.
+    "AMD Instinct MI300X": Spec(304, _clocks(2100), CDNA3_CU, TENSOR_SPARSE, 8192, 5.2),
+    "AMD Instinct MI325X": Spec(304, _clocks(2100), CDNA3_CU, TENSOR_SPARSE, None, None),
+    # 108 SMs at 1410 MHz; 5120-bit HBM2 at 2.43 Gb/s (40GB), HBM2e at 3.186 (SXM4 80GB)
+    # or 3.024 Gb/s (PCIe 80GB).
+    "NVIDIA A100 SXM4 40GB": Spec(108, _clocks(1410), AMPERE_SM, AMPERE_SPARSE, 5120, 2.43),
+    "NVIDIA A100 PCIe 40GB": Spec(108, _clocks(1410), AMPERE_SM, AMPERE_SPARSE, 5120, 2.43),
+    "NVIDIA A100 SXM4 80GB": Spec(108, _clocks(1410), AMPERE_SM, AMPERE_SPARSE, 5120, 3.186),
+    "NVIDIA A100 PCIe 80GB": Spec(108, _clocks(1410), AMPERE_SM, AMPERE_SPARSE, 5120, 3.024),
+    # 132 SMs; 5120-bit HBM3 at 5.2 Gb/s. H200: the same GPU, 6144-bit HBM3E at 6.2 Gb/s.
+    "NVIDIA H100 SXM5": _hopper(132, 1980, 1830, 5120, 5.2),
+    "NVIDIA H200 SXM": _hopper(132, 1980, 1830, 6144, 6.2),
+    # 114 SMs; 5120-bit HBM2e at 3.2 Gb/s (the datasheet rounds to "2 TB/s").
+    "NVIDIA H100 PCIe": _hopper(114, 1755, 1620, 5120, 3.2),
+}
+COMPUTE_REL = 0.01  # datasheets print three or four significant figures
+MEMORY_REL = 0.025  # and bandwidth to two or three ("2 TB/s", "5.3 TB/s")
+
+
+def _derived_dense(spec: Spec, key: str) -> float:
+    """FLOP/s per PyTorch device from the spec parameters."""
+    return spec.units * spec.clock_mhz[key] * 1e6 * spec.per_clock[key]
+
+
+def test_every_table_entry_has_its_spec_here():
+    assert {p.name for p in all_peaks()} == set(SPECS)
+
+
+@pytest.mark.parametrize("name", sorted(SPECS))
+def test_dense_peaks_are_what_the_spec_parameters_give(name):
+    spec, peaks = SPECS[name], _entry(name)
+    assert peaks.devices_per_package == spec.devices
+    # A precision the vendor rates is in the table, and nothing else is.
+    assert set(peaks.dense) == set(spec.per_clock)
+    for key in spec.per_clock:
+        assert peaks.dense_flops(key) == pytest.approx(_derived_dense(spec, key),
+                                                       rel=COMPUTE_REL), key
+
+
+@pytest.mark.parametrize("name", sorted(SPECS))
+def test_sparse_peaks_are_twice_dense_where_the_vendor_says_so(name):
+    spec, peaks = SPECS[name], _entry(name)
+    assert set(peaks.sparse) == set(spec.sparse)
+    for key in spec.sparse:
+        assert peaks.sparse_flops(key) == pytest.approx(2 * _derived_dense(spec, key),
+                                                        rel=COMPUTE_REL), key
+    assert peaks.sparse_flops("fp64") is None and peaks.sparse_flops("fp32") is None
+
+
+@pytest.mark.parametrize("name", sorted(n for n, s in SPECS.items() if s.bus_bits))
+def test_memory_bandwidth_is_bus_width_times_data_rate(name):
+    spec, peaks = SPECS[name], _entry(name)
+    derived = spec.bus_bits / 8 * spec.gbps * 1e9
+    assert peaks.memory_bandwidth == pytest.approx(derived, rel=MEMORY_REL)
+
+
+def test_mi250_and_mi250x_devices_are_one_gcd_each():
+    for name in ("AMD Instinct MI250", "AMD Instinct MI250X"):
+        peaks = lookup(gpu(name, "rocm", "gfx90a"))
+        assert peaks.devices_per_package == 2
+        for key in peaks.dense:
+            # What PyTorch sees is half the package the datasheet rates.
+            assert peaks.dense_flops(key) == pytest.approx(peaks.dense[key] * 1e12 / 2)
+        assert peaks.memory_bandwidth == pytest.approx(peaks.memory_tbs * 1e12 / 2)
+    # MI250X's GCD has 110 CUs where MI210's whole GPU has 104, at the same clock.
     mi250x = lookup(gpu("AMD Instinct MI250X", "rocm", "gfx90a"))
-    assert mi250x.dense_flops("tf32") is None and mi250x.dense_flops("fp8") is None
-    assert mi250x.sparse_flops("fp16") is None
+    mi210 = lookup(gpu("AMD Instinct MI210", "rocm", "gfx90a"))
+    assert mi250x.dense_flops("fp64") / mi210.dense_flops("fp64") == pytest.approx(110 / 104,
+                                                                                    rel=0.01)
+
+
+def test_h200_computes_like_h100_sxm_with_more_bandwidth():
+    h100, h200 = _entry("NVIDIA H100 SXM5"), _entry("NVIDIA H200 SXM")
+    assert h200.dense == h100.dense and h200.sparse == h100.sparse
+    assert h200.memory_tbs > h100.memory_tbs
+
+
+def _entry(name: str):
+    return next(p for p in all_peaks() if p.name == name)
 
 
 def test_the_cpu_has_no_published_peak():

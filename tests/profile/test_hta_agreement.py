@@ -1,6 +1,7 @@
 """Our analysis agrees with HolisticTraceAnalysis on the CUDA fixture, where HTA runs.
 
-HTA is not a dependency (see README, Profiling); this check runs where it is installed.
+HTA is not a dependency of accelbench (see README, Profiling), only of its development
+environment (requirements-dev.txt); elsewhere this check is skipped.
 HTA measures from the first kernel's start rather than the first step's, so idle time
 is compared as busy time; and it drops the last step unless told to keep it.
 """

@@ -1,5 +1,6 @@
 """Distributed cases on CPU ranks (gloo, torchrun): in step, stored once, failures contained."""
 
+import os
 from pathlib import Path
 
 import pytest
@@ -21,7 +22,8 @@ FAST = {"max_time": 0.2, "warmup_time": 0.0}
 @pytest.fixture
 def importable_samples(monkeypatch):
     """torchrun's ranks are new interpreters: they find the sample benchmarks by path."""
-    monkeypatch.setenv("PYTHONPATH", str(Path(__file__).parent))
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join(
+        filter(None, (str(Path(__file__).parent), os.environ.get("PYTHONPATH")))))
 
 
 def test_ranks_run_in_step_and_failures_stay_with_their_case(store_path, importable_samples):

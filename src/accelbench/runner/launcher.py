@@ -1,12 +1,14 @@
 """The supervising side of a distributed job: start the ranks with torchrun, follow them.
 
-Rank 0 writes one JSON line when a case starts and one with its result. A case that
-runs past its timeout, or ranks that die, fail that case; the job is started again for
-the cases that remain, so one bad case never costs the others.
+Rank 0 writes one JSON line when a case starts and one with its result; a rank whose
+case failed writes one line saying so at once. A case that a rank fails, one that runs
+past its timeout, or ranks that die, fail that case: the job is ended there and started
+again for the cases that remain, so one bad case never costs the others.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import pickle
@@ -16,7 +18,9 @@ import sys
 import tempfile
 import time
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from accelbench.core.measurement import STATUS_FAILED, Measurement, not_measured
 from accelbench.core.timing import TimingPolicy
@@ -24,9 +28,6 @@ from accelbench.env.device import DeviceInfo
 from accelbench.runner.plan import PlannedCase
 
 STARTUP_TIMEOUT_S = 300.0  # every rank imports torch and joins the group
-# After a rank other than 0 reports a failure, how long rank 0 may still need to report
-# the case itself (it does when every rank failed alike, e.g. an unsupported setting).
-RANK_FAILURE_GRACE_S = 5.0
 
 
 class RankGroup:
@@ -87,53 +88,148 @@ class RankGroup:
                 stdin=subprocess.DEVNULL, start_new_session=True,
             )
         lines = _LineReader(results)
-        current = 0
+        progress = JobProgress(len(cases))
         started_at = time.time()
         deadline = time.monotonic() + STARTUP_TIMEOUT_S + timeout_for(cases[0])
-        rank_failure: str | None = None
+
+        def apply(events: list[Event]) -> None:
+            nonlocal started_at, deadline
+            for event in events:
+                if isinstance(event, Started):
+                    started_at = time.time()
+                    deadline = time.monotonic() + timeout_for(cases[event.index])
+                    on_start(event.index)
+                elif isinstance(event, Finished):
+                    on_result(event.index, Measurement.from_dict(event.measurement))
+                else:
+                    on_result(event.index, self._failed(cases[event.index], event, started_at))
+
         try:
-            while current < len(cases):
+            while not progress.done:
                 records = lines.read()
-                for record in records:
-                    if record["event"] == "start":
-                        current = record["index"]
-                        started_at = time.time()
-                        deadline = time.monotonic() + timeout_for(cases[current])
-                        rank_failure = None
-                        on_start(current)
-                    elif record["event"] == "rank_failed":
-                        if rank_failure is None and record["index"] == current:
-                            rank_failure = f"rank {record['rank']}: {record['reason']}"
-                            deadline = min(deadline, time.monotonic() + RANK_FAILURE_GRACE_S)
-                    else:
-                        on_result(record["index"], Measurement.from_dict(record["measurement"]))
-                        current = record["index"] + 1
+                apply(progress.feed(records))
+                if progress.ended:
+                    # A rank failed its case: the others may wait for it forever inside
+                    # the case's collectives, so the job ends now and starts again after.
+                    _kill(process)
+                    return progress.settled
                 if records:
                     continue
                 code = process.poll()
                 if code is not None and not lines.read(peek=True):
-                    # A rank's own report of its failure says more than the exit code.
-                    reason = rank_failure or f"ranks exited with code {code}{_last_line(log)}"
-                    on_result(current, self._failed(cases[current], reason, started_at))
-                    return current + 1
+                    apply(progress.fail(f"ranks exited with code {code}{_last_line(log)}"))
+                    return progress.settled
                 if time.monotonic() > deadline:
                     _kill(process)
-                    reason = rank_failure or (
-                        f"timed out after {timeout_for(cases[current]):g} s "
-                        f"(all {self.nproc_per_node} ranks stopped)")
-                    on_result(current, self._failed(cases[current], reason, started_at))
-                    return current + 1
+                    apply(progress.fail(
+                        f"timed out after {timeout_for(cases[progress.settled]):g} s "
+                        f"(all {self.nproc_per_node} ranks stopped)"))
+                    return progress.settled
                 time.sleep(0.05)
         except BaseException:
             _kill(process)
             raise
         process.wait(timeout=60)
-        return current
+        return progress.settled
 
     @staticmethod
-    def _failed(planned: PlannedCase, reason: str, started_at: float) -> Measurement:
-        return not_measured(planned.case, STATUS_FAILED, reason, started_at,
+    def _failed(planned: PlannedCase, failure: Failed, started_at: float) -> Measurement:
+        if failure.measurement is not None:  # the failing rank's own account, details kept
+            reported = Measurement.from_dict(failure.measurement)
+            return dataclasses.replace(reported, case=planned.case, status=STATUS_FAILED,
+                                       reason=failure.reason, figures=())
+        return not_measured(planned.case, STATUS_FAILED, failure.reason, started_at,
                             time.time() - started_at)
+
+
+@dataclass(frozen=True)
+class Started:
+    index: int
+
+
+@dataclass(frozen=True)
+class Finished:
+    index: int
+    measurement: dict[str, Any]
+
+
+@dataclass(frozen=True)
+class Failed:
+    index: int
+    reason: str
+    measurement: dict[str, Any] | None = None
+
+
+Event = Started | Finished | Failed
+
+
+class JobProgress:
+    """What the lines of one job say about its cases, in whatever order they arrive.
+
+    Rank 0 writes `start` and `result` lines; any rank whose case failed writes
+    `rank_failed` at once, before the ranks exchange outcomes. Lines of different ranks
+    interleave freely: a rank's failure of a case may come before rank 0's `start` of it
+    (even before its `result` of the case before). Failures are kept by case index, so
+    none is lost to the order, and the first case not yet settled that has one is failed
+    with the first reason given for it; the job then ends (`ended`) without waiting on
+    any clock. Cases are settled in order; `settled` counts them.
+
+    A failure that a rank reports with `lost_peers` (other ranks already dead when it
+    failed) only echoes their death, which broke its collectives; it is not taken, and
+    the job's exit, sure to follow, says what happened.
+    """
+
+    def __init__(self, count: int) -> None:
+        self.count = count
+        self.settled = 0
+        self.ended = False
+        self._announced = -1  # the last case whose start was passed on
+        self._failures: dict[int, dict[str, Any]] = {}
+
+    @property
+    def done(self) -> bool:
+        return self.ended or self.settled >= self.count
+
+    def feed(self, records: Sequence[dict[str, Any]]) -> list[Event]:
+        events: list[Event] = []
+        for record in records:
+            if self.done:
+                break  # after a failure the job is over; later lines change nothing
+            kind = record["event"]
+            index = record["index"]
+            if index < self.settled:
+                continue
+            if kind == "start":
+                self._announce(index, events)
+            elif kind == "rank_failed":
+                if not record.get("lost_peers"):
+                    self._failures.setdefault(index, record)
+            else:
+                self._announce(index, events)
+                events.append(Finished(index, record["measurement"]))
+                self.settled = index + 1
+            failure = self._failures.get(self.settled)
+            if failure is not None:
+                self._announce(self.settled, events)
+                events.append(Failed(self.settled, f"rank {failure['rank']}: {failure['reason']}",
+                                     failure.get("measurement")))
+                self.settled += 1
+                self.ended = True
+        return events
+
+    def fail(self, reason: str) -> list[Event]:
+        """The job ended (ranks exited or timed out) with the next case unsettled."""
+        events: list[Event] = []
+        self._announce(self.settled, events)
+        events.append(Failed(self.settled, reason))
+        self.settled += 1
+        self.ended = True
+        return events
+
+    def _announce(self, index: int, events: list[Event]) -> None:
+        if index > self._announced:
+            self._announced = index
+            events.append(Started(index))
 
 
 class _LineReader:

@@ -1,4 +1,5 @@
-"""What every rank of a distributed job runs: the same cases, in step; rank 0 reports.
+"""What every rank of a distributed job runs: the same cases, in step; rank 0 reports
+each case's combined outcome, and any rank its own failure of a case at once.
 
 Started by torchrun, either by `accelbench run --nproc-per-node N` (this module's
 `main`, reading its cases from a job file and writing results as JSON lines), or by the
@@ -9,9 +10,11 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import os
 import pickle
 import sys
 from collections.abc import Callable, Sequence
+from pathlib import Path
 from typing import Any
 
 from accelbench.core.context import DistInfo
@@ -35,13 +38,14 @@ def run_cases_as_rank(
     info: DistInfo,
     on_start: Callable[[int], None],
     on_result: Callable[[int, Measurement], None],
-    on_rank_failure: Callable[[int, str], None] | None = None,
+    on_rank_failure: Callable[[int, Measurement], None] | None = None,
 ) -> None:
     """Run every case on this rank; rank 0's callbacks see the combined outcome.
 
-    A rank other than 0 whose case failed says so through `on_rank_failure` at once:
-    if the other ranks are still inside the case's collectives, they will never reach
-    the exchange of outcomes, and the supervisor should not wait for them.
+    A rank whose case failed, rank 0 included, says so through `on_rank_failure` at
+    once, with its failed measurement: if the other ranks are still inside the case's
+    collectives, they will never reach the exchange of outcomes, and whoever supervises
+    the job should not wait for them.
     """
     from accelbench.runner.distributed import GroupCoordinator, gather_outcomes
     from accelbench.runner.worker import execute_case
@@ -51,8 +55,9 @@ def run_cases_as_rank(
         if info.rank == 0:
             on_start(index)
         measurement = execute_case(planned, device, policy, info, coordinator)
-        if info.rank != 0 and measurement.status == STATUS_FAILED and on_rank_failure:
-            on_rank_failure(index, measurement.reason or "failed")
+        if measurement.status == STATUS_FAILED and on_rank_failure:
+            on_rank_failure(index, dataclasses.replace(
+                measurement, details={**measurement.details, "dist": info.to_dict()}))
         outcomes = gather_outcomes(measurement.status, measurement.reason)
         if info.rank == 0:
             on_result(index, combine(measurement, outcomes, info))
@@ -84,26 +89,68 @@ def main(argv: Sequence[str]) -> int:
         job: dict[str, Any] = pickle.load(f)
     info = init_group(job["backend"], job["device"].type, job["group_timeout_s"])
     device = rank_device(job["device"], info)
-    # Every rank appends whole lines (O_APPEND): rank 0 its results, others their failures.
-    out = open(results_path, "a", encoding="utf-8")  # noqa: SIM115
+    # Every rank appends whole lines, rank 0 its results, each rank its failures: one
+    # write(2) per line on an O_APPEND descriptor, so lines of different ranks never mix.
+    out = os.open(results_path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
 
     def emit(record: dict[str, Any]) -> None:
-        out.write(json.dumps(record, default=str) + "\n")
-        out.flush()
+        os.write(out, (json.dumps(record, default=str) + "\n").encode())
+
+    pids: list[int] = []
+
+    def report_failure(index: int, m: Measurement) -> None:
+        # A rank that has died breaks the collectives of the others: their failures then
+        # only echo its death, which the job's exit will report. It died before they
+        # failed, so it is seen here, whenever the supervisor reads the line.
+        lost = [r for r, pid in enumerate(pids) if r != info.rank and not running(pid)]
+        emit({"event": "rank_failed", "index": index, "rank": info.rank,
+              "reason": m.reason or "failed", "lost_peers": lost,
+              "measurement": m.to_dict()})
 
     try:
+        pids.extend(_all_pids())
         run_cases_as_rank(
             job["cases"], device, job["policy"], info,
             on_start=lambda i: emit({"event": "start", "index": i}),
             on_result=lambda i, m: emit({"event": "result", "index": i,
                                          "measurement": m.to_dict()}),
-            on_rank_failure=lambda i, reason: emit({"event": "rank_failed", "index": i,
-                                                    "rank": info.rank, "reason": reason}),
+            on_rank_failure=report_failure,
         )
     finally:
-        out.close()
+        os.close(out)
         shutdown_group()
     return 0
+
+
+def _all_pids() -> list[int]:
+    """Every rank's process id, by rank (the ranks share this node)."""
+    import torch.distributed as dist
+
+    pids: list[int] = [0] * dist.get_world_size()
+    dist.all_gather_object(pids, os.getpid())
+    return pids
+
+
+PF_EXITING = 0x4  # Linux: the process has begun to exit; its sockets close after this
+
+
+def running(pid: int) -> bool:
+    """Whether a process is alive and not on its way out."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except FileNotFoundError:
+        return False
+    except OSError:  # no /proc: only whether the process is there at all
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return False
+        except PermissionError:
+            return True
+        return True
+    fields = stat[stat.rindex(")") + 2:].split()  # after "pid (name) "
+    state, flags = fields[0], int(fields[6])
+    return state not in ("Z", "X", "x") and not flags & PF_EXITING
 
 
 if __name__ == "__main__":

@@ -1,0 +1,206 @@
+"""Charts drawn to SVG: parsed back and read for what a reader of the report would see."""
+
+from __future__ import annotations
+
+import math
+import re
+import xml.etree.ElementTree as ET
+
+import pytest
+
+from accelbench.report.charts import BarSeries, LineSeries, bar_chart, format_bytes, line_chart
+
+SVG_NS = "{http://www.w3.org/2000/svg}"
+XLINK = "http://www.w3.org/1999/xlink"
+BAR_FILLS = re.compile(r"fill:\s*(#[0-9a-f]{6})")
+
+
+def parse_inline(svg: str) -> ET.Element:
+    """The markup as an HTML page holds it: HTML declares the xlink prefix for inline SVG
+    itself, so the markup leaves it out; XML needs it said."""
+    assert svg.startswith("<svg "), svg[:80]
+    wrapper = ET.fromstring(f'<html xmlns:xlink="{XLINK}">{svg}</html>')
+    [root] = list(wrapper)
+    assert root.tag == "svg"
+    return root
+
+
+def texts(root: ET.Element) -> list[str]:
+    return [" ".join("".join(el.itertext()).split()) for el in root.iter()
+            if el.tag.removeprefix(SVG_NS) == "text"]
+
+
+def bars(root: ET.Element) -> list[tuple[str, float, float, float, float]]:
+    """(fill, x0, y0, x1, y1) of each bar: the filled rectangles clipped to the plot area
+    (the backgrounds and legend swatches are not clipped)."""
+    found = []
+    for el in root.iter():
+        if el.tag.removeprefix(SVG_NS) != "path" or "clip-path" not in el.attrib:
+            continue
+        fill = BAR_FILLS.search(el.get("style", ""))
+        numbers = [float(v) for v in re.findall(r"-?\d+(?:\.\d+)?", el.get("d", ""))]
+        if not fill or fill.group(1) == "#ffffff" or len(numbers) != 8:
+            continue
+        xs, ys = numbers[0::2], numbers[1::2]
+        found.append((fill.group(1), min(xs), min(ys), max(xs), max(ys)))
+    return found
+
+
+def ids(root: ET.Element) -> list[str]:
+    return [el.get("id") for el in root.iter() if el.get("id")]
+
+
+def test_vertical_bars_one_per_value_with_lengths_in_proportion():
+    svg = bar_chart("speed", ["a", "b", "c"], [BarSeries("run", [1.0, 2.0, 4.0])],
+                    ylabel="TFLOP/s", title="GEMM throughput")
+    root = parse_inline(svg)
+    drawn = bars(root)
+    assert len(drawn) == 3
+    heights = [y1 - y0 for _, _, y0, _, y1 in drawn]
+    widths = [x1 - x0 for _, x0, _, x1, _ in drawn]
+    assert heights == pytest.approx([heights[0], 2 * heights[0], 4 * heights[0]], rel=1e-3)
+    assert max(widths) == pytest.approx(min(widths))
+    assert len({y1 for *_, y1 in drawn}) == 1  # all stand on the same baseline
+    shown = texts(root)
+    for label in ("a", "b", "c", "TFLOP/s", "GEMM throughput"):
+        assert label in shown, label
+
+
+def test_grouped_bars_skip_missing_values_and_name_each_series():
+    svg = bar_chart("groups", ["x", "y", "z"],
+                    [BarSeries("before", [1.0, None, 3.0]),
+                     BarSeries("after", [2.0, 2.5, math.nan])], ylabel="s")
+    root = parse_inline(svg)
+    drawn = bars(root)
+    assert len(drawn) == 4  # None and NaN draw nothing
+    by_fill: dict[str, int] = {}
+    for fill, *_ in drawn:
+        by_fill[fill] = by_fill.get(fill, 0) + 1
+    assert sorted(by_fill.values()) == [2, 2] and len(by_fill) == 2
+    shown = texts(root)
+    assert "before" in shown and "after" in shown  # a legend for more than one series
+
+
+def test_long_labels_turn_the_bars_horizontal():
+    long = ["resnet50.layer3.1.conv2", "resnet50.conv1 (stem)"]
+    assert min(len(label) for label in long) > 12
+    root = parse_inline(bar_chart("long", long, [BarSeries("run", [3.0, 6.0])], ylabel="s"))
+    drawn = bars(root)
+    assert len(drawn) == 2
+    lengths = [x1 - x0 for _, x0, _, x1, _ in drawn]
+    assert lengths[1] == pytest.approx(2 * lengths[0], rel=1e-3)
+    assert len({x0 for _, x0, *_ in drawn}) == 1  # from the same axis on the left
+    assert drawn[0][2] < drawn[1][2]  # the first category on top
+    assert set(long) <= set(texts(root))
+    short = bars(parse_inline(bar_chart("short", ["ab", "cd"], [BarSeries("run", [3.0, 6.0])],
+                                        ylabel="s")))
+    assert len({x0 for _, x0, *_ in short}) == 2  # side by side: vertical
+
+
+def test_error_bars_and_the_reference_line_are_drawn():
+    plain = parse_inline(bar_chart("plain", ["a", "b"], [BarSeries("r", [1.0, 2.0])],
+                                   ylabel="x"))
+    marked = parse_inline(bar_chart(
+        "marked", ["a", "b"], [BarSeries("r", [1.0, 2.0], [(0.8, 1.3), (1.9, 2.2)])],
+        ylabel="x", reference=1.5))
+    assert any("LineCollection" in i for i in ids(marked))  # the error bars
+    assert not any("LineCollection" in i for i in ids(plain))
+    dashed = [el for el in marked.iter() if "stroke-dasharray" in el.get("style", "")]
+    assert dashed and not [el for el in plain.iter()
+                           if "stroke-dasharray" in el.get("style", "")]
+
+
+def test_hostile_label_text_stays_text():
+    hostile = '<script>alert("x")</script> & <img src=x onerror=1>'
+    svg = bar_chart("hostile", [hostile[:12], "b"], [BarSeries(hostile, [1.0, 2.0]),
+                                                    BarSeries("other", [1.5, 1.0])],
+                    ylabel="a & b < c", title=hostile)
+    root = parse_inline(svg)
+    assert not [el for el in root.iter() if el.tag in ("script", "img", "foreignObject")]
+    assert not [el for el in root.iter() for name in el.attrib if name.startswith("on")]
+    shown = texts(root)
+    assert "a & b < c" in shown
+    assert any(t.startswith('<script>alert("x")</script> &') for t in shown)
+    assert "<script" not in svg  # escaped in the markup itself
+
+
+def test_dollar_signs_and_underscores_are_shown_as_written():
+    root = parse_inline(bar_chart("money", ["$x^2$", "b"], [BarSeries("_hidden", [1.0, 2.0]),
+                                                           BarSeries("b", [1.0, 1.0])],
+                                  ylabel="$ per run"))
+    shown = texts(root)
+    assert "$x^2$" in shown and "$ per run" in shown  # no mathtext
+    assert "_hidden" in shown  # a leading underscore would hide it from the legend
+
+
+def test_long_labels_are_cut_with_an_ellipsis():
+    label = "m" * 100
+    shown = texts(parse_inline(bar_chart("cut", [label], [BarSeries("r", [1.0])], ylabel="x")))
+    [cut] = [t for t in shown if t.startswith("mmm")]
+    assert cut.endswith("…") and len(cut) < len(label)
+
+
+def test_ids_are_the_chart_s_own_and_every_reference_resolves():
+    first = parse_inline(bar_chart("one", ["a", "b"], [BarSeries("r", [1.0, 2.0])],
+                                   ylabel="x"))
+    second = parse_inline(bar_chart("two", ["a", "b"], [BarSeries("r", [1.0, 2.0])],
+                                    ylabel="x"))
+    for root, prefix in ((first, "one-"), (second, "two-")):
+        own = ids(root)
+        assert own and all(i.startswith(prefix) for i in own)
+        assert len(own) == len(set(own))
+        referenced = set()
+        for el in root.iter():
+            for name, value in el.attrib.items():
+                referenced.update(re.findall(r"url\(#([^)]+)\)", value))
+                if name == f"{{{XLINK}}}href" or name == "href":
+                    referenced.add(value.removeprefix("#"))
+        assert referenced and referenced <= set(own)
+    assert not set(ids(first)) & set(ids(second))
+    with pytest.raises(ValueError, match="chart id"):
+        bar_chart("Bad id", ["a"], [BarSeries("r", [1.0])], ylabel="x")
+
+
+def test_no_external_reference_prolog_or_metadata_inline():
+    svg = bar_chart("clean", ["a"], [BarSeries("r", [1.0])], ylabel="x")
+    assert "http" not in svg and "<?xml" not in svg and "<!DOCTYPE" not in svg
+    assert "<metadata" not in svg
+    root = parse_inline(svg)
+    assert root.get("role") == "img" and root.get("data-chart") == "clean"
+
+
+def test_a_standalone_chart_is_a_complete_svg_file():
+    svg = bar_chart("file", ["a", "b"], [BarSeries("r", [1.0, 2.0])], ylabel="x",
+                    standalone=True)
+    root = ET.fromstring(svg.encode())
+    assert root.tag == f"{SVG_NS}svg"
+    assert len(bars(root)) == 2
+    for el in root.iter():
+        for name, value in el.attrib.items():
+            if name.endswith("href"):
+                assert value.startswith("#"), value  # nothing fetched from elsewhere
+
+
+def test_line_chart_draws_each_point_and_names_each_series():
+    series = [LineSeries("all-reduce", [8, 1024, 65536], [1e6, 1e8, 2e9]),
+              LineSeries("all-gather", [8, 1024], [2e6, 5e7])]
+    svg = line_chart("sweep", series, xlabel="message size", ylabel="B/s",
+                     title="Bus bandwidth", logx=True, byte_ticks=True)
+    root = parse_inline(svg)
+    shown = texts(root)
+    for label in ("all-reduce", "all-gather", "message size", "B/s", "Bus bandwidth"):
+        assert label in shown, label
+    assert "64 KiB" in shown and "1 KiB" in shown  # sizes on a base-2 axis
+    markers = [el for el in root.iter() if el.tag == "use"
+               and el.get(f"{{{XLINK}}}href", "").startswith("#sweep-m")
+               and el.get("style", "").find("stroke: #000000") < 0]
+    # One marker per point, and one beside each series' name in the legend.
+    assert len(markers) == 3 + 2 + len(series)
+
+
+@pytest.mark.parametrize(("n", "shown"), [
+    (1, "1 B"), (1023, "1023 B"), (1024, "1 KiB"), (65536, "64 KiB"), (1.5 * 2**20, "1.5 MiB"),
+    (2**30, "1 GiB"), (2**40, "1024 GiB"),
+])
+def test_byte_sizes_are_binary(n, shown):
+    assert format_bytes(n) == shown

@@ -1,0 +1,188 @@
+"""How the supervisor of a distributed job reads its ranks' lines, in any order they arrive.
+
+The ranks append to one file without any order between them: a rank's report of its own
+failure may land before rank 0's `start` of that case, or even before rank 0's `result`
+of the case before. None of that may lose the failure or make it wait on a clock.
+"""
+
+import os
+import subprocess
+import sys
+import textwrap
+
+import pytest
+from sample_benches import DIST_REGISTRY
+
+from accelbench.core.case import Case
+from accelbench.core.measurement import Measurement, not_measured
+from accelbench.runner.launcher import Failed, Finished, JobProgress, RankGroup, Started
+from accelbench.runner.plan import PlannedCase
+from accelbench.runner.ranks import running
+
+
+def start(i):
+    return {"event": "start", "index": i}
+
+
+def result(i, status="ok", reason=None):
+    return {"event": "result", "index": i, "measurement": {"status": status, "reason": reason}}
+
+
+def rank_failed(i, rank, reason):
+    return {"event": "rank_failed", "index": i, "rank": rank, "reason": reason,
+            "measurement": {"status": "failed", "reason": reason, "rank": rank}}
+
+
+def failure(i, rank, reason):
+    return Failed(i, f"rank {rank}: {reason}", rank_failed(i, rank, reason)["measurement"])
+
+
+def test_a_failure_reported_before_the_start_of_its_case_fails_the_case_at_once():
+    progress = JobProgress(3)
+    events = progress.feed([rank_failed(0, 1, "only rank 1 saw this")])
+    assert events == [Started(0), failure(0, 1, "only rank 1 saw this")]
+    assert progress.ended and progress.settled == 1
+    # Rank 0's start, arriving later, neither revives the case nor clears its failure.
+    assert progress.feed([start(0)]) == []
+    assert progress.settled == 1
+
+
+def test_the_same_order_within_one_read():
+    progress = JobProgress(2)
+    events = progress.feed([rank_failed(0, 1, "boom"), start(0), result(0, "failed", "x")])
+    assert events == [Started(0), failure(0, 1, "boom")]
+    assert progress.ended and progress.settled == 1
+
+
+def test_a_failure_that_overtakes_the_result_of_the_case_before_waits_for_it():
+    progress = JobProgress(3)
+    assert progress.feed([start(0)]) == [Started(0)]
+    # Rank 1 is through case 0 and has already failed case 1; rank 0's lines follow.
+    assert progress.feed([rank_failed(1, 1, "wrong sum")]) == []
+    assert not progress.ended
+    events = progress.feed([result(0), start(1)])
+    assert events == [Finished(0, result(0)["measurement"]), Started(1),
+                      failure(1, 1, "wrong sum")]
+    assert progress.ended and progress.settled == 2
+
+
+def test_the_first_failure_of_a_case_is_the_one_recorded():
+    progress = JobProgress(1)
+    progress.feed([start(0)])
+    events = progress.feed([rank_failed(0, 1, "first"), rank_failed(0, 0, "second")])
+    assert events == [failure(0, 1, "first")]
+
+
+def test_rank_0_reports_its_own_failure_like_any_rank():
+    progress = JobProgress(2)
+    events = progress.feed([start(0), rank_failed(0, 0, "RuntimeError: boom")])
+    assert events == [Started(0), failure(0, 0, "RuntimeError: boom")]
+    assert progress.ended
+
+
+def test_a_job_without_failures_settles_every_case_in_order():
+    progress = JobProgress(2)
+    events = progress.feed([start(0), result(0)]) + progress.feed([start(1), result(1)])
+    assert events == [Started(0), Finished(0, result(0)["measurement"]),
+                      Started(1), Finished(1, result(1)["measurement"])]
+    assert progress.done and not progress.ended and progress.settled == 2
+
+
+def test_lines_about_settled_cases_change_nothing():
+    progress = JobProgress(2)
+    progress.feed([start(0), result(0)])
+    assert progress.feed([rank_failed(0, 1, "late")]) == []
+    assert not progress.ended and progress.settled == 1
+
+
+def test_a_job_that_ends_otherwise_fails_the_case_it_was_in():
+    progress = JobProgress(3)
+    progress.feed([start(0), result(0)])
+    assert progress.fail("ranks exited with code 1") == [
+        Started(1), Failed(1, "ranks exited with code 1")]
+    assert progress.ended and progress.settled == 2
+    never_started = JobProgress(1)
+    assert never_started.fail("timed out") == [Started(0), Failed(0, "timed out")]
+
+
+def test_failures_that_echo_a_dead_rank_are_left_to_the_job_s_exit():
+    progress = JobProgress(2)
+    assert progress.feed([start(0)]) == [Started(0)]
+    # Rank 1 had died when rank 0 failed: rank 0's broken collective is no failure of its own.
+    echo = {**rank_failed(0, 0, "RuntimeError: Connection closed by peer"), "lost_peers": [1]}
+    assert progress.feed([echo]) == []
+    assert not progress.ended
+    assert progress.fail("ranks exited with code 1") == [Failed(0, "ranks exited with code 1")]
+    # A report from before the death counts, whenever it is read.
+    progress = JobProgress(2)
+    events = progress.feed([start(0), {**rank_failed(0, 1, "mine"), "lost_peers": []}, echo])
+    assert events == [Started(0), failure(0, 1, "mine")]
+
+
+def test_a_process_is_running_until_it_begins_to_exit():
+    assert running(os.getpid())
+    child = subprocess.Popen([sys.executable, "-c", "pass"])
+    os.waitid(os.P_PID, child.pid, os.WEXITED | os.WNOWAIT)  # exited, not yet reaped
+    assert not running(child.pid)
+    child.wait()
+    assert not running(child.pid)
+
+
+# A stand-in for torchrun and its ranks: writes given lines in the given order, then
+# waits forever, as ranks stuck in a collective would. Only ending the job ends it.
+FAKE_RANKS = textwrap.dedent("""
+    import json, pickle, sys, time
+    from accelbench.core.measurement import Measurement, not_measured
+    job, results = sys.argv[1:]
+    cases = pickle.load(open(job, "rb"))["cases"]
+    def line(record):
+        with open(results, "a") as f:
+            f.write(json.dumps(record) + "\\n")
+    if len(cases) == 3:  # the first job: case 0 is measured, rank 1 fails case 1 early
+        failed = not_measured(cases[1].case, "failed", "only rank 1 saw this", 1.0, 0.5,
+                              {"traceback": "rank 1's"})
+        line({"event": "start", "index": 0})
+        line({"event": "rank_failed", "index": 1, "rank": 1, "reason": failed.reason,
+              "measurement": failed.to_dict()})
+        line({"event": "result", "index": 0,
+              "measurement": Measurement(cases[0].case, "ok", samples=(1.0,), number=1).to_dict()})
+        line({"event": "start", "index": 1})
+        time.sleep(3600)
+    for i, planned in enumerate(cases):  # the job started again for the cases left
+        line({"event": "start", "index": i})
+        line({"event": "result", "index": i,
+              "measurement": Measurement(planned.case, "ok", samples=(2.0,), number=1).to_dict()})
+""")
+
+
+class FakeRanks(RankGroup):
+    def command(self, job, results):
+        return [sys.executable, "-c", FAKE_RANKS, str(job), str(results)]
+
+
+@pytest.mark.timeout(120)
+def test_the_supervisor_ends_the_job_on_a_rank_failure_and_runs_the_rest():
+    bench = DIST_REGISTRY.get("dist_fails")
+    cases = [PlannedCase(bench, Case.make(bench.name, bench.version, bench.family, {"i": i},
+                                          "cpu"), {}, 2) for i in range(3)]
+    started, results = [], {}
+    # Were the job left to its timeout, the test would run into its own.
+    FakeRanks(2, "gloo").run(cases, None, None, lambda planned: 3600.0, started.append,
+                             results.__setitem__)
+    assert started == [0, 1, 2]
+    assert [results[i].status for i in range(3)] == ["ok", "failed", "ok"]
+    assert results[0].samples == (1.0,) and results[2].samples == (2.0,)
+    failed = results[1]
+    assert failed.reason == "rank 1: only rank 1 saw this"
+    assert failed.case == cases[1].case
+    assert failed.details == {"traceback": "rank 1's"}  # the failing rank's own account
+    assert isinstance(failed, Measurement) and failed.figures == ()
+
+
+def test_a_failure_without_the_rank_s_measurement_is_timed_by_the_supervisor():
+    bench = DIST_REGISTRY.get("dist_fails")
+    planned = PlannedCase(bench, Case.make(bench.name, bench.version, bench.family, {}, "cpu"),
+                          {}, 2)
+    m = RankGroup._failed(planned, Failed(0, "rank 1: boom"), started_at=100.0)
+    expected = not_measured(planned.case, "failed", "rank 1: boom", 100.0, m.duration_s)
+    assert m == expected and m.duration_s > 0
