@@ -28,7 +28,8 @@ from accelbench.runner.session import run_session
 from accelbench.store import Store
 
 HERE = Path(__file__).parent
-FAST = {"max_time": 0.03, "warmup_time": 0.0, "block_time": 0.002, "min_samples": 3}
+# One process per case: rounds of processes are tested in tests/runner/test_interleaving.py.
+FAST = {"max_time": 0.03, "warmup_time": 0.0, "block_time": 0.002, "min_samples": 3, "processes": 1}
 
 
 def _suite(*entries: tuple[str, dict[str, Any]]) -> Suite:

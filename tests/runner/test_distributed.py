@@ -16,7 +16,8 @@ from accelbench.runner.session import run_session
 from accelbench.store import Store
 from fakes import stored_measurement
 
-FAST = {"max_time": 0.2, "warmup_time": 0.0}
+# One process per case: rounds of processes are tested in tests/runner/test_interleaving.py.
+FAST = {"max_time": 0.2, "warmup_time": 0.0, "processes": 1}
 
 
 @pytest.fixture

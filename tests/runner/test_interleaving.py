@@ -182,3 +182,21 @@ def test_sample_registry_still_runs_in_real_workers(store_path) -> None:
         outcome = run_session(validate(request, SAMPLE_REGISTRY), store)
     (m,) = outcome.measurements
     assert len(m.timings) == 2 and m.details["processes"] == 2
+
+
+def test_distributed_rounds_are_fresh_torchrun_jobs(store_path, monkeypatch) -> None:
+    """Each round of a distributed segment is its own torchrun job, sampled on its own."""
+    import os
+    from pathlib import Path
+
+    from sample_benches import DIST_REGISTRY
+
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join(
+        filter(None, (str(Path(__file__).parent), os.environ.get("PYTHONPATH")))))
+    request = Request(benches=("dist_sum",), nproc_per_node=2,
+                      timing={"processes": 2, "max_time": 0.1, "warmup_time": 0.0})
+    with Store.open(store_path) as store:
+        outcome = run_session(validate(request, DIST_REGISTRY), store)
+    (m,) = outcome.measurements
+    assert m.ok and len(m.timings) == 2 and m.details["processes"] == 2
+    assert len(m.hosts) == 2

@@ -66,8 +66,8 @@ class RankGroup:
                     pickle.dump({"cases": list(remaining), "device": device, "policy": policy,
                                  "backend": self.backend, "group_timeout_s": group_timeout}, f)
                 finished = self._follow(remaining, results, log, job, timeout_for,
-                                        lambda i, d=done: on_start(d + i),
-                                        lambda i, m, d=done: on_result(d + i, m))
+                                        _shifted_start(on_start, done),
+                                        _shifted_result(on_result, done))
                 done += finished
 
     def _follow(
@@ -137,9 +137,20 @@ class RankGroup:
         if failure.measurement is not None:  # the failing rank's own account, details kept
             reported = Measurement.from_dict(failure.measurement)
             return dataclasses.replace(reported, case=planned.case, status=STATUS_FAILED,
-                                       reason=failure.reason, figures=())
+                                       reason=failure.reason, timings=(), rates=(),
+                                       measured=())
         return not_measured(planned.case, STATUS_FAILED, failure.reason, started_at,
                             time.time() - started_at)
+
+
+def _shifted_start(on_start: Callable[[int], None], by: int) -> Callable[[int], None]:
+    """A job's callbacks number its cases from 0; the caller's, from the first case left."""
+    return lambda i: on_start(by + i)
+
+
+def _shifted_result(on_result: Callable[[int, Measurement], None], by: int
+                    ) -> Callable[[int, Measurement], None]:
+    return lambda i, m: on_result(by + i, m)
 
 
 @dataclass(frozen=True)
@@ -239,7 +250,7 @@ class _LineReader:
         self._path = path
         self._offset = 0
 
-    def read(self, peek: bool = False) -> list[dict]:
+    def read(self, peek: bool = False) -> list[dict[str, Any]]:
         with self._path.open("rb") as f:
             f.seek(self._offset)
             data = f.read()
