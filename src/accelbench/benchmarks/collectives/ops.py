@@ -462,8 +462,9 @@ def measure(ctx: CaseContext, params: dict[str, Any]) -> CaseResult:
                                                       params["iters"]))
     timing = timed.time(prepared.call)
 
-    # Outside the timed region: every rank's own median, for the spread across ranks.
-    own_median = statistics.median(own.per_call[timing.warmup_calls:])
+    # Outside the timed region: every rank's own median, for the spread across ranks. The
+    # last blocks are the kept samples (a longer warm-up may have dropped earlier ones).
+    own_median = statistics.median(own.per_call[-len(timing.samples):])
     medians: list[Any] = [None] * world
     dist.all_gather_object(medians, own_median)
 
