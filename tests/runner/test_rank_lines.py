@@ -133,6 +133,7 @@ def test_a_process_is_running_until_it_begins_to_exit():
 FAKE_RANKS = textwrap.dedent("""
     import json, pickle, sys, time
     from accelbench.core.measurement import Measurement, not_measured
+    from accelbench.core.timing import Timing
     job, results = sys.argv[1:]
     cases = pickle.load(open(job, "rb"))["cases"]
     def line(record):
@@ -145,13 +146,17 @@ FAKE_RANKS = textwrap.dedent("""
         line({"event": "rank_failed", "index": 1, "rank": 1, "reason": failed.reason,
               "measurement": failed.to_dict()})
         line({"event": "result", "index": 0,
-              "measurement": Measurement(cases[0].case, "ok", samples=(1.0,), number=1).to_dict()})
+              "measurement": Measurement(cases[0].case, "ok",
+                                         timings=(Timing((1.0,), 1, 0, "converged"),)
+                                         ).to_dict()})
         line({"event": "start", "index": 1})
         time.sleep(3600)
     for i, planned in enumerate(cases):  # the job started again for the cases left
         line({"event": "start", "index": i})
         line({"event": "result", "index": i,
-              "measurement": Measurement(planned.case, "ok", samples=(2.0,), number=1).to_dict()})
+              "measurement": Measurement(planned.case, "ok",
+                                         timings=(Timing((2.0,), 1, 0, "converged"),)
+                                         ).to_dict()})
 """)
 
 
