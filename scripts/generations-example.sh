@@ -14,6 +14,9 @@
 #   GENERATIONS_TRANSFORMERS  the transformers requirement, the same in every
 #                             environment so that only PyTorch differs (transformers==5.24.0)
 #   GENERATIONS_KEEP_STORE=1  add to the existing store instead of starting a new one
+#   OMP_NUM_THREADS           PyTorch's CPU threads (1 unless set: one thread is the same
+#                             work in every environment and suffers least from other
+#                             load on the machine; it is stored with every run)
 #   PYTHON                    the interpreter the environments are made from (python3)
 #
 # The environments are kept and reused: a release is installed once (the first install
@@ -42,6 +45,7 @@ esac
 
 # Only this checkout's accelbench, never one from the caller's PYTHONPATH.
 unset PYTHONPATH
+export OMP_NUM_THREADS=${OMP_NUM_THREADS:-1}
 
 # accelbench's own requirements, torch and transformers left out (pinned above).
 requirements() {
@@ -113,10 +117,11 @@ import sys
 
 rows: dict = {}
 with open(sys.argv[1], newline="") as f:
-    for r in csv.DictReader(f):
-        if r["status"] == "ok" and r["figure"] in ("throughput", "throughput_superbench"):
-            key = (r["generation_key"], json.loads(r["params"])["model"])
-            rows.setdefault(key, {})[r["figure"]] = float(r["value"])
+    records = sorted(csv.DictReader(f), key=lambda r: r["run_id"])  # oldest run first
+for r in records:
+    if r["status"] == "ok" and r["figure"] in ("throughput", "throughput_superbench"):
+        key = (r["generation_key"], json.loads(r["params"])["model"])
+        rows.setdefault(key, {})[r["figure"]] = float(r["value"])
 print("%-36s %-10s %11s %11s %6s" % ("generation", "model", "accelbench", "SuperBench",
                                       "ratio"))
 for (generation, model), f in rows.items():
