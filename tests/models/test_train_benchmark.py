@@ -114,8 +114,8 @@ def test_out_of_memory_is_recorded_and_the_model_is_released(
     built: list[weakref.ref] = []
     real_build, real_loss = zoo.build, tasks.loss
 
-    def tracked_build(spec, image=224):
-        model = real_build(spec, image)
+    def tracked_build(spec, image=224, head=zoo.HEAD_TASK):
+        model = real_build(spec, image, head)
         built.append(weakref.ref(model))
         return model
 
@@ -137,7 +137,7 @@ def test_out_of_memory_is_recorded_and_the_model_is_released(
 def test_a_missing_library_skips_the_case_with_how_to_install_it(
     execute, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    def no_torchvision(spec, image=224):
+    def no_torchvision(spec, image=224, head=zoo.HEAD_TASK):
         raise ModuleNotFoundError("No module named 'torchvision'", name="torchvision")
 
     monkeypatch.setattr(zoo, "build", no_torchvision)
@@ -156,10 +156,10 @@ def test_the_batch_search_survives_out_of_memory(monkeypatch: pytest.MonkeyPatch
 
     real_loss = tasks.loss
 
-    def limited(torch_, spec, model, inputs):
+    def limited(torch_, spec, model, inputs, head=zoo.HEAD_TASK):
         if len(inputs["x"]) > 20:
             raise torch.OutOfMemoryError("out of memory")
-        return real_loss(torch_, spec, model, inputs)
+        return real_loss(torch_, spec, model, inputs, head)
 
     monkeypatch.setattr(tasks, "loss", limited)
     setup = ModelSetup(zoo.MODELS["vgg-tiny"], Precision("fp16"), batch=2, image=32)

@@ -9,6 +9,6 @@ functions. Importing this package, `zoo` or the declarations does not import tor
 # all of them are part of the version of the model benchmarks.
 MODEL_SOURCES = tuple(
     f"accelbench.benchmarks.models.{name}"
-    for name in ("batchsize", "checks", "flops", "lstm", "memory", "params", "precision",
-                 "results", "tasks", "trainer", "zoo")
+    for name in ("batchsize", "checks", "flops", "heads", "lstm", "memory", "params",
+                 "precision", "results", "tasks", "trainer", "zoo")
 )

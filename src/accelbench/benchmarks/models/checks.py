@@ -7,7 +7,7 @@ from collections.abc import Callable
 from types import ModuleType
 from typing import Any, TypeVar
 
-from accelbench.benchmarks.models import zoo
+from accelbench.benchmarks.models import tasks, zoo
 from accelbench.benchmarks.models.precision import Precision
 from accelbench.benchmarks.models.trainer import ModelSetup
 from accelbench.core.context import CaseContext
@@ -37,7 +37,9 @@ def setup_from_params(ctx: CaseContext, params: dict[str, Any]) -> ModelSetup:
         raise CaseFailed(f"seq {params['seq']} is longer than {spec.name}'s "
                          f"{spec.shape['max_positions']} positions")
     return ModelSetup(spec, precision, params["batch"], params["seq"], params["image"],
-                      params["channels_last"], params["compile"], params["h2d"])
+                      params["channels_last"], params["compile"], params["h2d"],
+                      head=params.get("head", zoo.HEAD_TASK),
+                      optimizer=params.get("optimizer", tasks.OPTIMIZER_FUSED))
 
 
 def check_finite(value: float, what: str) -> None:
@@ -82,7 +84,8 @@ def setup_details(setup: ModelSetup, n_params: int) -> dict[str, Any]:
     details: dict[str, Any] = {
         "model": spec.name,
         "arch": spec.arch,
-        "task": spec.task,
+        "task": "sequence-classification" if spec.classifies_with(setup.head) else spec.task,
+        "head": spec.head_label(setup.head),
         "parameters": n_params,
         "model_shape": dict(spec.shape),
         "precision": setup.precision.label,

@@ -6,6 +6,8 @@
   of layers, T the sequence length and d the hidden size; 4*L*T*d is attention's
   scores and weighted sum, counted in full even where a causal kernel skips half
   (the convention of PaLM's MFU). Training is 3x the forward: 6*N + 12*L*T*d.
+  Layers that run once per sequence (BERT's pooler and SuperBench's classifier on it)
+  count once per sequence: 2*P per sample, not per token.
 - LSTM, per sample, forward: T * sum over layers of 8*h*(i + h) (four gates, input and
   recurrent matmuls) plus the head's 2*h*c.
 - CNNs and ViT: the forward pass counted once by torch.utils.flop_counter on the meta
@@ -42,18 +44,31 @@ def model_flops(torch: ModuleType, spec: zoo.ModelSpec, module: nn.Module, seq: 
                 image: int) -> ModelFlops:
     """Forward FLOPs of one sample of spec; `module` is the built (unwrapped) model."""
     if spec.is_language_model:
-        return transformer_flops(matmul_parameters(torch, module), spec.shape["layers"],
-                                 spec.shape["hidden"], seq)
+        per_sequence = per_sequence_parameters(module)
+        return transformer_flops(matmul_parameters(torch, module) - per_sequence,
+                                 spec.shape["layers"], spec.shape["hidden"], seq, per_sequence)
     if spec.arch == "lstm":
         s = spec.shape
         return lstm_flops(s["input"], s["hidden"], s["layers"], s["classes"], seq)
     return counted_flops(torch, spec, image)
 
 
-def transformer_flops(n_params: int, layers: int, hidden: int, seq: int) -> ModelFlops:
+def transformer_flops(n_params: int, layers: int, hidden: int, seq: int,
+                      per_sequence: int = 0) -> ModelFlops:
     per_token = 2.0 * n_params + 4.0 * layers * seq * hidden
-    return ModelFlops(per_token * seq, f"(2*N + 4*L*T*d) per token, N={n_params}, "
-                                       f"L={layers}, T={seq}, d={hidden}; training 3x")
+    formula = (f"(2*N + 4*L*T*d) per token, N={n_params}, L={layers}, T={seq}, "
+               f"d={hidden}")
+    if per_sequence:
+        formula += f", + 2*P per sample, P={per_sequence}"
+    return ModelFlops(per_token * seq + 2.0 * per_sequence, formula + "; training 3x")
+
+
+def per_sequence_parameters(module: nn.Module) -> int:
+    """Parameters of the layers that run once per sequence (see heads)."""
+    modules = getattr(module, "per_sequence_modules", None)
+    if modules is None:
+        return 0
+    return sum(p.numel() for m in modules() for p in m.parameters())
 
 
 def lstm_flops(inputs: int, hidden: int, layers: int, classes: int, seq: int) -> ModelFlops:

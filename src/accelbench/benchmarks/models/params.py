@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 from accelbench.benchmarks.models.precision import MODEL_DTYPES
-from accelbench.benchmarks.models.zoo import MODEL_NAMES, overrides_problem
+from accelbench.benchmarks.models.tasks import OPTIMIZER_FUSED, OPTIMIZERS
+from accelbench.benchmarks.models.zoo import HEAD_TASK, HEADS, MODEL_NAMES, overrides_problem
 from accelbench.core.params import Param
 
 
@@ -33,3 +34,20 @@ def model_params(batch: int) -> tuple[Param, ...]:
 
 FIND_BATCH = Param("find_batch", "bool", False, help="use the largest batch that fits, "
                    "searching up from `batch` (GPU: by trying; CPU: by a memory model)")
+
+# Training only: what SuperBench's model benchmarks do differently, and its figure.
+TRAIN_PARAMS = (
+    Param("head", "str", HEAD_TASK, help="'' (default): the model's own head and loss "
+          "(masked LM, next token, classes); superbench: BERT, GPT-2 and LLaMA as "
+          "SuperBench trains them, a 100-class linear layer on the pooled output (BERT) or "
+          "the last hidden state (decoders), cross-entropy against random labels kept on "
+          "the device",
+          choices=HEADS),
+    Param("optimizer", "str", OPTIMIZER_FUSED, help="'' (default): fused AdamW/SGD where the "
+          "build has them; superbench: SuperBench's settings in PyTorch's default implementation "
+          "(SGD with Nesterov momentum)", choices=OPTIMIZERS),
+    Param("superbench_steps", "int", 0, help="after the timed windows, time up to this many "
+          "single steps as SuperBench does (synchronised before and after each) and report "
+          "throughput_superbench, the mean of their per-step throughputs; 0: off",
+          minimum=0, maximum=100_000),
+)

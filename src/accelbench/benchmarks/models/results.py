@@ -4,6 +4,12 @@ Throughput is total samples over total timed time: the timing core's samples are
 seconds per timed call (a window of steps), each averaged over the calls of one sample,
 so the total time is their sum times the calls per sample: the rates are taken over
 the mean time per call (`Rate.over = "mean"`), which is exactly total over total.
+
+`throughput_superbench` is SuperBench's figure, beside it: single steps each timed on
+its own (synchronised before and after), and the mean over those steps of samples per
+step / step time. A mean of rates weighs fast steps more than slow ones, so it is never
+below the total over total of the same steps and exceeds it when step times vary; and
+each step pays a synchronisation that back-to-back windows do not.
 """
 
 from __future__ import annotations
@@ -28,6 +34,22 @@ class Work:
     tokens: int  # 0 when the model has no tokens
     flop: float  # model FLOPs
     steps: int
+
+
+@dataclass(frozen=True)
+class PerStep:
+    """Single steps timed on their own, for SuperBench's throughput."""
+
+    samples: int  # per step (all ranks' with data parallelism)
+    seconds: tuple[float, ...]  # one per step
+    stopped: str  # why the steps stopped: "steps" (as many as asked) or "time budget"
+
+
+def mean_step_throughput(samples_per_step: float, step_seconds: Sequence[float]) -> float:
+    """SuperBench's throughput: the mean over steps of samples per step / step time."""
+    if not step_seconds or min(step_seconds) <= 0:
+        raise ValueError("need at least one step, each with a positive time")
+    return statistics.fmean(samples_per_step / s for s in step_seconds)
 
 
 def mean_seconds_per_call(timing: Timing) -> float:
@@ -61,6 +83,7 @@ def model_result(
     details: dict[str, Any],
     time_name: str,
     warnings: tuple[str, ...] = (),
+    per_step: PerStep | None = None,
 ) -> CaseResult:
     rates = [Rate("throughput", work.samples, "sample/s", over="mean")]
     if work.tokens:
@@ -71,6 +94,22 @@ def model_result(
     if peak_flops:
         figures.append(Figure("mfu", 100.0 * achieved / peak_flops, "%"))
     figures.extend(percentile_figures(step_times))
+    extra: dict[str, Any] = {}
+    if per_step is not None:
+        figures.append(Figure("throughput_superbench",
+                              mean_step_throughput(per_step.samples, per_step.seconds),
+                              "sample/s"))
+        extra = {
+            "throughput_superbench": (
+                "SuperBench's method: mean over single steps of samples per step / step "
+                "time, each step synchronised before and after (host clock), timed after "
+                "the timed windows"),
+            "superbench_steps_timed": len(per_step.seconds),
+            "superbench_steps_stopped": per_step.stopped,
+            "superbench_step_mean_s": statistics.fmean(per_step.seconds),
+            "superbench_samples_per_step": per_step.samples,
+            "superbench_step_seconds": list(per_step.seconds),
+        }
     if peak_memory is not None:
         figures.append(Figure("peak_memory", float(peak_memory), "B", higher_is_better=False))
     if compile_time is not None:
@@ -78,6 +117,7 @@ def model_result(
     details = {
         **details,
         "throughput": "total samples / total timed time (sum over every timed window)",
+        **extra,
         "steps_per_call": work.steps,
         "samples_per_call": work.samples,
         "model_flop_per_call": work.flop,

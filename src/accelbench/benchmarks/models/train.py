@@ -21,15 +21,16 @@ from typing import Any
 
 from accelbench.benchmarks.models import MODEL_SOURCES, batchsize, checks, flops
 from accelbench.benchmarks.models.memory import PeakMemory
-from accelbench.benchmarks.models.params import FIND_BATCH, model_params
+from accelbench.benchmarks.models.params import FIND_BATCH, TRAIN_PARAMS, model_params
 from accelbench.benchmarks.models.precision import math_mode
-from accelbench.benchmarks.models.results import Work, model_result
+from accelbench.benchmarks.models.results import PerStep, Work, model_result
 from accelbench.benchmarks.models.trainer import Trainer
 from accelbench.core.context import CaseContext
 from accelbench.core.measurement import CaseFailed, CaseResult, CaseSkipped
 from accelbench.core.registry import Benchmark
 
 CHECK_STEPS = 2  # steps whose loss is read before timing
+SUPERBENCH_MIN_STEPS = 10  # single steps timed even past the time budget
 NEEDS_RANKS = ("data-parallel training needs at least 2 ranks; run with --nproc-per-node 2 "
                "or under torchrun (`train` measures one device)")
 
@@ -64,7 +65,8 @@ def _measure(ctx: CaseContext, params: dict[str, Any], data_parallel: bool) -> C
                 details.update(_find_batch(ctx, trainer, setup.batch))
                 meter.reset()  # the search's tries are not the case's footprint
             trainer.wrap(data_parallel)
-            result = _time_training(ctx, trainer, params["steps_per_window"], world, meter)
+            result = _time_training(ctx, trainer, params["steps_per_window"], world, meter,
+                                    params.get("superbench_steps", 0))
         result.details.update(details)
         return result
     finally:
@@ -89,7 +91,8 @@ def _find_batch(ctx: CaseContext, trainer: Trainer, start: int) -> dict[str, Any
 
 
 def _time_training(
-    ctx: CaseContext, trainer: Trainer, steps_per_window: int, world: int, meter: PeakMemory
+    ctx: CaseContext, trainer: Trainer, steps_per_window: int, world: int, meter: PeakMemory,
+    superbench_steps: int = 0,
 ) -> CaseResult:
     torch, setup = trainer.torch, trainer.setup
     started = time.perf_counter()
@@ -104,6 +107,9 @@ def _time_training(
     checks.check_finite(losses[0], "the training loss before timing")
 
     timing = ctx.time(lambda: trainer.steps(steps_per_window))
+    per_step = None
+    if superbench_steps:
+        per_step = time_single_steps(ctx, trainer, superbench_steps, world)
 
     assert trainer.last_loss is not None  # set by every step
     last_loss = float(trainer.last_loss)
@@ -120,7 +126,8 @@ def _time_training(
         **memory_details,
         "mode": "train",
         "optimizer": type(trainer.optimizer).__name__
-        + (" (fused)" if trainer.optimizer.defaults.get("fused") else ""),
+        + (" (fused)" if trainer.optimizer.defaults.get("fused") else "")
+        + (" (Nesterov)" if trainer.optimizer.defaults.get("nesterov") else ""),
         "loss_scaling": trainer.scaler is not None,
         "loss_first": losses[0],
         "loss_last": last_loss,
@@ -133,6 +140,10 @@ def _time_training(
                        batch_per_rank=batch, global_batch=batch * world,
                        throughput_scope="aggregate over ranks; each sample the slowest rank's",
                        step_time_scope="the slowest rank's")
+        if per_step is not None:
+            details["throughput_superbench_scope"] = (
+                "aggregate over ranks, each step the slowest rank's; SuperBench reports "
+                "one rank's: divide by world_size")
     compile_time = None
     if setup.compile:
         compile_time = max(0.0, first_step - min(check_times))
@@ -142,8 +153,24 @@ def _time_training(
     return model_result(
         timing, work, peak_flops=peak * world if peak else None, peak_memory=peak_memory,
         step_times=step_times, compile_time=compile_time, details=details,
-        time_name="window_time",
+        time_name="window_time", per_step=per_step,
     )
+
+
+def time_single_steps(ctx: CaseContext, trainer: Trainer, steps: int, world: int) -> PerStep:
+    """Up to `steps` single steps, each timed on its own (Trainer.timed_step), within the
+    case's time budget; with several ranks each step's time is the slowest rank's."""
+    seconds: list[float] = []
+    started = time.perf_counter()
+    least = min(steps, SUPERBENCH_MIN_STEPS)
+    while True:
+        seconds.append(ctx.coordinator.slowest(trainer.timed_step()))
+        in_budget = time.perf_counter() - started < ctx.policy.max_time
+        more = len(seconds) < steps and (len(seconds) < least or in_budget)
+        if not ctx.coordinator.agree(int(more)):
+            break
+    stopped = "steps" if len(seconds) >= steps else "time budget"
+    return PerStep(trainer.setup.batch * world, tuple(seconds), stopped)
 
 
 def flops_work(model_flops: flops.ModelFlops, trainer: Trainer, samples: int,
@@ -161,7 +188,7 @@ BENCHMARK = Benchmark(
     family="model",
     summary=_SUMMARY,
     entry="accelbench.benchmarks.models.train:measure",
-    params=(*model_params(batch=8), FIND_BATCH),
+    params=(*model_params(batch=8), FIND_BATCH, *TRAIN_PARAMS),
     devices=("cpu", "cuda"),
     timeout_s=900.0,
     sources=MODEL_SOURCES,
@@ -172,7 +199,7 @@ DDP_BENCHMARK = Benchmark(
     family="model",
     summary=_SUMMARY + "; DistributedDataParallel across the ranks of a torchrun job",
     entry="accelbench.benchmarks.models.train:measure_ddp",
-    params=(*model_params(batch=8), FIND_BATCH),
+    params=(*model_params(batch=8), FIND_BATCH, *TRAIN_PARAMS),
     devices=("cpu", "cuda"),
     timeout_s=900.0,
     distributed=True,

@@ -1,17 +1,20 @@
 """One model set up for training on one device: the step that the benchmark times.
 
 A step is forward, the task's loss, backward and the optimizer step, with the gradient
-scaler for fp16 autocast. Nothing in a step waits for the device (no `.item()`, no
-synchronisation), so back-to-back steps queue up as they would in a real training loop.
-With data parallelism the model is wrapped in DistributedDataParallel, which averages
-the gradients across ranks during backward.
+scaler for fp16 autocast (and, with `h2d`, the copy of the batch to the device first).
+Nothing in a step waits for the device (no `.item()`, no synchronisation), so
+back-to-back steps queue up as they would in a real training loop; `timed_step` is the
+exception, a step timed on its own as SuperBench times its steps. With data parallelism
+the model is wrapped in DistributedDataParallel, which averages the gradients across
+ranks during backward.
 """
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 from contextlib import AbstractContextManager
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
@@ -37,17 +40,18 @@ class ModelSetup:
     compile: bool = False
     h2d: bool = False
     seed: int = 0
+    head: str = zoo.HEAD_TASK  # the task's own head, or SuperBench's classifier
+    optimizer: str = tasks.OPTIMIZER_FUSED  # the optimizer's implementation and settings
 
     def with_batch(self, batch: int) -> ModelSetup:
-        return ModelSetup(self.spec, self.precision, batch, self.seq, self.image,
-                          self.channels_last, self.compile, self.h2d, self.seed)
+        return replace(self, batch=batch)
 
 
 def build_model(torch: ModuleType, setup: ModelSetup, device: torch.device) -> nn.Module:
     """The model on device, initialised from a fixed seed, in setup's precision and layout."""
     torch.manual_seed(setup.seed)
     with torch.device(device):
-        model = zoo.build(setup.spec, setup.image)
+        model = zoo.build(setup.spec, setup.image, setup.head)
     model = setup.precision.prepare(torch, model)
     if setup.channels_last:
         model = model.to(memory_format=torch.channels_last)
@@ -73,7 +77,8 @@ class Trainer:
         self.module = model  # unwrapped: for counting and for the batch-size search
         self.model: Callable[..., Any] = model  # what a step calls: see wrap()
         self.optimizer = tasks.make_optimizer(torch, setup.spec, model.parameters(),
-                                              device_type, adam_eps(setup.precision))
+                                              device_type, adam_eps(setup.precision),
+                                              setup.optimizer)
         self.scaler = setup.precision.scaler(torch, device_type)
         self.autocast: Callable[[], AbstractContextManager[object]] = (
             lambda: setup.precision.autocast(torch, device_type))
@@ -103,9 +108,19 @@ class Trainer:
         self.last_loss = loss = self._train_on(self.model, self._inputs())
         return loss
 
+    def timed_step(self) -> float:
+        """Seconds of one step timed as SuperBench times its steps: the device synchronised
+        and the host clock read before the step, and again after it (batch copy included
+        with `h2d`). Synchronises: for the per-step figure, never inside a timed window."""
+        self.sync()
+        started = time.perf_counter()
+        self.step()
+        self.sync()
+        return time.perf_counter() - started
+
     def _train_on(self, model: Callable[..., Any], inputs: dict[str, Tensor]) -> Tensor:
         with self.autocast():
-            loss = tasks.loss(self.torch, self.setup.spec, model, inputs)
+            loss = tasks.loss(self.torch, self.setup.spec, model, inputs, self.setup.head)
         if self.scaler is not None:
             self.scaler.scale(loss).backward()
             self.scaler.step(self.optimizer)
@@ -124,7 +139,7 @@ class Trainer:
         self.batch = tasks.make_batch(
             self.torch, self.setup.spec, batch, self.setup.seq, self.setup.image, self.device,
             self.setup.precision.storage_dtype(self.torch), seed=1000 + self.rank,
-            channels_last=self.setup.channels_last, h2d=self.setup.h2d,
+            channels_last=self.setup.channels_last, h2d=self.setup.h2d, head=self.setup.head,
         )
         self._inputs = self.batch.fetcher(self.device, self.setup.h2d)
 
@@ -141,7 +156,7 @@ class Trainer:
             probe = tasks.make_batch(
                 torch, self.setup.spec, batch, self.setup.seq, self.setup.image, self.device,
                 self.setup.precision.storage_dtype(torch), seed=2000 + self.rank,
-                channels_last=self.setup.channels_last,
+                channels_last=self.setup.channels_last, head=self.setup.head,
             )
             for _ in range(steps):
                 self._train_on(self.module, probe.tensors)

@@ -5,6 +5,10 @@ and LLaMA, torchvision's constructors (``weights=None``) for the CNNs and ViT, a
 torch.nn for the LSTM. Nothing is ever downloaded. Each architecture also has a tiny
 variant (``<arch>-tiny``) small enough to train for real on a laptop CPU in seconds.
 
+BERT, GPT-2 and LLaMA can also be built with SuperBench's head instead of their own
+(``head="superbench"``, see `heads`): a 100-class linear layer, trained as a classifier.
+The CNNs, the LSTM and ViT classify already, so their head is the same either way.
+
 A model's shape can be changed with overrides (``layers=4,hidden=1024``); the keys an
 architecture accepts are listed in ``OVERRIDES``. This module imports torch only inside
 the builders, so declarations can list the model names cheaply.
@@ -34,6 +38,11 @@ TASKS = {
 }
 LANGUAGE_MODELS = ("bert", "gpt2", "llama")
 CNNS = ("resnet", "densenet", "vgg")
+
+# The heads a model can be trained with: its task's own (""), or SuperBench's classifier.
+HEAD_TASK, HEAD_SUPERBENCH = "", "superbench"
+HEADS = (HEAD_TASK, HEAD_SUPERBENCH)
+SUPERBENCH_CLASSES = 100  # SuperBench's num_classes for BERT, GPT-2, LLaMA and the LSTM
 
 # Shape keys an override may set, per architecture.
 OVERRIDES: Mapping[str, tuple[str, ...]] = MappingProxyType({
@@ -77,6 +86,21 @@ class ModelSpec:
     @property
     def uses_seq(self) -> bool:
         return not self.is_vision
+
+    def classifies_with(self, head: str) -> bool:
+        """Whether `head` replaces this language model's own head with a classifier."""
+        return head == HEAD_SUPERBENCH and self.is_language_model
+
+    def head_label(self, head: str) -> str:
+        """What the model is trained to predict, in words."""
+        if self.classifies_with(head):
+            where = ("the pooled output" if self.arch == "bert"
+                     else "the last hidden state, scores of the last position")
+            return (f"SuperBench's: a linear layer of {SUPERBENCH_CLASSES} classes on "
+                    f"{where}; cross-entropy against random labels")
+        own = {"masked-lm": "masked-LM head and loss (15% of tokens masked)",
+               "causal-lm": "LM head and next-token loss"}
+        return own.get(self.task, f"its own classifier ({self.shape.get('classes')} classes)")
 
     def with_overrides(self, overrides: Mapping[str, int]) -> ModelSpec:
         allowed = OVERRIDES[self.arch]
@@ -173,12 +197,17 @@ def overrides_problem(text: str) -> str | None:
 # --- builders (import torch, transformers, torchvision) ---------------------------------
 
 
-def build(spec: ModelSpec, image: int = 224) -> nn.Module:
+def build(spec: ModelSpec, image: int = 224, head: str = HEAD_TASK) -> nn.Module:
     """A freshly initialised torch.nn.Module for spec, on the current default device.
 
     Use ``with torch.device("meta"):`` around it to describe a model without allocating
-    it (parameter counts of the 7B shape, FLOP counting).
+    it (parameter counts of the 7B shape, FLOP counting). With SuperBench's head a
+    language model takes token ids and returns class scores (batch, classes).
     """
+    if head not in HEADS:
+        raise ValueError(f"unknown head {head!r} (heads: {HEADS})")
+    if spec.classifies_with(head):
+        return _superbench_classifier(spec)
     return _BUILDERS[spec.arch](spec, image)
 
 
@@ -188,42 +217,78 @@ def _offline() -> None:
     os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 
 
-def _bert(spec: ModelSpec, image: int) -> nn.Module:
+def _bert_config(spec: ModelSpec) -> Any:
     _offline()
-    from transformers import BertConfig, BertForMaskedLM
+    from transformers import BertConfig
 
     s = spec.shape
-    config = BertConfig(vocab_size=s["vocab"], hidden_size=s["hidden"],
-                        num_hidden_layers=s["layers"], num_attention_heads=s["heads"],
-                        intermediate_size=s["intermediate"],
-                        max_position_embeddings=s["max_positions"])
-    return BertForMaskedLM(config)
+    return BertConfig(vocab_size=s["vocab"], hidden_size=s["hidden"],
+                      num_hidden_layers=s["layers"], num_attention_heads=s["heads"],
+                      intermediate_size=s["intermediate"],
+                      max_position_embeddings=s["max_positions"])
+
+
+def _gpt2_config(spec: ModelSpec) -> Any:
+    _offline()
+    from transformers import GPT2Config
+
+    s = spec.shape
+    return GPT2Config(vocab_size=s["vocab"], n_embd=s["hidden"], n_layer=s["layers"],
+                      n_head=s["heads"], n_positions=s["max_positions"], use_cache=False,
+                      bos_token_id=s["vocab"] - 1, eos_token_id=s["vocab"] - 1)
+
+
+def _llama_config(spec: ModelSpec) -> Any:
+    _offline()
+    from transformers import LlamaConfig
+
+    s = spec.shape
+    return LlamaConfig(vocab_size=s["vocab"], hidden_size=s["hidden"],
+                       intermediate_size=s["intermediate"], num_hidden_layers=s["layers"],
+                       num_attention_heads=s["heads"], num_key_value_heads=s["kv_heads"],
+                       max_position_embeddings=s["max_positions"],
+                       tie_word_embeddings=bool(s.get("tied", False)), use_cache=False)
+
+
+def _bert(spec: ModelSpec, image: int) -> nn.Module:
+    from transformers import BertForMaskedLM
+
+    return BertForMaskedLM(_bert_config(spec))
 
 
 def _gpt2(spec: ModelSpec, image: int) -> nn.Module:
-    _offline()
-    from transformers import GPT2Config, GPT2LMHeadModel
+    from transformers import GPT2LMHeadModel
 
-    s = spec.shape
-    config = GPT2Config(vocab_size=s["vocab"], n_embd=s["hidden"], n_layer=s["layers"],
-                        n_head=s["heads"], n_positions=s["max_positions"], use_cache=False,
-                        bos_token_id=s["vocab"] - 1, eos_token_id=s["vocab"] - 1)
-    model = GPT2LMHeadModel(config)
+    model = GPT2LMHeadModel(_gpt2_config(spec))
     model.loss_type = "ForCausalLM"  # what transformers falls back to, after a warning
     return model
 
 
 def _llama(spec: ModelSpec, image: int) -> nn.Module:
-    _offline()
-    from transformers import LlamaConfig, LlamaForCausalLM
+    from transformers import LlamaForCausalLM
 
-    s = spec.shape
-    config = LlamaConfig(vocab_size=s["vocab"], hidden_size=s["hidden"],
-                         intermediate_size=s["intermediate"], num_hidden_layers=s["layers"],
-                         num_attention_heads=s["heads"], num_key_value_heads=s["kv_heads"],
-                         max_position_embeddings=s["max_positions"],
-                         tie_word_embeddings=bool(s.get("tied", False)), use_cache=False)
-    return LlamaForCausalLM(config)
+    return LlamaForCausalLM(_llama_config(spec))
+
+
+def _superbench_classifier(spec: ModelSpec) -> nn.Module:
+    """The bare transformer (no LM head) with SuperBench's 100-class head (see heads)."""
+    from accelbench.benchmarks.models import heads
+
+    hidden = spec.shape["hidden"]
+    if spec.arch == "bert":
+        from transformers import BertModel
+
+        return heads.PooledClassifier(BertModel(_bert_config(spec)), hidden,
+                                      SUPERBENCH_CLASSES)
+    if spec.arch == "gpt2":
+        from transformers import GPT2Model
+
+        decoder: nn.Module = GPT2Model(_gpt2_config(spec))
+    else:
+        from transformers import LlamaModel
+
+        decoder = LlamaModel(_llama_config(spec))
+    return heads.LastPositionClassifier(decoder, hidden, SUPERBENCH_CLASSES)
 
 
 def _lstm(spec: ModelSpec, image: int) -> nn.Module:
@@ -301,10 +366,10 @@ _BUILDERS: Mapping[str, Callable[[ModelSpec, int], nn.Module]] = MappingProxyTyp
 })
 
 
-def parameter_count(spec: ModelSpec, image: int = 224) -> int:
+def parameter_count(spec: ModelSpec, image: int = 224, head: str = HEAD_TASK) -> int:
     """Parameters of the model, counted on the meta device (nothing is allocated)."""
     import torch
 
     with torch.device("meta"):
-        model = build(spec, image)
+        model = build(spec, image, head)
     return sum(p.numel() for p in model.parameters())
