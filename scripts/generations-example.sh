@@ -14,9 +14,10 @@
 #   GENERATIONS_TRANSFORMERS  the transformers requirement, the same in every
 #                             environment so that only PyTorch differs (transformers==5.24.0)
 #   GENERATIONS_KEEP_STORE=1  add to the existing store instead of starting a new one
-#   OMP_NUM_THREADS           PyTorch's CPU threads (1 unless set: one thread is the same
-#                             work in every environment and suffers least from other
-#                             load on the machine; it is stored with every run)
+#   OMP_NUM_THREADS           PyTorch's CPU threads, given to `accelbench run --threads`
+#                             (1 unless set: one thread is the same work in every
+#                             environment and suffers least from other load on the
+#                             machine; it is part of every case's identity)
 #   PYTHON                    the interpreter the environments are made from (python3)
 #
 # The environments are kept and reused: a release is installed once (the first install
@@ -97,7 +98,7 @@ for version in $versions; do
     venv=$(env_for "$version")
     echo "== torch $version: accelbench run --suite generations --bench train"
     "$venv/bin/accelbench" run --suite generations --bench train --device cpu \
-        --store "$store" --no-report
+        --threads "$OMP_NUM_THREADS" --store "$store" --no-report
 done
 
 mkdir -p "$(dirname "$chart")"
