@@ -219,3 +219,18 @@ def test_summary_gives_peak_bus_bandwidth_and_small_message_latency_per_sweep():
     assert rows[2].peak_busbw is None and rows[2].small_latency_s == 15e-6
     assert collectives_table(sweep) is not None
     assert collectives_table([failed]) is None
+
+
+def test_each_ranks_own_times_are_those_of_the_samples_kept():
+    # 13 ms per call while settling, then 10.8 ms: the timing core extends the warm-up
+    # and drops the leading samples, counting their calls (not blocks) as warm-up.
+    from accelbench.core.timing import measure
+    from fakes import FakeClock
+
+    policy = TimingPolicy(warmup_time=0.0, min_warmup_calls=2, block_time=0.03,
+                          min_samples=5, max_samples=400, max_time=2.0, target_rel_ci=0.005)
+    own = ops.OwnTimes(FakeClock(lambda i: 13e-3 if i < 75 else 10.8e-3, noise=0.02, seed=3))
+    timing = measure(lambda: None, own, policy)
+    assert timing.number > 1 and timing.warmup_calls >= 70  # extended, counted in calls
+    assert timing.warmup_calls > len(own.per_call) - len(timing.samples)  # blocks before
+    assert own.kept(timing) == pytest.approx(list(timing.samples))  # one rank: its own

@@ -44,7 +44,7 @@ from typing import TYPE_CHECKING, Any
 
 from accelbench.core.context import CaseContext
 from accelbench.core.measurement import CaseFailed, CaseResult, CaseSkipped, Rate
-from accelbench.core.timing import Clock, TimingPolicy
+from accelbench.core.timing import Clock, Timing, TimingPolicy
 
 if TYPE_CHECKING:
     import torch
@@ -380,7 +380,7 @@ def prepare(torch: ModuleType, dist: ModuleType, op: str, count: int, rank: int,
 
 
 class OwnTimes:
-    """The case's clock, keeping this rank's own per-call times.
+    """The case's clock, keeping this rank's own per-call time of every timed block.
 
     Each sample the coordinator keeps is the slowest rank's; the spread across ranks
     needs what every rank saw itself.
@@ -388,7 +388,7 @@ class OwnTimes:
 
     def __init__(self, clock: Clock) -> None:
         self._clock = clock
-        self.per_call: list[float] = []
+        self.per_call: list[float] = []  # one entry per block: warm-up calls, then samples
 
     def now(self) -> float:
         return self._clock.now()
@@ -397,6 +397,15 @@ class OwnTimes:
         seconds = self._clock.time(fn, number)
         self.per_call.append(seconds / number)
         return seconds
+
+    def kept(self, timing: Timing) -> list[float]:
+        """This rank's own times of the samples `timing` kept, in order.
+
+        They are the last blocks timed: the timing core drops only leading blocks (the
+        warm-up, and samples taken before the series settled), and `warmup_calls` counts
+        calls, not blocks, so it cannot index this list.
+        """
+        return self.per_call[len(self.per_call) - len(timing.samples):]
 
 
 def counted_policy(policy: TimingPolicy, warmup: int, iters: int) -> TimingPolicy:
@@ -462,9 +471,8 @@ def measure(ctx: CaseContext, params: dict[str, Any]) -> CaseResult:
                                                       params["iters"]))
     timing = timed.time(prepared.call)
 
-    # Outside the timed region: every rank's own median, for the spread across ranks. The
-    # last blocks are the kept samples (a longer warm-up may have dropped earlier ones).
-    own_median = statistics.median(own.per_call[-len(timing.samples):])
+    # Outside the timed region: every rank's own median, for the spread across ranks.
+    own_median = statistics.median(own.kept(timing))
     medians: list[Any] = [None] * world
     dist.all_gather_object(medians, own_median)
 
