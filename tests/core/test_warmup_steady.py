@@ -47,3 +47,21 @@ def test_a_step_is_found_where_it_is() -> None:
     x = np.concatenate([rng.normal(1.3, 0.01, 30), rng.normal(1.0, 0.01, 90)])
     assert settling_point(x) == pytest.approx(30, abs=2)
     assert settling_point(x[30:]) is None
+
+
+def test_extensions_stay_within_twice_the_sampling_budget() -> None:
+    policy = TimingPolicy(warmup_time=0.0, min_warmup_calls=2, block_time=1e-9,
+                          min_samples=5, max_samples=100_000, max_time=1.0,
+                          target_rel_ci=1e-9)
+    clock = FakeClock(lambda i: 1e-3 * (1.0 + 0.001 * i), noise=0.005, seed=2)
+    timing = measure(lambda: None, clock, policy)
+    assert not timing.settled
+    # Warm-up took a few calls; sampling, extensions included, at most twice its budget
+    # plus the sample that crossed it.
+    assert clock.now() <= 2 * policy.max_time + 0.1
+
+
+def test_zero_times_neither_crash_nor_count_as_a_change() -> None:
+    assert settling_point([0.0] * 20) is None
+    # Times that drop to zero are a change, found without dividing by the zero.
+    assert settling_point([1e-6] * 10 + [0.0] * 10) in (None, 10)

@@ -9,6 +9,7 @@ import shutil
 import sqlite3
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from accelbench.core.case import Case
@@ -150,3 +151,32 @@ def _result(timing: Timing):
 
     return CaseResult(timing, rates=(Rate("throughput", 2 * 64**3, "FLOP/s"),),
                       figures=(Figure("peak_memory", 1e6, "B", higher_is_better=False),))
+
+
+def test_a_rate_over_the_mean_weighs_each_process_alike() -> None:
+    case = Case.make("train", "v", "model", {"model": "m"}, "cpu")
+    timings = (Timing((1.0,) * 5, 1, 0, "converged"), Timing((2.0,) * 50, 1, 0, "converged"),
+               Timing((1.5,) * 5, 1, 0, "converged"))
+    m = Measurement(case, "ok", timings=timings,
+                    rates=(Rate("throughput", 10.0, "sample/s", over="mean"),))
+    assert m.figure("throughput").value == pytest.approx(10.0 / 1.5)
+    assert m.figure("time").value == pytest.approx(1.5)
+    assert float(np.median(m.value_samples())) == pytest.approx(10.0 / 1.5)
+
+
+def test_a_format_1_record_that_says_what_it_shows_keeps_it() -> None:
+    case = Case.make("train", "v", "model", {"batch": 8, "cast": False}, "cpu",
+                     shown=("batch", "cast")).to_dict()
+    record = {"format_version": 1, "status": "skipped", "reason": "r", "case": case}
+    assert Measurement.from_dict(record).case.shown == ("batch", "cast")
+
+
+def test_a_format_1_figure_without_a_number_is_kept_as_stored() -> None:
+    record = {
+        "format_version": 1,
+        "case": Case.make("odd", "v", "micro", {}, "cpu").to_dict(),
+        "status": "ok", "samples": [1.0, 2.0], "number": 1,
+        "figures": [{"name": "x", "value": None, "unit": "s", "higher_is_better": False}],
+    }
+    m = Measurement.from_dict(record)
+    assert m.rates == () and m.measured[0].value is None

@@ -182,13 +182,23 @@ class Measurement:
             return None
         return Spread(stats.median, stats.ci_low, stats.ci_high, len(timed), METHOD_WITHIN)
 
+    @property
+    def _mean_per_call(self) -> float:
+        """Total time over total calls, the base of rates over the mean: in one process,
+        the mean of its samples; over several, the median of the processes' means, so
+        that no process weighs more for having taken more samples."""
+        timed = [t for t in self.timings if t.samples]
+        if len(timed) >= 2:
+            return float(statistics.median(statistics.fmean(t.samples) for t in timed))
+        return self.stats.mean if self.stats is not None else math.nan
+
     @cached_property
     def figures(self) -> tuple[Figure, ...]:
         """The rates over the time per call, the time per call, then the measured figures."""
         stats, spread = self.stats, self.spread
         if stats is None or spread is None:
             return self.measured
-        derived = [_rate_figure(rate, stats, spread) for rate in self.rates]
+        derived = [_rate_figure(rate, self._mean_per_call, spread) for rate in self.rates]
         if self.time_name:
             derived.append(Figure(self.time_name, spread.center, "s", False, None,
                                   spread.low, spread.high))
@@ -222,22 +232,16 @@ class Measurement:
 
     def value_samples(self) -> list[float]:
         """The headline figure for each sample, so that samples of different runs of a
-        case can be pooled: work per call over the sample's time for a rate (scaled so
-        that the samples' median is the figure for a rate over the mean), the time itself
-        for the time per call. A headline figure stored as measured (format 1 records
-        that did not have the usual shape) is taken as proportional to 1/time, as format
-        1 meant. Empty when there is no finite headline figure."""
-        figure, stats = self.primary, self.stats
+        case can be pooled: the figure scaled by each sample's time per call against the
+        median of all of them (a rate ∝ 1/time, a time ∝ time), so that their median is
+        the headline figure, whatever its base (the median of process medians, a mean).
+        Empty when there is no finite headline figure."""
+        figure = self.primary
         if figure is None or not math.isfinite(figure.value):
             return []
         positive = [t for t in self.samples if t > 0]
-        if stats is None or not positive:
+        if not positive:
             return [figure.value]
-        rate = self.rates[0] if self.rates else None
-        if rate is not None and figure.name == rate.name and rate.over == "median":
-            return [rate.amount / t for t in positive]
-        if figure.name == self.time_name and not figure.higher_is_better:
-            return positive
         median = float(statistics.median(positive))
         if figure.higher_is_better:
             return [figure.value * median / t for t in positive]
@@ -302,10 +306,10 @@ class Measurement:
         )
 
 
-def _rate_figure(rate: Rate, stats: Summary, spread: Spread) -> Figure:
+def _rate_figure(rate: Rate, mean_per_call: float, spread: Spread) -> Figure:
     """A rate over the central (or mean) time per call; its interval comes from the
     interval of the time, a longer time giving the lower rate."""
-    per_call = spread.center if rate.over == "median" else stats.mean
+    per_call = spread.center if rate.over == "median" else mean_per_call
     if not per_call > 0:
         return Figure(rate.name, math.nan, rate.unit, True, rate.peak)
     value = rate.amount / per_call
@@ -340,8 +344,8 @@ def _upgrade_1(d: dict[str, Any]) -> dict[str, Any]:
     keeps them all as measured figures, exactly as stored."""
     case = dict(d["case"])
     params = dict(case.get("params", {}))
-    # Format 1 left the table to hide switches at an "off" value.
-    case["shown"] = sorted(k for k, v in params.items() if v not in _OFF)
+    if "shown" not in case:  # format 1 left the table to hide switches at an "off" value
+        case["shown"] = sorted(k for k, v in params.items() if v not in _OFF)
     samples = [float(x) for x in d.get("samples", ())]
     details = dict(d.get("details", {}))
     stop_reason = details.pop("stop_reason", "")
@@ -372,6 +376,8 @@ def _split_v1_figures(
     over = "mean" if family == "model" else "median"
     per_call = stats.mean if over == "mean" else stats.median
     for index, f in enumerate(figures):
+        if not all(isinstance(g.get("value"), (int, float)) for g in figures[:index + 1]):
+            break
         if (f.get("unit") == "s" and f.get("higher_is_better") is False
                 and math.isclose(float(f["value"]), stats.median, rel_tol=1e-9)):
             before = figures[:index]

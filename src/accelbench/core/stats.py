@@ -117,11 +117,13 @@ def settling_point(samples: Samples, alpha: float = 1e-3, min_effect: float = 0.
     x = np.asarray(samples, dtype=float)
     n = int(x.size)
     edge = max(4, n // 8)
-    if n < 2 * edge:
+    if n < 2 * edge or not np.all(np.isfinite(x)) or not float(np.median(x)) > 0:
         return None
     best: tuple[float, int] | None = None
     for k in range(edge, n - edge + 1):
         left, right = x[:k], x[k:]
+        if not float(np.median(right)) > 0:
+            continue
         effect = abs(float(np.median(left)) / float(np.median(right)) - 1.0)
         if effect < min_effect:
             continue

@@ -216,7 +216,7 @@ def measure(
     samples: list[float] = []
     warmup_calls = len(per_call)
     extensions = 0
-    start = clock.now()
+    start = sampling_start = clock.now()
     while True:
         if flushing is not None:
             flushing()
@@ -231,7 +231,8 @@ def measure(
         settle = coordinator.agree(settling_point(samples) or 0)
         if not settle:
             return Timing(tuple(samples), number, warmup_calls, stop, policy.confidence)
-        if extensions >= MAX_EXTENSIONS or clock.now() - start >= 2 * policy.max_time:
+        if (extensions >= MAX_EXTENSIONS
+                or clock.now() - sampling_start >= 2 * policy.max_time):
             return Timing(tuple(samples), number, warmup_calls, stop, policy.confidence,
                           settled=False)
         extensions += 1

@@ -118,7 +118,7 @@ def _host_sampler(policy: TimingPolicy, dist: DistInfo | None) -> HostSampler | 
     ignore = {os.getppid()}
     if dist is not None:
         ignore |= _children(os.getppid())
-    probe = HostProbe(ignore_pids=frozenset(ignore - {os.getpid()}))
+    probe = HostProbe(include_children=True, ignore_pids=frozenset(ignore - {os.getpid()}))
     return HostSampler(probe, interval_s=policy.host_interval).start()
 
 
