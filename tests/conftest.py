@@ -22,3 +22,12 @@ def _isolated_store(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytes
         monkeypatch.setenv(
             "ACCELBENCH_STORE", str(tmp_path_factory.mktemp("default") / "results.sqlite")
         )
+
+
+# Property tests: no deadline (a loaded machine must not fail them) and a fixed seed,
+# so a run in CI explores the same examples as a run here.
+from hypothesis import settings  # noqa: E402
+
+settings.register_profile("accelbench", deadline=None, derandomize=True, max_examples=60,
+                          database=None)
+settings.load_profile("accelbench")
