@@ -24,6 +24,7 @@ def run(args: argparse.Namespace) -> int:
     from accelbench.analysis.baseline import fleet_median, write_baseline
     from accelbench.analysis.select import select_runs
     from accelbench.errors import UserError
+    from accelbench.report.text import printable
 
     with open_store(args, create=False) as store:
         runs = select_runs(store, args.runs)
@@ -41,8 +42,8 @@ def run(args: argparse.Namespace) -> int:
     if args.json:
         print_json(summary)
         return 0
-    print(f"Baseline of {len(result.runs)} node(s) on {stacks[0]}: {len(result.cases)} cases, "
-          f"written to {args.output}")
+    print(printable(f"Baseline of {len(result.runs)} node(s) on {stacks[0]}: "
+                    f"{len(result.cases)} cases, written to {args.output}"))
     if outliers:
-        print(f"Left out of the spread where they stood apart: {', '.join(outliers)}")
+        print(printable(f"Left out of the spread where they stood apart: {', '.join(outliers)}"))
     return 0

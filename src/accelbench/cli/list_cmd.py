@@ -36,7 +36,7 @@ def run(args: argparse.Namespace) -> int:
 
     from rich.table import Table
 
-    from accelbench.report.terminal import console
+    from accelbench.report.terminal import console, text
 
     table = Table(title="Benchmarks", title_justify="left", show_lines=True)
     for column in ("Name", "Family", "Devices", "Parameters (default)", "Version", "Summary"):
@@ -46,16 +46,17 @@ def run(args: argparse.Namespace) -> int:
         table.add_row(b.name, b.family, ", ".join(b.devices), params, b.version, b.summary)
     out = console()
     out.print(table)
-    out.print("Suites: " + "; ".join(f"[bold]{s.name}[/bold]: {s.description}" for s in suites))
+    line = text("Suites: ")
+    for i, s in enumerate(suites):
+        line += text("; " if i else "") + text(s.name, "bold") + text(f": {s.description}")
+    out.print(line)
     return 0
 
 
 def _describe_param(p: Param) -> str:
-    from rich.markup import escape
-
     from accelbench.report.units import format_plain
 
     text = f"{p.name}={format_plain(p.default)}"
     if p.choices:
         text += f"  [{' | '.join(format_plain(c) for c in p.choices)}]"
-    return escape(text)
+    return text

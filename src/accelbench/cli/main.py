@@ -24,6 +24,7 @@ from accelbench.cli import (
     show_cmd,
 )
 from accelbench.errors import EXIT_INTERRUPTED, EXIT_USAGE, UserError
+from accelbench.report.text import printable
 
 # Every command, in the order `accelbench --help` lists them.
 COMMANDS = (run_cmd, list_cmd, env_cmd, runs_cmd, show_cmd, report_cmd, export_cmd, profile_cmd,
@@ -61,7 +62,8 @@ def main(argv: list[str] | None = None) -> int:
             return EXIT_USAGE
         return int(args.handler(args))
     except UserError as exc:
-        print(f"accelbench: error: {exc}", file=sys.stderr)
+        # Messages quote what was given or stored: one line, no control characters.
+        print(f"accelbench: error: {printable(exc)}", file=sys.stderr)
         return exc.exit_code
     except KeyboardInterrupt:
         print("accelbench: interrupted", file=sys.stderr)

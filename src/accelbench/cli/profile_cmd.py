@@ -146,28 +146,25 @@ def _finish(args: argparse.Namespace, outcome: ProfileOutcome, store_location: A
 
 
 def _print(outcome: Any, store_location: Any) -> None:
-    from rich.console import Console
-    from rich.markup import escape
-
     from accelbench.report.profile import print_profile
+    from accelbench.report.terminal import console, text
     from accelbench.report.units import format_value
 
-    out = Console(highlight=False)
+    out = console()
     m = outcome.measurement
-    out.print(f"[bold]Profile of {escape(m.case.label)}[/bold] on "
-              f"{escape(outcome.fingerprint.generation_key)}", soft_wrap=True)
+    out.print(text(f"Profile of {m.case.label}", "bold")
+              + text(f" on {outcome.fingerprint.generation_key}"), soft_wrap=True)
     if not m.ok:
-        out.print(f"{m.status}: {m.reason}", markup=False)
+        out.print(text(f"{m.status}: {m.reason}"))
     elif m.primary is not None:
         shown = ", ".join(format_value(f.value, f.unit) for f in m.figures[:2])
-        out.print(f"{shown} (under the profiler: its overhead included)", markup=False)
+        out.print(text(f"{shown} (under the profiler: its overhead included)"))
     for problem in outcome.problems:
-        out.print(f"problem: {problem}", markup=False)
+        out.print(text(f"problem: {problem}"))
     print_profile(outcome.analysis, out)
     for path in outcome.trace_paths:
-        out.print(f"Trace: {path}", markup=False, soft_wrap=True)
+        out.print(text(f"Trace: {path}"), soft_wrap=True)
     if outcome.trace_paths:
-        out.print("Open it in Perfetto, or run: tensorboard --logdir "
-                  f"{outcome.trace_dir.parent}", markup=False, soft_wrap=True)
-    out.print(f"Stored in {store_location} as run {outcome.run_id}", markup=False,
-              soft_wrap=True)
+        out.print(text("Open it in Perfetto, or run: tensorboard --logdir "
+                       f"{outcome.trace_dir.parent}"), soft_wrap=True)
+    out.print(text(f"Stored in {store_location} as run {outcome.run_id}"), soft_wrap=True)

@@ -157,7 +157,7 @@ def _finish(args: argparse.Namespace, outcome: Outcome, store_location: Path,
             report: Path | None) -> int:
     from accelbench.report.collectives import collectives_table
     from accelbench.report.tables import render_rich
-    from accelbench.report.terminal import console, results_table
+    from accelbench.report.terminal import console, results_table, text
 
     if args.json:
         print_json({
@@ -179,9 +179,9 @@ def _finish(args: argparse.Namespace, outcome: Outcome, store_location: Path,
         summary = f"{len(outcome.measurements)} cases, {failed} failed" + (
             " (interrupted)" if outcome.interrupted else "")
         out.print(summary)
-        out.print(f"Stored in {store_location} as run {outcome.run_id}")
+        out.print(text(f"Stored in {store_location} as run {outcome.run_id}"))
         if report:
-            out.print(f"Report: {report}")
+            out.print(text(f"Report: {report}"))
     return outcome.exit_code
 
 
@@ -196,22 +196,27 @@ class TerminalListener:
 
     def planned(self, cases: Sequence[Any], fingerprint: Any, run_id: str) -> None:
         self._total = len(cases)
-        self._err.print(f"accelbench: run {run_id} on {fingerprint.generation_key}: "
-                        f"{self._total} cases")
+        from accelbench.report.terminal import text
+
+        self._err.print(text(f"accelbench: run {run_id} on {fingerprint.generation_key}: "
+                             f"{self._total} cases"))
         if self._err.is_terminal:
             from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
 
-            self._progress = Progress(TextColumn("{task.description}"), BarColumn(),
+            self._progress = Progress(TextColumn("{task.description}", markup=False), BarColumn(),
                                       MofNCompleteColumn(), console=self._err, transient=True)
             self._task = self._progress.add_task("starting", total=self._total)
             self._progress.start()
 
     def started(self, index: int, planned: Any) -> None:
         if self._progress is not None:
-            self._progress.update(self._task, description=planned.case.label)
+            from accelbench.report.text import printable
+
+            self._progress.update(self._task, description=printable(planned.case.label))
 
     def finished(self, index: int, measurement: Any) -> None:
         from accelbench.report.table import row
+        from accelbench.report.terminal import text
 
         r = row(measurement)
         detail = r.result if r.ok else f"{r.status}: {r.note}"
@@ -221,7 +226,7 @@ class TerminalListener:
             detail += r.status[2:]  # " (noisy, contended)"
         mark = {"ok": "✓", "failed": "✗", "skipped": "-"}.get(measurement.status, "?")
         label = f"{measurement.case.benchmark} {r.params}".strip()
-        self._err.print(f"  [{index + 1}/{self._total}] {mark} {label}: {detail}", markup=False)
+        self._err.print(text(f"  [{index + 1}/{self._total}] {mark} {label}: {detail}"))
         if self._progress is not None:
             self._progress.advance(self._task)
 

@@ -30,7 +30,7 @@ def run(args: argparse.Namespace) -> int:
         return 0
     from rich.table import Table
 
-    from accelbench.report.terminal import console
+    from accelbench.report.terminal import console, text
     from accelbench.report.units import format_timestamp
 
     table = Table(title="Runs", title_justify="left")
@@ -38,7 +38,8 @@ def run(args: argparse.Namespace) -> int:
                    "skipped", "Status"):
         table.add_column(column, overflow="fold")
     for r in records:
-        table.add_row(r.id, format_timestamp(r.started_at), r.suite or "-", r.device,
-                      r.generation_key, str(r.n_ok), str(r.n_failed), str(r.n_skipped), r.status)
+        table.add_row(*(text(cell) for cell in (
+            r.id, format_timestamp(r.started_at), r.suite or "-", r.device, r.generation_key,
+            r.n_ok, r.n_failed, r.n_skipped, r.status)))
     console().print(table)
     return 0

@@ -29,14 +29,14 @@ def run(args: argparse.Namespace) -> int:
     from accelbench.report.fingerprint import rows
     from accelbench.report.table import counts
     from accelbench.report.tables import render_rich
-    from accelbench.report.terminal import console, key_value_table, results_table
+    from accelbench.report.terminal import console, key_value_table, results_table, text
 
     r = stored.record
     tally = counts(stored.measurements)
     out = console()
-    out.print(f"[bold]Run {r.id}[/bold]  {r.generation_key}")
-    out.print(f"suite {r.suite or '-'}, device {r.device}, status {r.status}: "
-              f"{tally['ok']} ok, {tally['failed']} failed, {tally['skipped']} skipped")
+    out.print(text(f"Run {r.id}", "bold") + text(f"  {r.generation_key}"))
+    out.print(text(f"suite {r.suite or '-'}, device {r.device}, status {r.status}: "
+                   f"{tally['ok']} ok, {tally['failed']} failed, {tally['skipped']} skipped"))
     if args.env:
         out.print(key_value_table(rows(stored.fingerprint), title="Stack"))
     out.print(results_table(stored.measurements))

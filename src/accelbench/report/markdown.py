@@ -9,14 +9,16 @@ from typing import Any
 from accelbench.core.measurement import Measurement
 from accelbench.report.fingerprint import rows as fingerprint_rows
 from accelbench.report.table import COLUMNS, counts, rows
+from accelbench.report.text import printable
 from accelbench.report.units import format_timestamp
 
 
 def escape(text: Any) -> str:
-    """Keep a value inside its table cell: no pipes, no line breaks, no HTML."""
+    """Keep a value inside its table cell: no pipes, no line breaks, no HTML, and no
+    control characters (a report is often read with `cat`)."""
     return (
-        str(text).replace("\\", "\\\\").replace("|", "\\|").replace("<", "&lt;")
-        .replace(">", "&gt;").replace("\r", " ").replace("\n", " ")
+        printable(str(text).replace("\\", "\\\\")).replace("|", "\\|")
+        .replace("<", "&lt;").replace(">", "&gt;")
     )
 
 

@@ -104,15 +104,15 @@ def top_tables(analysis: Mapping[str, Any]) -> list[Table]:
 def print_profile(analysis: Mapping[str, Any] | None, console: Any) -> None:
     """The summary as label/value lines, then the top tables, on a rich console."""
     from rich.table import Table as RichTable
-    from rich.text import Text
 
     from accelbench.report.tables import render_rich
+    from accelbench.report.terminal import text
 
     if not analysis or "error" in analysis:
         return
     summary = RichTable(show_header=False, box=None, padding=(0, 2, 0, 0))
     for label, value in profile_summary_rows(analysis):
-        summary.add_row(Text(label), Text(value))
+        summary.add_row(text(label), text(value))
     console.print(summary)
     render_rich(top_tables(analysis), console)
 

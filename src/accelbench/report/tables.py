@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from accelbench.report.markdown import escape, markdown_table
+from accelbench.report.text import printable
 
 GOOD = "good"
 BAD = "bad"
@@ -33,16 +34,18 @@ def render_rich(tables: Sequence[Table], console: Any) -> None:
     from rich.table import Table as RichTable
     from rich.text import Text
 
+    from accelbench.report.terminal import text
+
     for t in tables:
-        table = RichTable(title=Text(t.title), title_justify="left")
+        table = RichTable(title=text(t.title), title_justify="left")
         for i, name in enumerate(t.header):
-            table.add_column(Text(name), justify="right" if i in t.numeric else "left",
+            table.add_column(text(name), justify="right" if i in t.numeric else "left",
                              overflow="fold")
         for i, row in enumerate(t.rows):
             style = t.styles[i] if i < len(t.styles) else None
-            table.add_row(*(Text(cell) for cell in row), style=_RICH_STYLES.get(style or ""))
+            table.add_row(*(text(cell) for cell in row), style=_RICH_STYLES.get(style or ""))
         if t.notes:
-            table.caption = Text("\n".join(t.notes))
+            table.caption = Text("\n".join(printable(n) for n in t.notes))
             table.caption_justify = "left"
         console.print(table)
 

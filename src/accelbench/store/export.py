@@ -69,7 +69,8 @@ def write_csv(runs: Iterable[StoredRun], fileobj: IO[str]) -> None:
     """One row per figure of each measurement; one row with empty figure columns for a
     measurement without figures (failed, skipped). `samples` is the number of samples,
     `processes` of the worker processes they came from; `median_s` and its interval are the
-    time per call the figures derive from."""
+    time per call the figures derive from. Text that a spreadsheet would run as a formula
+    (a cell starting with =, +, -, @) is written with a leading apostrophe."""
     writer = csv.writer(fileobj)
     writer.writerow(CSV_COLUMNS)
     for run in runs:
@@ -93,7 +94,21 @@ def write_csv(runs: Iterable[StoredRun], fileobj: IO[str]) -> None:
             figures = [[f.name, f.value, f.unit, f.low, f.high, f.pct_of_peak]
                        for f in m.figures]
             for figure in figures or [[None] * 6]:
-                writer.writerow(["" if v is None else v for v in [*common, *figure, *tail]])
+                writer.writerow(["" if v is None else _csv_cell(v)
+                                 for v in [*common, *figure, *tail]])
+
+
+# A cell starting with one of these is run as a formula by spreadsheets (OWASP's list).
+_FORMULA_START = ("=", "+", "-", "@", "\t", "\r", "\n")
+
+
+def _csv_cell(value: Any) -> Any:
+    """A value for a CSV cell that a spreadsheet shows and never evaluates: text that
+    starts like a formula gets a leading apostrophe, the mark spreadsheets read as "this
+    is text". Numbers (a negative value is a number, not a formula) pass as they are."""
+    if isinstance(value, str) and value.startswith(_FORMULA_START):
+        return "'" + value
+    return value
 
 
 def _run_dict(record: RunRecord) -> dict[str, Any]:

@@ -1,0 +1,45 @@
+"""Stored text made safe to show.
+
+Everything in a store came from somewhere else: host names, environment variables
+(`NCCL_DEBUG_FILE='[/tmp/nccl.%h.log]'` is an ordinary setting), error messages of
+libraries, files merged from other sites. Shown as it is, such text can move the cursor,
+clear the screen, set the window title or hide what follows (ESC and CSI sequences),
+or reorder what the reader sees (bidirectional overrides). Every renderer passes stored
+text through here. (CSV exports, which a spreadsheet may run as formulas, are made safe
+where they are written, in `store.export`.)
+
+Rich markup is not handled here: the terminal console never parses markup (see
+`report.terminal.console`), so brackets in stored text are shown as they are.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+# Unicode "format" characters that reorder or hide text: bidirectional embeddings,
+# overrides and isolates (the "Trojan Source" characters), marks, and the BOM.
+_BIDI = (0x061C, 0x200E, 0x200F, *range(0x202A, 0x202F), *range(0x2066, 0x206A), 0xFEFF)
+# C0 controls (ESC among them), DEL and C1 controls (0x9B is a one-byte CSI).
+_CONTROLS = (*range(0x00, 0x20), *range(0x7F, 0xA0))
+
+
+def _escape_of(code: int) -> str:
+    return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}"
+
+
+_TABLE = {code: _escape_of(code) for code in (*_CONTROLS, *_BIDI)}
+_KEEP_LAYOUT = {ord("\n"): "\n", ord("\t"): "\t"}
+# Line breaks and tabs become spaces where a value must stay on one line.
+_ONE_LINE = {**_TABLE, ord("\n"): " ", ord("\r"): " ", ord("\t"): " "}
+_MULTI_LINE = {**_TABLE, **_KEEP_LAYOUT}
+
+
+def printable(value: Any, *, multiline: bool = False) -> str:
+    """`value` as text with every control and reordering character shown as an escape
+    (`\\x1b`, `\\u202e`), so it prints as what it is and does nothing to the terminal.
+
+    Line breaks become spaces, unless `multiline`, which keeps line breaks and tabs (a
+    table caption of several notes). Linear in the length of the text.
+    """
+    return str(value).translate(_MULTI_LINE if multiline else _ONE_LINE)
+
