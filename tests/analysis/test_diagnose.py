@@ -120,7 +120,7 @@ def test_a_missing_or_failed_case_fails_the_status_rule(fleet) -> None:
 @pytest.mark.parametrize(
     ("text", "fragment"),
     [
-        ("rules: [", "invalid YAML at line 1"),
+        ("rules: [", "invalid YAML at line 2"),  # where the input ends
         ("- a\n- b\n", "expected a mapping with a 'rules' list"),
         ("rules: []", "non-empty list"),
         ("rulez: []\nrules: [{}]", "unknown top-level field 'rulez'"),
@@ -208,3 +208,76 @@ def test_invalid_rules_file_on_the_command_line(fleet, tmp_path, capsys) -> None
     assert main(["diagnose", "--rules", str(rules), "--store", str(path)]) == EXIT_USAGE
     assert "invalid YAML at line" in capsys.readouterr().err
     assert main(["diagnose", "--store", str(tmp_path / "none.sqlite")]) == EXIT_STORE
+
+
+TYPO_RULES = RULES + """
+  - name: gemm-typo
+    metric: "gemmm"
+    compare: ratio_to_baseline
+    min: 0.95
+    category: compute
+"""
+
+
+def test_a_rule_that_matches_nothing_is_an_error(fleet, tmp_path, capsys) -> None:
+    path, _, runs = fleet
+    rules = tmp_path / "rules.yaml"
+    rules.write_text(TYPO_RULES)
+    store = ["--store", str(path)]
+    assert main(["diagnose", *store, "--rules", str(rules)]) == EXIT_USAGE
+    captured = capsys.readouterr()
+    err = captured.err.strip().splitlines()
+    assert len(err) == 1 and "1 rule(s) match no measurement" in err[0] and "gemm-typo" in err[0]
+    assert captured.out == ""
+    with pytest.raises(UserError, match="gemm-typo"):
+        diagnose(runs, parse_rules(TYPO_RULES), strict=True)
+
+
+def test_allow_unmatched_warns_and_keeps_it_in_the_result(fleet, tmp_path, capsys) -> None:
+    path, _, _ = fleet
+    rules = tmp_path / "rules.yaml"
+    rules.write_text(TYPO_RULES)
+    args = ["diagnose", "--store", str(path), "--rules", str(rules), "--allow-unmatched"]
+    assert main([*args, "--json"]) == EXIT_CASE_FAILED
+    captured = capsys.readouterr()
+    assert captured.err.strip().splitlines() == [
+        "accelbench: warning: 1 rule(s) match no measurement in the selected runs: "
+        "'gemm-typo'"]
+    data = json.loads(captured.out)
+    assert data["unmatched_rules"] == ["gemm-typo"]
+    assert any("gemm-typo" in note for note in data["notes"])
+    assert main(args) == EXIT_CASE_FAILED
+    assert "match no measurement in the selected runs: 'gemm-typo'" in capsys.readouterr().out
+
+
+def test_a_figure_glob_that_matches_no_figure_is_unmatched(fleet) -> None:
+    _, _, runs = fleet
+    text = RULES.replace("figure: busbw", "figure: bussbw")
+    with pytest.raises(UserError, match="allreduce-large"):
+        diagnose(runs, parse_rules(text), strict=True)
+
+
+def test_default_rules_that_do_not_apply_to_a_cpu_node_are_only_noted(tmp_path, capsys) -> None:
+    """A quick-suite-like CPU store: GEMM, memory and launch; no collectives, no models."""
+    import numpy as np
+    from analysis_data import add_run, rated
+
+    from accelbench.core.case import Case
+
+    rng = np.random.default_rng(0)
+    path = tmp_path / "cpu.sqlite"
+    cases = [(Case.make("gemm", "g", "micro", {"shape": "512", "dtype": "fp32"}, "cpu"), "FLOP/s"),
+             (Case.make("memory", "m", "micro", {"op": "copy", "size_mib": 64}, "cpu"), "B/s"),
+             (Case.make("launch", "l", "micro", {"mode": "eager"}, "cpu"), "")]
+    with Store.open(path) as store:
+        for host in ("cpu1", "cpu2", "cpu3"):
+            ms = [rated(case, 1e-3, 1e6, unit, rng=rng) if unit else
+                  rated(case, 5e-6, 1.0, "call/s", rng=rng) for case, unit in cases]
+            add_run(store, host=host, stack="cpu | torch", started_at=1.7e9 + len(host),
+                    measurements=ms, device="cpu")
+    assert main(["diagnose", "--store", str(path), "--json"]) == 0
+    captured = capsys.readouterr()
+    assert captured.err == ""
+    data = json.loads(captured.out)
+    assert data["unmatched_rules"] == ["collective-bandwidth", "model-throughput"]
+    assert data["failing"] == []

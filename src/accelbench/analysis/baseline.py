@@ -27,6 +27,7 @@ import numpy as np
 
 from accelbench.core.formats import upgrade
 from accelbench.core.measurement import Measurement
+from accelbench.core.untrusted import clip, parse_json, read_text
 from accelbench.errors import UserError
 from accelbench.store import StoredRun
 
@@ -214,12 +215,9 @@ def write_baseline(baseline: Baseline, path: str | Path) -> None:
 
 
 def read_baseline(path: str | Path) -> Baseline:
-    try:
-        data = json.loads(Path(path).read_text(encoding="utf-8"))
-    except OSError as exc:
-        raise UserError(f"cannot read baseline {path}: {exc.strerror or exc}") from None
-    except (ValueError, UnicodeDecodeError) as exc:
-        raise UserError(f"baseline {path} is not JSON: {exc}") from None
+    """A baseline file, read as untrusted (`core.untrusted`: size and depth caps)."""
+    text = read_text(path, "baseline")
+    data = parse_json(text, f"baseline {path}", not_json=" is not JSON")
     return baseline_from_dict(data, str(path))
 
 
@@ -243,13 +241,22 @@ def baseline_from_dict(data: object, source: str) -> Baseline:
                 version=str(c["version"]), family=str(c["family"]), params=dict(c["params"]),
                 primary=str(c.get("primary") or next(iter(figures), "")), figures=figures,
                 cv=None if c.get("cv") is None else float(c["cv"]),
-                nodes=int(c.get("nodes", 1)), outliers=tuple(c.get("outliers", ())),
+                nodes=int(c.get("nodes", 1)), outliers=_texts(c, "outliers"),
             )
         return Baseline(
             source=f"baseline file {source}",
-            generation_keys=tuple(data.get("generation_keys", ())),
-            runs=tuple(data.get("runs", ())), hosts=tuple(data.get("hosts", ())),
+            generation_keys=_texts(data, "generation_keys"),
+            runs=_texts(data, "runs"), hosts=_texts(data, "hosts"),
             cases=cases, created_at=float(data.get("created_at", 0.0)),
         )
-    except (KeyError, TypeError, ValueError, AttributeError) as exc:
-        raise UserError(f"baseline {source} is malformed: {type(exc).__name__}: {exc}") from None
+    except (KeyError, TypeError, ValueError, AttributeError, OverflowError) as exc:
+        raise UserError(f"baseline {source} is malformed: {type(exc).__name__}: "
+                        f"{clip(exc)}") from None
+
+
+def _texts(data: dict[str, Any], key: str) -> tuple[str, ...]:
+    """A list of strings of the file (the stacks, runs and hosts messages name)."""
+    value = data.get(key, [])
+    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+        raise TypeError(f"{key!r} must be a list of strings")
+    return tuple(value)

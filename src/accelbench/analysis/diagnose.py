@@ -3,6 +3,15 @@
 Each node (the latest run of each host and device) is checked against a baseline with
 the rules of `rules.py`. Without a given baseline, each stack generation of the fleet is
 its own baseline: the fleet median of its nodes (`baseline.fleet_median`).
+
+A rule that selects no measurement in any of the runs (its case pattern and family match
+no case, or its figure glob no figure of the cases it matches) checks nothing, and a
+typo in a metric name would otherwise disable a gate while every node "passes". Such a
+rule is "unmatched": with a rules file of the user's (`strict`), it is an error unless
+the user allows it (`--allow-unmatched`), and then it is kept in the result, where every
+output shows it. The rules shipped with accelbench are exempt: they cover every family
+(GEMM, memory, launch, collectives, models) and a node need not run all of them (a CPU
+node runs no collectives), so their unmatched rules are only noted in the result.
 """
 
 from __future__ import annotations
@@ -23,6 +32,7 @@ from accelbench.analysis.baseline import (
 )
 from accelbench.analysis.rules import Rule
 from accelbench.core.measurement import Figure, Measurement
+from accelbench.core.untrusted import short
 from accelbench.errors import UserError
 from accelbench.store import StoredRun
 
@@ -85,6 +95,7 @@ class Diagnosis:
     baselines: list[Baseline]
     rules: list[Rule]
     notes: list[str] = field(default_factory=list)
+    unmatched: list[str] = field(default_factory=list)  # names of rules that matched nothing
 
     @property
     def failing(self) -> list[NodeResult]:
@@ -98,17 +109,49 @@ class Diagnosis:
                            "runs": list(b.runs)} for b in self.baselines],
             "rules": [rule.to_dict() for rule in self.rules],
             "notes": self.notes,
+            "unmatched_rules": self.unmatched,
         }
 
 
+def unmatched_rules(runs: Sequence[StoredRun], rules: Sequence[Rule]) -> list[str]:
+    """The names of the rules that select no measurement of any of `runs`, in rule order."""
+    return [rule.name for rule in rules
+            if not any(_selects(rule, m) for run in runs for m in run.measurements)]
+
+
+def _selects(rule: Rule, m: Measurement) -> bool:
+    """The rule applies to the case and, with a figure glob, to one of its figures (a
+    case without figures, failed or skipped, counts by its case alone)."""
+    if not rule.applies(m.case):
+        return False
+    if rule.figure is None or not m.figures:
+        return True
+    return any(fnmatch.fnmatchcase(f.name, rule.figure) for f in m.figures)
+
+
+def unmatched_message(names: Sequence[str]) -> str:
+    """The rules that matched nothing, named in one line (the first few of many)."""
+    shown = ", ".join(short(n) for n in names[:5])
+    more = f" and {len(names) - 5} more" if len(names) > 5 else ""
+    return f"{len(names)} rule(s) match no measurement in the selected runs: {shown}{more}"
+
+
 def diagnose(
-    runs: Sequence[StoredRun], rules: Sequence[Rule], baseline: Baseline | None = None
+    runs: Sequence[StoredRun], rules: Sequence[Rule], baseline: Baseline | None = None,
+    *, strict: bool = False, allow_unmatched: bool = False,
 ) -> Diagnosis:
+    """Check every node. `strict` (the user's own rules): a rule that matches no
+    measurement is a UserError, unless `allow_unmatched`; either way the rules that
+    matched nothing are kept in the result (see the module docstring)."""
     nodes = node_runs(runs)
     if not nodes:
         raise UserError("no runs to diagnose")
+    unmatched = unmatched_rules(nodes, rules)
+    if unmatched and strict and not allow_unmatched:
+        raise UserError(f"{unmatched_message(unmatched)} (a typo in 'metric', 'family' or "
+                        "'figure'? --allow-unmatched checks the other rules anyway)")
     names = node_names(nodes)
-    notes: list[str] = []
+    notes: list[str] = [unmatched_message(unmatched)] if unmatched else []
     if baseline is None:
         by_generation: dict[str, list[StoredRun]] = {}
         for run in nodes:
@@ -133,7 +176,7 @@ def diagnose(
         for run in nodes
     ]
     unique = list({id(b): b for b in baselines.values()}.values())
-    return Diagnosis(results, unique, list(rules), notes)
+    return Diagnosis(results, unique, list(rules), notes, unmatched)
 
 
 def check_node(node: str, run: StoredRun, rules: Sequence[Rule], baseline: Baseline) -> NodeResult:

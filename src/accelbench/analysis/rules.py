@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import contextlib
 import math
+from collections import Counter
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
@@ -29,6 +30,7 @@ from typing import Any
 
 from accelbench.analysis.select import CasePattern, parse_case_pattern
 from accelbench.core.case import Case
+from accelbench.core.untrusted import parse_yaml, read_text, short
 from accelbench.errors import UserError
 
 RATIO = "ratio_to_baseline"
@@ -70,42 +72,31 @@ def load_rules(path: str | Path | None = None) -> list[Rule]:
     if path is None:
         text = resources.files("accelbench.analysis").joinpath(DEFAULT_RULES).read_text("utf-8")
         return parse_rules(text, "default rules")
-    try:
-        text = Path(path).read_text(encoding="utf-8")
-    except OSError as exc:
-        raise UserError(f"cannot read rules file {path}: {exc.strerror or exc}") from None
-    except UnicodeDecodeError:
-        raise UserError(f"cannot read rules file {path}: not UTF-8 text") from None
-    return parse_rules(text, str(path))
+    return parse_rules(read_text(path, "rules file"), str(path))
 
 
 def parse_rules(text: str, source: str = "rules") -> list[Rule]:
-    import yaml
-
-    try:
-        data = yaml.safe_load(text)
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
-        problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
-        raise UserError(f"{source}: invalid YAML{where}: {problem}") from None
+    """Rules from YAML text, read as untrusted (`core.untrusted`: size, depth and alias
+    caps); every check is linear in the number of rules."""
+    data = parse_yaml(text, source)
     if not isinstance(data, dict) or "rules" not in data:
         raise UserError(f"{source}: expected a mapping with a 'rules' list")
     unknown = sorted(set(map(str, data)) - {"rules", "version"})
     if unknown:
-        raise UserError(f"{source}: unknown top-level field {unknown[0]!r} (fields: rules, "
-                        "version)")
-    if data.get("version", 1) != 1:
-        raise UserError(f"{source}: rules version {data.get('version')!r} is not one this "
+        raise UserError(f"{source}: unknown top-level field {short(unknown[0])} (fields: "
+                        "rules, version)")
+    version = data.get("version", 1)
+    if isinstance(version, bool) or version != 1:
+        raise UserError(f"{source}: rules version {short(version)} is not one this "
                         "accelbench reads (1)")
     items = data["rules"]
     if not isinstance(items, list) or not items:
         raise UserError(f"{source}: 'rules' must be a non-empty list")
     rules = [_rule(item, i, source) for i, item in enumerate(items, 1)]
-    names = [r.name for r in rules]
-    duplicate = next((n for n in names if names.count(n) > 1), None)
-    if duplicate:
-        raise UserError(f"{source}: two rules are named {duplicate!r}")
+    counts = Counter(r.name for r in rules)
+    duplicate = next((r.name for r in rules if counts[r.name] > 1), None)
+    if duplicate is not None:
+        raise UserError(f"{source}: two rules are named {short(duplicate)}")
     return rules
 
 
@@ -116,10 +107,11 @@ def _rule(item: object, index: int, source: str) -> Rule:
     name = item.get("name", f"rule {index}")
     if not isinstance(name, str) or not name.strip():
         raise UserError(f"{where}: 'name' must be a non-empty string")
-    where = f"{where} ({name})"
+    where = f"{where} ({short(name.strip())[1:-1]})"
     unknown = sorted(set(map(str, item)) - set(FIELDS))
     if unknown:
-        raise UserError(f"{where}: unknown field {unknown[0]!r} (fields: {', '.join(FIELDS)})")
+        raise UserError(f"{where}: unknown field {short(unknown[0])} "
+                        f"(fields: {', '.join(FIELDS)})")
     for required in ("metric", "compare", "category"):
         if required not in item:
             raise UserError(f"{where}: missing field {required!r}")
@@ -130,7 +122,8 @@ def _rule(item: object, index: int, source: str) -> Rule:
         raise UserError(f"{where}: {exc}") from None
     compare = _text(item, "compare", where)
     if compare not in COMPARES:
-        raise UserError(f"{where}: unknown compare {compare!r} (one of {', '.join(COMPARES)})")
+        raise UserError(f"{where}: unknown compare {short(compare)} "
+                        f"(one of {', '.join(COMPARES)})")
     low, high, max_cv = (_number(item, k, where) for k in ("min", "max", "max_cv"))
     if compare != STATUS and low is None and high is None and max_cv is None:
         raise UserError(f"{where}: give 'min', 'max' or 'max_cv'")
@@ -161,7 +154,10 @@ def _number(item: dict[str, Any], key: str, where: str) -> float | None:
     if isinstance(value, str):
         with contextlib.suppress(ValueError):
             value = float(value)
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(
-            value):
-        raise UserError(f"{where}: {key!r} must be a number, got {item[key]!r}")
-    return float(value)
+    try:
+        number = float(value) if isinstance(value, (int, float)) else math.nan
+    except OverflowError:  # an integer beyond any float
+        number = math.inf
+    if isinstance(value, bool) or not math.isfinite(number):
+        raise UserError(f"{where}: {key!r} must be a number, got {short(item[key])}")
+    return number

@@ -20,6 +20,7 @@ from dataclasses import dataclass
 
 from accelbench.core.case import Case
 from accelbench.core.names import STATUS_SKIPPED
+from accelbench.core.untrusted import short
 from accelbench.errors import UserError
 from accelbench.store import RunRecord, Store, StoredRun
 
@@ -176,8 +177,8 @@ def parse_case_pattern(text: str) -> CasePattern:
         name, sep, glob = token.partition("=")
         if not sep or not name:
             raise UserError(
-                f"bad case pattern {text!r}: after the benchmark name give NAME=GLOB, "
-                f"got {token!r}"
+                f"bad case pattern {short(text)}: after the benchmark name give NAME=GLOB, "
+                f"got {short(token)}"
             )
         params.append((name.lower(), glob.lower()))
     return CasePattern(tokens[0].lower(), tuple(params), text)

@@ -10,14 +10,25 @@ from accelbench.cli.options import add_json, add_store, open_store, print_json
 
 NAME = "diagnose"
 HELP = "check every node's latest run against a baseline with rules; exit 1 if any fails"
+DESCRIPTION = (
+    f"{HELP}. A rule of a --rules file that matches no measurement in the selected runs "
+    "(a typo in a metric name would silently disable it) is an error (exit 2) unless "
+    "--allow-unmatched is given; the default rules cover every benchmark family, so those "
+    "of them that match nothing (a CPU node runs no collectives) are only noted."
+)
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.description = DESCRIPTION
     parser.add_argument("runs", nargs="*", metavar="RUN",
                         help="runs or filters forming the fleet (default: every stored run; "
                         "the latest run of each host and device is used)")
     parser.add_argument("--rules", metavar="FILE",
                         help="YAML rules file (default: the rules shipped with accelbench)")
+    parser.add_argument("--allow-unmatched", action="store_true",
+                        help="go on when a rule of the --rules file matches no measurement "
+                        "in the selected runs: warn on stderr and list it in the result "
+                        "(default: an error, exit 2)")
     parser.add_argument("--baseline", default="fleet", metavar="REF",
                         help="'fleet' (default: the fleet median of each stack), a baseline "
                         "file written by `accelbench baseline`, or a run (several runs: their "
@@ -42,7 +53,9 @@ def load_baseline(ref: str, store: Any) -> Any:
 
 
 def run(args: argparse.Namespace) -> int:
-    from accelbench.analysis.diagnose import diagnose
+    import sys
+
+    from accelbench.analysis.diagnose import diagnose, unmatched_message
     from accelbench.analysis.rules import load_rules
     from accelbench.analysis.select import select_runs
     from accelbench.errors import EXIT_CASE_FAILED
@@ -51,7 +64,10 @@ def run(args: argparse.Namespace) -> int:
     with open_store(args, create=False) as store:
         base = load_baseline(args.baseline, store)
         runs = select_runs(store, args.runs)
-    result = diagnose(runs, rules, base)
+    strict = args.rules is not None
+    result = diagnose(runs, rules, base, strict=strict, allow_unmatched=args.allow_unmatched)
+    if strict and result.unmatched:
+        print(f"accelbench: warning: {unmatched_message(result.unmatched)}", file=sys.stderr)
     if args.json:
         print_json(result.to_dict())
     else:

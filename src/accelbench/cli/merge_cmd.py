@@ -1,9 +1,12 @@
-"""`accelbench merge`: gather runs from other stores or JSON exports into one store."""
+"""`accelbench merge`: gather runs from other stores or JSON exports into one store.
+
+Every source is untrusted: read within the caps of `core.untrusted`, and every run of it
+checked (`store.record_schema`) before anything is written, so a merge that fails writes
+nothing, and a merge that succeeds leaves a store every command can read."""
 
 from __future__ import annotations
 
 import argparse
-import json
 from pathlib import Path
 from typing import Any
 
@@ -25,9 +28,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def read_source(path: Path) -> list[Any]:
-    """Every run of a store file or a JSON export."""
+    """Every run of a store file or a JSON export, checked (see the module docstring)."""
+    from accelbench.core.untrusted import MAX_EXPORT_BYTES, parse_json, read_bytes
     from accelbench.errors import StoreError
-    from accelbench.store import Store, load_json
+    from accelbench.store import load_json
+    from accelbench.store.record_schema import check_runs
 
     try:
         with path.open("rb") as f:
@@ -35,13 +40,28 @@ def read_source(path: Path) -> list[Any]:
     except OSError as exc:
         raise StoreError(f"cannot read {path}: {exc.strerror or exc}") from None
     if head == _SQLITE_HEADER:
-        with Store.open(path, create=False) as source:
+        runs = _store_runs(path)
+    else:
+        data = parse_json(read_bytes(path, "export", StoreError, MAX_EXPORT_BYTES), str(path),
+                          StoreError, not_json=" is neither a result store nor a JSON export")
+        runs = load_json(data, str(path))
+    check_runs(runs, str(path))
+    return runs
+
+
+def _store_runs(path: Path) -> list[Any]:
+    """Every run of another store, oldest first; what it holds may be anything."""
+    from accelbench.core.untrusted import clip
+    from accelbench.errors import StoreError
+    from accelbench.store import Store
+
+    with Store.open(path, create=False) as source:
+        try:
             return [source.load_run(r.id) for r in reversed(source.list_runs())]
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (ValueError, UnicodeDecodeError) as exc:
-        raise StoreError(f"{path} is neither a result store nor a JSON export: {exc}") from None
-    return load_json(data)
+        except (ValueError, TypeError, KeyError, AttributeError, OverflowError,
+                RecursionError) as exc:
+            raise StoreError(f"{path}: cannot read its runs: {type(exc).__name__}: "
+                             f"{clip(exc)}") from None
 
 
 def run(args: argparse.Namespace) -> int:

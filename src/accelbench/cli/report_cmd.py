@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import re
 import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -52,7 +53,7 @@ def run(args: argparse.Namespace) -> int:
             path = default_report_path(store.path, groups[0].runs[0].record.id, fmt)
         else:
             stamp = time.strftime("%Y%m%d-%H%M%S", time.gmtime())
-            path = Path(store.path).parent / "reports" / f"report-{stamp}.{fmt}"
+            path = report_path(Path(store.path).parent / "reports", f"report-{stamp}", fmt)
     _write(path, text)
     print(f"Report: {path}")
     return 0
@@ -67,7 +68,20 @@ def _format_for(output: str | None) -> str:
 
 
 def default_report_path(store_path: Path, run_id: str, fmt: str = "html") -> Path:
-    return Path(store_path).parent / "reports" / f"{run_id}.{fmt}"
+    return report_path(Path(store_path).parent / "reports", run_id, fmt)
+
+
+def report_path(folder: Path, name: str, fmt: str) -> Path:
+    """The file `name`.`fmt` in `folder`, where `name` may come from a store (a run id a
+    merged store brought): only safe characters are kept, and the resolved path must be
+    a file of `folder` itself, so that no stored value makes a report land elsewhere."""
+    from accelbench.errors import UserError
+
+    safe = re.sub(r"[^A-Za-z0-9._-]", "_", name).lstrip(".")[:128] or "report"
+    path = folder / f"{safe}.{fmt}"
+    if path.resolve().parent != folder.resolve():
+        raise UserError(f"the report file {path} would not be in {folder}")
+    return path
 
 
 def render_groups(

@@ -19,6 +19,7 @@ from typing import IO, Any
 
 from accelbench.core.formats import upgrade
 from accelbench.core.measurement import STATUS_FAILED, STATUS_OK, STATUS_SKIPPED, Measurement
+from accelbench.core.untrusted import clip
 from accelbench.errors import StoreError
 from accelbench.store.sqlite import RunRecord, StoredRun
 
@@ -52,17 +53,24 @@ def export_json(runs: Iterable[StoredRun]) -> dict[str, Any]:
     }
 
 
-def load_json(data: Any) -> list[StoredRun]:
-    """Runs from an export, upgraded from an older format version if needed."""
+def load_json(data: Any, source: str = "results export") -> list[StoredRun]:
+    """Runs from an export, upgraded from an older format version if needed, checked
+    against the export's schema first (`record_schema`): an export is untrusted, and
+    `source` names it in messages."""
+    from accelbench.store.record_schema import validate_export
+
     if not isinstance(data, dict) or data.get("format") != FORMAT:
-        raise StoreError("not an accelbench results export (no \"format\": \"accelbench-results\")")
-    data = upgrade(data, "results export", FORMAT_VERSION, _UPGRADES)
+        raise StoreError(f"{source}: not an accelbench results export "
+                         "(no \"format\": \"accelbench-results\")")
+    data = upgrade(data, source, FORMAT_VERSION, _UPGRADES)
+    validate_export(data, source)
     try:
         return [_stored_run(entry) for entry in data["runs"]]
     except KeyError as e:
-        raise StoreError(f"malformed results export: missing field {e}") from None
-    except (TypeError, ValueError) as e:
-        raise StoreError(f"cannot load results export: {e}") from None
+        raise StoreError(f"{source}: malformed results export: missing field "
+                         f"{clip(repr(e))}") from None
+    except (TypeError, ValueError, AttributeError, OverflowError, RecursionError) as e:
+        raise StoreError(f"{source}: cannot load results export: {clip(e)}") from None
 
 
 def write_csv(runs: Iterable[StoredRun], fileobj: IO[str]) -> None:

@@ -1,0 +1,340 @@
+"""What an import must be before anything of it is written: the JSON Schema of a results
+export, and the checks that every stored run read elsewhere passes before `merge` copies it.
+
+An export, or a store given to `merge`, is untrusted: a measurement that is a list,
+samples that are text or a start time that is a word would be stored as they are and
+break `show`, `report` and `runs` for the whole store. So, before any write:
+
+  1. an export is checked against SCHEMA (JSON Schema, Draft 2020-12): the export of
+     `store.export.export_json`, with each measurement a record as
+     `Measurement.to_dict` writes it (format 2; `export_dict` adds "figures", "interval"
+     and "contended", which are not read back), or a format 1 record as
+     `measurement._upgrade_1` reads it. "finite": true (a keyword of this schema) asks
+     for a number that is neither NaN nor infinite;
+  2. every run, from an export or from another store, is checked in the form it would be
+     written (`check_runs`): the same schema on its run record and its measurements'
+     `to_dict()`, a run id of the safe form (RUN_ID), and every derived value the read
+     commands compute (figures, spread, stats, samples, the results table, the export, the
+     time stamps) computed once, so that a run that passes can be read by every command.
+
+The first problem found is one line, a StoreError (the store's exit code), with the JSON
+path of the value: `export.json: runs[0].measurements[3].timings[0].samples[1]: 'abc' is
+not of type 'number'`.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import math
+import re
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+from accelbench.core.names import RUN_STATUSES, STATUSES
+from accelbench.core.untrusted import check_shape, clip, short
+from accelbench.errors import StoreError
+
+# The run ids the store writes are "20261130-002249-3fa2"; an import may bring any id of
+# this conservative form, which is safe in a file name and never "..".
+RUN_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}")
+
+_FINITE = {"type": "number", "finite": True}
+_NUMBER_OR_NULL = {"type": ["number", "null"]}
+_TEXT = {"type": "string"}
+_TEXTS = {"type": "array", "items": _TEXT}
+_PARAM = {"type": ["string", "number", "boolean", "null"]}
+
+_CASE = {
+    "type": "object",
+    "required": ["benchmark", "version", "family", "params", "device"],
+    "properties": {
+        "benchmark": _TEXT, "version": _TEXT, "family": _TEXT, "device": _TEXT,
+        "params": {"type": "object", "additionalProperties": _PARAM},
+        "key": _TEXT, "shown": _TEXTS,
+    },
+    "additionalProperties": False,
+}
+
+# Measurement.to_dict()'s "measured" figures (Figure.to_dict); a format 1 figure kept as
+# measured may have no number (null).
+_FIGURE = {
+    "type": "object",
+    "required": ["name", "value", "unit"],
+    "properties": {
+        "name": _TEXT, "value": _NUMBER_OR_NULL, "unit": _TEXT,
+        "higher_is_better": {"type": "boolean"}, "peak": _NUMBER_OR_NULL,
+        "pct_of_peak": _NUMBER_OR_NULL, "low": _NUMBER_OR_NULL, "high": _NUMBER_OR_NULL,
+        "contended": {"type": "boolean"},  # export_dict's figures only
+    },
+    "additionalProperties": False,
+}
+
+_TIMING = {
+    "type": "object",
+    "required": ["samples", "number"],
+    "properties": {
+        "samples": {"type": "array", "items": _FINITE},
+        "number": {"type": "integer", "minimum": 1},
+        "warmup_calls": {"type": "integer", "minimum": 0},
+        "stop_reason": _TEXT,
+        "settled": {"type": "boolean"},
+    },
+    "additionalProperties": False,
+}
+
+_RATE = {
+    "type": "object",
+    "required": ["name", "amount", "unit"],
+    "properties": {
+        "name": _TEXT, "amount": _FINITE, "unit": _TEXT, "peak": _NUMBER_OR_NULL,
+        "over": {"enum": ["median", "mean"]},
+    },
+    "additionalProperties": False,
+}
+
+_HOST = {
+    "type": "object",
+    "properties": {"contended": {"type": "boolean"}, "reasons": _TEXTS},
+}
+
+# What a record of either format has in common.
+_COMMON = {
+    "case": _CASE,
+    "status": {"enum": list(STATUSES)},
+    "reason": {"type": ["string", "null"]},
+    "warnings": _TEXTS,
+    "details": {"type": "object"},
+    "started_at": _FINITE,
+    "duration_s": _FINITE,
+    "confidence": {"type": "number", "exclusiveMinimum": 0, "exclusiveMaximum": 1},
+}
+
+RECORD_2 = {
+    "type": "object",
+    "required": ["format_version", "case", "status"],
+    "properties": {
+        **_COMMON,
+        "format_version": {"const": 2},
+        "timings": {"type": "array", "items": _TIMING},
+        "rates": {"type": "array", "items": _RATE},
+        "time_name": _TEXT,
+        "measured": {"type": "array", "items": _FIGURE},
+        "hosts": {"type": "array", "items": _HOST},
+        # Written by Measurement.export_dict for other tools; not read back.
+        "figures": {"type": "array", "items": _FIGURE},
+        "interval": {"type": ["object", "null"]},
+        "contended": {"type": "boolean"},
+    },
+    "additionalProperties": False,
+}
+
+# Format 1, as _upgrade_1 reads it: samples and derived figures stored.
+RECORD_1 = {
+    "type": "object",
+    "required": ["case", "status"],
+    "properties": {
+        **_COMMON,
+        "format_version": {"const": 1},
+        "samples": {"type": "array", "items": _FINITE},
+        "number": {"type": ["integer", "null"], "minimum": 0},
+        "figures": {"type": "array", "items": _FIGURE},
+        "details": {
+            "type": "object",
+            "properties": {"stop_reason": _TEXT, "warmup_calls": {"type": "integer",
+                                                                   "minimum": 0}},
+        },
+        "hosts": {"type": "array", "items": _HOST},
+    },
+    "additionalProperties": False,
+}
+
+# A record of a version newer than this accelbench reads is left to the format check,
+# whose message says to upgrade.
+_RECORD = {
+    "type": "object",
+    "if": {"required": ["format_version"], "properties": {"format_version": {"const": 2}}},
+    "then": {"$ref": "#/$defs/record2"},
+    "else": {
+        "if": {"required": ["format_version"],
+               "properties": {"format_version": {"type": "integer", "minimum": 3}}},
+        "else": {"$ref": "#/$defs/record1"},
+    },
+}
+
+RUN = {
+    "type": "object",
+    "required": ["id", "started_at", "status", "device", "generation_key", "fingerprint_id"],
+    "properties": {
+        "id": {"type": "string", "pattern": f"^{RUN_ID.pattern}$", "not": {"pattern": r"\.\."}},
+        "started_at": _FINITE,
+        "finished_at": {"type": ["number", "null"], "finite": True},
+        "status": {"enum": list(RUN_STATUSES)},
+        "suite": {"type": ["string", "null"]},
+        "argv": _TEXTS,
+        "device": _TEXT,
+        "generation_key": _TEXT,
+        "host": _TEXT,
+        "accelbench_version": _TEXT,
+        "fingerprint_id": _TEXT,
+        # Counted again from the measurements on import.
+        "n_ok": {"type": "integer"}, "n_failed": {"type": "integer"},
+        "n_skipped": {"type": "integer"},
+    },
+    "additionalProperties": False,
+}
+
+SCHEMA: dict[str, Any] = {
+    "$schema": "https://json-schema.org/draft/2020-12/schema",
+    "title": "accelbench results export",
+    "type": "object",
+    "required": ["format", "format_version", "runs"],
+    "properties": {
+        "format": {"const": "accelbench-results"},
+        "format_version": {"type": "integer", "minimum": 1},
+        "runs": {
+            "type": "array",
+            "items": {
+                "type": "object",
+                "required": ["run", "fingerprint", "measurements"],
+                "properties": {
+                    "run": {"$ref": "#/$defs/run"},
+                    "fingerprint": {"type": "object"},
+                    "measurements": {"type": "array", "items": {"$ref": "#/$defs/record"}},
+                },
+                "additionalProperties": False,
+            },
+        },
+    },
+    "additionalProperties": False,
+    "$defs": {"run": RUN, "record": _RECORD, "record1": RECORD_1, "record2": RECORD_2},
+}
+
+
+def validate_export(data: Any, source: str) -> None:
+    """Raise a one-line StoreError at the first place `data` is not an export SCHEMA
+    allows."""
+    _validate(data, SCHEMA, source)
+
+
+def check_runs(runs: Iterable[Any], source: str) -> None:
+    """Raise a one-line StoreError unless every run (a StoredRun) can be stored as it is
+    and read back by every command: see the module docstring."""
+    from accelbench.store.export import _run_dict
+
+    for index, run in enumerate(runs):
+        where = f"{source}: run {short(run.record.id)}"
+        data = {"run": _run_dict(run.record), "fingerprint": run.fingerprint,
+                "measurements": [m.to_dict() for m in run.measurements]}
+        check_shape(data, where, StoreError)
+        _validate(data, _DOCUMENT_RUN, source, ["runs", index])
+        _derive(run, where)
+
+
+# One run entry of an export, for check_runs.
+_DOCUMENT_RUN = {
+    "$schema": SCHEMA["$schema"],
+    **SCHEMA["properties"]["runs"]["items"],
+    "$defs": SCHEMA["$defs"],
+}
+
+
+def _validate(data: Any, schema: dict[str, Any], source: str,
+              prefix: Sequence[str | int] = ()) -> None:
+    """The first error of `data` against `schema`, as one line with its JSON path
+    (`prefix` is the path of `data` in its document)."""
+    error = next(iter(_validator(schema).iter_errors(data)), None)
+    if error is not None:
+        path = json_path([*prefix, *error.absolute_path])
+        raise StoreError(f"{source}: {path}: {_describe(error)}")
+
+
+def _validator(schema: dict[str, Any]) -> Any:
+    """A Draft 2020-12 validator of `schema` that knows the "finite" keyword."""
+    return _validator_class()(schema)
+
+
+@functools.cache
+def _validator_class() -> Any:
+    """Made once, when first needed: the import of jsonschema is not cheap."""
+    import jsonschema
+    from jsonschema import ValidationError
+
+    def finite(validator: Any, wanted: bool, instance: Any, schema: Any) -> Any:
+        if wanted and isinstance(instance, (int, float)) and not isinstance(instance, bool):
+            try:
+                ok = math.isfinite(float(instance))
+            except OverflowError:  # an integer beyond any float
+                ok = False
+            if not ok:
+                yield ValidationError(f"{short(instance)} is not a finite number")
+
+    return jsonschema.validators.extend(  # type: ignore[no-untyped-call]
+        jsonschema.Draft202012Validator, {"finite": finite})
+
+
+def json_path(parts: Sequence[Any] | Iterable[Any]) -> str:
+    """`["runs", 0, "id"]` -> "runs[0].id"; the whole document is "(top level)"."""
+    out = ""
+    for part in parts:
+        if isinstance(part, int):
+            out += f"[{part}]"
+        else:
+            name = str(part)
+            name = name if re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", name) else short(name)
+            out += f".{name}" if out else name
+    return out or "(top level)"
+
+
+def _describe(error: Any) -> str:
+    """The error in words, quoting the value shortened (jsonschema's own message quotes
+    it whole)."""
+    kind, expected, value = error.validator, error.validator_value, short(error.instance)
+    if kind == "type":
+        names = expected if isinstance(expected, list) else [expected]
+        return f"{value} is not of type {', '.join(map(repr, names))}"
+    if kind == "enum":
+        return f"{value} is not one of {', '.join(map(repr, expected))}"
+    if kind == "const":
+        return f"{value} is not {expected!r}"
+    if kind == "required":
+        missing = [k for k in expected if k not in error.instance]
+        return f"missing field {short(missing[0]) if missing else '?'}"
+    if kind == "additionalProperties":
+        extra = sorted(set(error.instance) - set(error.schema.get("properties", {})))
+        return f"unknown field {short(extra[0]) if extra else '?'}"
+    if kind in ("pattern", "not") and isinstance(error.instance, str):
+        return f"{value} is not of the form {RUN_ID.pattern} (and no '..')"
+    if kind in ("minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum"):
+        return f"{value} is out of range ({kind} {expected!r})"
+    return clip(error.message)
+
+
+def _derive(run: Any, where: str) -> None:
+    """Compute, once, what the read commands derive from a run (`show`, `report`, `runs`,
+    `export`): a failure is a StoreError naming the measurement."""
+    from accelbench.report.html import html_report
+    from accelbench.report.markdown import run_report
+    from accelbench.report.table import rows
+    from accelbench.report.units import format_timestamp
+    from accelbench.store.export import export_json
+
+    record = run.record
+    step = "its record"
+    try:
+        format_timestamp(record.started_at, seconds=True)
+        if record.finished_at is not None:
+            format_timestamp(record.finished_at, seconds=True)
+        for index, m in enumerate(run.measurements):
+            step = f"measurement {index}"
+            _ = (m.case.key, m.case.label, m.samples, m.number, m.stop_reason, m.stats,
+                 m.spread, m.figures, m.primary, m.value_samples(), m.noisy, m.contended,
+                 m.contention, [f.pct_of_peak for f in m.figures], m.export_dict())
+            rows([m])
+        step = "its report"
+        run_report(record, run.fingerprint, run.measurements)
+        html_report([run])
+        json.dumps(export_json([run]), default=str)
+    except Exception as exc:  # any failure here means a command could not read the run
+        raise StoreError(f"{where}: {step} cannot be read: {type(exc).__name__}: "
+                         f"{clip(exc)}") from None
