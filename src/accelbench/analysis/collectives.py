@@ -7,6 +7,7 @@ Derived from stored measurements only (no torch), so `accelbench run` and
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
@@ -72,8 +73,12 @@ def summarize_sweep(measurements: Iterable[Measurement]) -> list[SweepSummary]:
 
 
 def _size(m: Measurement) -> int:
-    """The size the case moved (rounded to whole elements), else the one it asked for."""
-    return int(m.details.get("bytes", m.case.param_dict.get("bytes", 0)))
+    """The size the case moved (rounded to whole elements), else the one it asked for;
+    0 when a (merged) record holds no usable size."""
+    value = m.details.get("bytes", m.case.param_dict.get("bytes", 0))
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return 0
+    return int(value) if math.isfinite(value) else 0
 
 
 def _value(m: Measurement, name: str) -> float | None:

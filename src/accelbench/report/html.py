@@ -139,7 +139,8 @@ def _run_charts(run: StoredRun, ids: Any) -> list[Chart]:
             micro.setdefault((m.case.benchmark, m.primary.unit), []).append(m)
     for (bench, unit), ms in micro.items():
         out.append(_micro_chart(bench, unit, ms, next(ids)))
-    collectives = [m for m in ok if m.case.family == "collective" and "bytes" in m.case.param_dict]
+    collectives = [m for m in ok if m.case.family == "collective"
+                   and _is_size(m.case.param_dict.get("bytes"))]
     if collectives:
         out.append(_collective_chart(collectives, next(ids)))
     models = [m for m in ok if m.case.family == "model"]
@@ -147,6 +148,12 @@ def _run_charts(run: StoredRun, ids: Any) -> list[Chart]:
         chosen = [m for m in models if case_mode(m.case) == mode]
         out.append(_model_chart(mode or "", chosen, next(ids)))
     return out
+
+
+def _is_size(value: object) -> bool:
+    """A message size a chart can place on its axis (a merged record may hold anything)."""
+    return (isinstance(value, (int, float)) and not isinstance(value, bool)
+            and math.isfinite(value) and value > 0)
 
 
 def _value_ci(m: Measurement) -> tuple[float, float, float]:

@@ -313,8 +313,6 @@ def _describe(error: Any) -> str:
 def _derive(run: Any, where: str) -> None:
     """Compute, once, what the read commands derive from a run (`show`, `report`, `runs`,
     `export`): a failure is a StoreError naming the measurement."""
-    from accelbench.report.html import html_report
-    from accelbench.report.markdown import run_report
     from accelbench.report.table import rows
     from accelbench.report.units import format_timestamp
     from accelbench.store.export import export_json
@@ -331,9 +329,7 @@ def _derive(run: Any, where: str) -> None:
                  m.spread, m.figures, m.primary, m.value_samples(), m.noisy, m.contended,
                  m.contention, [f.pct_of_peak for f in m.figures], m.export_dict())
             rows([m])
-        step = "its report"
-        run_report(record, run.fingerprint, run.measurements)
-        html_report([run])
+        step = "its export"
         json.dumps(export_json([run]), default=str)
     except Exception as exc:  # any failure here means a command could not read the run
         raise StoreError(f"{where}: {step} cannot be read: {type(exc).__name__}: "
