@@ -23,7 +23,8 @@ from accelbench.cli import (
     runs_cmd,
     show_cmd,
 )
-from accelbench.errors import EXIT_INTERRUPTED, EXIT_USAGE, UserError
+from accelbench.errors import EXIT_INTERRUPTED, EXIT_TERMINATED, EXIT_USAGE, Terminated, UserError
+from accelbench.runner.lifeline import terminate_as_interrupt
 
 # Every command, in the order `accelbench --help` lists them.
 COMMANDS = (run_cmd, list_cmd, env_cmd, runs_cmd, show_cmd, report_cmd, export_cmd, profile_cmd,
@@ -59,10 +60,14 @@ def main(argv: list[str] | None = None) -> int:
         if not getattr(args, "handler", None):
             parser.print_help(sys.stderr)
             return EXIT_USAGE
-        return int(args.handler(args))
+        with terminate_as_interrupt():
+            return int(args.handler(args))
     except UserError as exc:
         print(f"accelbench: error: {exc}", file=sys.stderr)
         return exc.exit_code
+    except Terminated:
+        print("accelbench: terminated", file=sys.stderr)
+        return EXIT_TERMINATED
     except KeyboardInterrupt:
         print("accelbench: interrupted", file=sys.stderr)
         return EXIT_INTERRUPTED

@@ -40,7 +40,9 @@ def run_session(
     """`worker_factory` starts a worker process (tests give a fake)."""
     from accelbench.env.fingerprint import Fingerprint
     from accelbench.runner.distributed import check_backend
+    from accelbench.runner.lifeline import remove_orphaned_folders
 
+    remove_orphaned_folders()  # of runs that were killed before they could
     request = valid.request
     slot = WorkerSlot(worker_factory)
     try:
@@ -51,6 +53,8 @@ def run_session(
         backend = None
         if any(c.benchmark.distributed for c in cases):
             backend = check_backend(request.backend, device.type)
+            _check_capacity(cases, device, fingerprint.data["devices"]["count"],
+                            request.oversubscribe)
             cases = [c.on_world(c.ranks, backend) if c.benchmark.distributed else c
                      for c in cases]
         if device.type == "cpu":
@@ -70,8 +74,8 @@ def run_session(
                     run_distributed(rounds, device, valid.policy, backend, timeout_for)
                 else:
                     run_in_workers(rounds, slot, device, valid.policy, timeout_for)
-        except KeyboardInterrupt:
-            recorder.interrupt()
+        except KeyboardInterrupt as stop:
+            recorder.interrupt(stop)
             slot.worker.kill()
         return recorder.finish()
     finally:
@@ -88,6 +92,20 @@ def _segments(cases: Sequence[PlannedCase]) -> list[tuple[int, list[PlannedCase]
         else:
             out.append((index, [planned]))
     return out
+
+
+def _check_capacity(cases: Sequence[PlannedCase], device: DeviceInfo, device_count: int,
+                    oversubscribe: bool) -> None:
+    """Refuse, before any rank starts or the run is begun, more ranks than the node can
+    hold; with --oversubscribe, say so on stderr and go on."""
+    import sys
+
+    from accelbench.runner.capacity import check_ranks
+
+    ranks = max(c.ranks for c in cases if c.benchmark.distributed)
+    warning = check_ranks(ranks, device.type, device_count, oversubscribe)
+    if warning:
+        print(f"accelbench: warning: {warning}", file=sys.stderr)
 
 
 def _free_cores() -> int:
