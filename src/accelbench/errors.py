@@ -14,6 +14,7 @@ EXIT_STORE = 3  # the store file is missing, unreadable, foreign or too new
 EXIT_DEVICE = 4  # the requested device is not available here
 EXIT_INTERNAL = 70  # accelbench itself could not work (the worker could not start)
 EXIT_INTERRUPTED = 130  # stopped by the user (Ctrl-C); what was measured is kept
+EXIT_TERMINATED = 143  # stopped by SIGTERM (128 + 15), as by Ctrl-C; what was measured is kept
 
 
 class UserError(Exception):
@@ -37,3 +38,8 @@ class DeviceError(UserError):
     """The requested device does not exist or is not usable."""
 
     exit_code = EXIT_DEVICE
+
+
+class Terminated(KeyboardInterrupt):
+    """SIGTERM arrived: it stops a run on every path that Ctrl-C does, and only the exit
+    code tells the two apart (a scheduler's stop is not the user's)."""

@@ -107,3 +107,24 @@ def test_console_script_reports_errors_without_traceback(store_path):
     assert result.returncode == EXIT_USAGE
     assert result.stderr.strip().startswith("accelbench: error: unknown benchmark")
     assert "Traceback" not in result.stderr
+
+
+def test_an_unwritable_report_is_refused_before_anything_is_measured(tmp_path, capsys,
+                                                                      store_path):
+    folder = tmp_path / "reports"
+    folder.mkdir()
+    argv = ["run", "--bench", "launch"]
+    assert main([*argv, "--report", str(folder)]) == EXIT_USAGE
+    assert "is a folder" in _one_line_error(capsys)
+    in_a_file = tmp_path / "a-file"
+    in_a_file.write_text("")
+    assert main([*argv, "--report", str(in_a_file / "run.html")]) == EXIT_USAGE
+    assert "is not a folder" in _one_line_error(capsys)
+    if os.geteuid() != 0:  # root writes anywhere
+        folder.chmod(0o500)
+        try:
+            assert main([*argv, "--report", str(folder / "new" / "run.md")]) == EXIT_USAGE
+            assert "not writable" in _one_line_error(capsys)
+        finally:
+            folder.chmod(0o700)
+    assert not store_path.exists(), "nothing may be measured or stored"

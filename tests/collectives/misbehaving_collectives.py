@@ -1,5 +1,5 @@
 """The collectives benchmark with rank 1 misbehaving on purpose, to test how the runner
-ends such cases: rank 1 dies or hangs in the middle of timing, or counts wrong elements.
+ends such cases: rank 1 dies, is killed or hangs in the middle of timing, or counts wrong elements.
 
 Each wraps the real measure function and changes only rank 1's operation, so the label,
 the parameters and everything up to the misbehaviour are the real benchmark's.
@@ -8,6 +8,7 @@ the parameters and everything up to the misbehaviour are the real benchmark's.
 from __future__ import annotations
 
 import os
+import signal
 import time
 from collections.abc import Callable
 from typing import Any
@@ -51,6 +52,12 @@ def rank1_dies(ctx: Any, params: dict) -> Any:
         _after(CALLS_BEFORE_TROUBLE, lambda: os._exit(3), p.call), p.check))
 
 
+def rank1_is_killed(ctx: Any, params: dict) -> Any:
+    return _on_rank1(ctx, params, lambda p: ops.Prepared(
+        _after(CALLS_BEFORE_TROUBLE, lambda: os.kill(os.getpid(), signal.SIGKILL), p.call),
+        p.check))
+
+
 def rank1_hangs(ctx: Any, params: dict) -> Any:
     return _on_rank1(ctx, params, lambda p: ops.Prepared(
         _after(CALLS_BEFORE_TROUBLE, lambda: time.sleep(3600), p.call), p.check))
@@ -72,5 +79,6 @@ REGISTRY = Registry([
     BENCHMARK,
     _variant("collectives-rank1-miscounts", rank1_miscounts, 60.0),
     _variant("collectives-rank1-dies", rank1_dies, 60.0),
+    _variant("collectives-rank1-is-killed", rank1_is_killed, 60.0),
     _variant("collectives-rank1-hangs", rank1_hangs, HANG_TIMEOUT_S),
 ])

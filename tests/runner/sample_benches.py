@@ -41,6 +41,14 @@ def hangs(ctx, params):
     time.sleep(3600)
 
 
+def hangs_announced(ctx, params):
+    """Hangs, having first created the file $SAMPLE_HANG_FILE: a test can act on the hang
+    itself, not on a guess of when it begins."""
+    with open(os.environ["SAMPLE_HANG_FILE"], "w"):
+        pass
+    time.sleep(3600)
+
+
 def pid(ctx, params):
     timing = ctx.time(lambda: None)
     return CaseResult(timing, details={"pid": os.getpid()})
@@ -63,6 +71,7 @@ SAMPLE_REGISTRY = Registry([
     _decl("skips", skips),
     _decl("crashes", crashes),
     _decl("hangs", hangs, timeout=3.0),
+    _decl("hangs_announced", hangs_announced, timeout=600.0),
     _decl("pid", pid),
     Benchmark("keyed_pid", "validation", "test: separate workers per mode",
               "sample_benches:pid", (Param("mode", "str", "a"),), worker_key=mode_key),

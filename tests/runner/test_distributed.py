@@ -47,7 +47,7 @@ def test_ranks_run_in_step_and_failures_stay_with_their_case(store_path, importa
     assert "world_size" not in by_name["ok"].case.param_dict
 
     assert by_name["dist_dies"].status == "failed"
-    assert "ranks exited" in by_name["dist_dies"].reason
+    assert by_name["dist_dies"].reason == "rank 1 exited with code 3"
     assert by_name["dist_hangs"].status == "failed"
     assert "timed out after 8 s" in by_name["dist_hangs"].reason
     # After a dead rank and a hang, a fresh job still runs the remaining case.

@@ -15,7 +15,16 @@ from sample_benches import DIST_REGISTRY
 
 from accelbench.core.case import Case
 from accelbench.core.measurement import Measurement, not_measured
-from accelbench.runner.launcher import Failed, Finished, JobProgress, RankGroup, Started
+from accelbench.runner.launcher import (
+    Failed,
+    Finished,
+    JobProgress,
+    RankExit,
+    RankGroup,
+    Started,
+    job_exit_reason,
+    rank_exits,
+)
 from accelbench.runner.plan import PlannedCase
 from accelbench.runner.ranks import running
 
@@ -191,3 +200,38 @@ def test_a_failure_without_the_rank_s_measurement_is_timed_by_the_supervisor():
     m = RankGroup._failed(planned, Failed(0, "rank 1: boom"), started_at=100.0)
     expected = not_measured(planned.case, "failed", "rank 1: boom", 100.0, m.duration_s)
     assert m == expected and m.duration_s > 0
+
+
+def _summary(root: tuple[int, int], *others: tuple[int, int]) -> str:
+    """torchrun's summary of a failed job (torch 2.x), as it ends the ranks' log."""
+    def entry(number: int, rank: int, code: int) -> str:
+        return (f"[{number}]:\n  time      : 2026-01-01_10:00:00\n  host      : localhost\n"
+                f"  rank      : {rank} (local_rank: {rank})\n"
+                f"  exitcode  : {code} (pid: 4242)\n  error_file: <N/A>\n"
+                "  traceback : To enable traceback see: https://pytorch.org/docs/\n")
+    failures = "".join(entry(i + 1, *o) for i, o in enumerate(others)) or "  <NO_OTHER_FAILURES>\n"
+    return ("Traceback (most recent call last):\n  ...\nChildFailedError: \n" + "=" * 40 +
+            "\naccelbench.runner.ranks FAILED\n" + "-" * 40 + "\nFailures:\n" + failures +
+            "-" * 40 + "\nRoot Cause (first observed failure):\n" + entry(0, *root) + "=" * 40)
+
+
+def test_the_rank_that_ended_the_job_is_named_with_how_it_ended(tmp_path):
+    log = tmp_path / "ranks.log"
+    cases = [
+        (_summary((1, -9), (0, -15)), set(), "rank 1 was killed by SIGKILL (signal 9)"),
+        (_summary((1, 3), (0, -15)), set(), "rank 1 exited with code 3"),
+        (_summary((2, -6)), set(), "rank 2 was killed by SIGABRT (signal 6)"),
+        # Torchrun saw rank 0 first (to the second), but rank 0 only failed because
+        # rank 1 had died, and said so.
+        (_summary((0, 1), (1, 3)), {0}, "rank 1 exited with code 3"),
+        # Every rank stopped by SIGTERM: whoever torchrun saw first.
+        (_summary((0, -15), (1, -15)), set(), "rank 0 was killed by SIGTERM (signal 15)"),
+    ]
+    for text, echoing, reason in cases:
+        log.write_text(text)
+        assert job_exit_reason(1, log, echoing) == reason
+    assert rank_exits(_summary((1, 3), (0, -15), (2, 1))) == [
+        RankExit(1, 3), RankExit(0, -15), RankExit(2, 1)]
+    log.write_text("RuntimeError: the store could not be reached\nbye\n")
+    assert job_exit_reason(1, log) == (
+        "ranks exited with code 1: RuntimeError: the store could not be reached")

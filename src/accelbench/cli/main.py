@@ -23,8 +23,9 @@ from accelbench.cli import (
     runs_cmd,
     show_cmd,
 )
-from accelbench.errors import EXIT_INTERRUPTED, EXIT_USAGE, UserError
+from accelbench.errors import EXIT_INTERRUPTED, EXIT_TERMINATED, EXIT_USAGE, Terminated, UserError
 from accelbench.report.text import printable
+from accelbench.runner.lifeline import terminate_as_interrupt
 
 # Every command, in the order `accelbench --help` lists them.
 COMMANDS = (run_cmd, list_cmd, env_cmd, runs_cmd, show_cmd, report_cmd, export_cmd, profile_cmd,
@@ -60,11 +61,15 @@ def main(argv: list[str] | None = None) -> int:
         if not getattr(args, "handler", None):
             parser.print_help(sys.stderr)
             return EXIT_USAGE
-        return int(args.handler(args))
+        with terminate_as_interrupt():
+            return int(args.handler(args))
     except UserError as exc:
         # Messages quote what was given or stored: one line, no control characters.
         print(f"accelbench: error: {printable(exc)}", file=sys.stderr)
         return exc.exit_code
+    except Terminated:
+        print("accelbench: terminated", file=sys.stderr)
+        return EXIT_TERMINATED
     except KeyboardInterrupt:
         print("accelbench: interrupted", file=sys.stderr)
         return EXIT_INTERRUPTED

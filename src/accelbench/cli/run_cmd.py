@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -48,6 +49,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="ranks for distributed benchmarks (collectives, data-parallel "
                         "training), started on this node with torchrun (default: as the "
                         "suite says, else 1)")
+    parser.add_argument("--oversubscribe", action="store_true",
+                        help="start more CPU ranks than this node has cores or memory for "
+                        "(refused otherwise)")
     parser.add_argument("--backend", choices=BACKENDS,
                         help="torch.distributed backend (default: nccl on GPUs — RCCL on "
                         "ROCm — and gloo on the CPU)")
@@ -79,6 +83,25 @@ def parse_overrides(items: Sequence[str] | None) -> dict[str, tuple[str, ...]]:
     return out
 
 
+def check_writable(path: Path) -> None:
+    """Refuse, before anything is measured, a report file that could not be written
+    after: a folder in its place, or no writable folder to put it in (the missing
+    folders of its path are created then, so the nearest existing one must be)."""
+    if path.is_dir():
+        raise UserError(f"--report {path}: is a folder, not a file")
+    if path.exists():
+        if not os.access(path, os.W_OK):
+            raise UserError(f"--report {path}: the file is not writable")
+        return
+    folder = path.absolute().parent
+    while not folder.exists() and folder != folder.parent:
+        folder = folder.parent
+    if not folder.is_dir():
+        raise UserError(f"--report {path}: {folder} is not a folder")
+    if not os.access(folder, os.W_OK | os.X_OK):
+        raise UserError(f"--report {path}: the folder {folder} is not writable")
+
+
 def build_request(args: argparse.Namespace) -> Any:
     from accelbench.runner.plan import Request
 
@@ -106,6 +129,7 @@ def build_request(args: argparse.Namespace) -> Any:
         backend=args.backend,
         threads=args.threads,
         wait_quiet=args.wait_quiet,
+        oversubscribe=args.oversubscribe,
     )
 
 
@@ -118,6 +142,8 @@ def run(args: argparse.Namespace) -> int:
 
     # Bad names and values fail here, once, before anything starts or the store is opened.
     valid = validate(build_request(args), REGISTRY)
+    if args.report and not args.no_report:
+        check_writable(Path(args.report))
     err = console(stderr=True)
     listener = TerminalListener(err)
     if launched_by_torchrun():

@@ -12,12 +12,12 @@ import dataclasses
 import json
 import os
 import pickle
+import re
 import signal
 import subprocess
 import sys
-import tempfile
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -25,6 +25,7 @@ from typing import Any
 from accelbench.core.measurement import STATUS_FAILED, Measurement, not_measured
 from accelbench.core.timing import TimingPolicy
 from accelbench.env.device import DeviceInfo
+from accelbench.runner.lifeline import owned_folder, owner_environment, parent_death_preexec
 from accelbench.runner.plan import PlannedCase
 
 STARTUP_TIMEOUT_S = 300.0  # every rank imports torch and joins the group
@@ -53,7 +54,7 @@ class RankGroup:
     ) -> None:
         """Run the cases as one job (or several, after a failure); report each by index."""
         done = 0
-        with tempfile.TemporaryDirectory(prefix="accelbench-ranks-") as tmp:
+        with owned_folder() as tmp:
             attempt = 0
             while done < len(cases):
                 attempt += 1
@@ -83,9 +84,14 @@ class RankGroup:
         """Run one job; returns how many cases it settled (each measured or failed)."""
         results.touch()
         with log.open("wb") as log_file:
+            # In a session of its own, so that ending the job ends every rank; with a
+            # parent-death signal and the owner's pid, so that the job also ends when
+            # this process dies (see runner.lifeline). On SIGTERM torchrun stops its
+            # ranks itself.
             process = subprocess.Popen(
                 self.command(job, results), stdout=log_file, stderr=subprocess.STDOUT,
-                stdin=subprocess.DEVNULL, start_new_session=True,
+                stdin=subprocess.DEVNULL, start_new_session=True, env=owner_environment(),
+                preexec_fn=parent_death_preexec(signal.SIGTERM),
             )
         lines = _LineReader(results)
         progress = JobProgress(len(cases))
@@ -117,7 +123,7 @@ class RankGroup:
                     continue
                 code = process.poll()
                 if code is not None and not lines.read(peek=True):
-                    apply(progress.fail(f"ranks exited with code {code}{_last_line(log)}"))
+                    apply(progress.fail(job_exit_reason(code, log, progress.echoing)))
                     return progress.settled
                 if time.monotonic() > deadline:
                     _kill(process)
@@ -195,6 +201,7 @@ class JobProgress:
         self.settled = 0
         self.ended = False
         self._announced = -1  # the last case whose start was passed on
+        self.echoing: set[int] = set()  # ranks whose failure only echoed a lost peer
         self._failures: dict[int, dict[str, Any]] = {}
 
     @property
@@ -215,6 +222,8 @@ class JobProgress:
             elif kind == "rank_failed":
                 if not record.get("lost_peers"):
                     self._failures.setdefault(index, record)
+                else:
+                    self.echoing.add(record["rank"])
             else:
                 self._announce(index, events)
                 events.append(Finished(index, record["measurement"]))
@@ -274,6 +283,68 @@ def _kill(process: subprocess.Popen[bytes]) -> None:
             return
         except subprocess.TimeoutExpired:
             continue
+
+
+@dataclass(frozen=True)
+class RankExit:
+    """How one rank ended, as torchrun's summary of a failed job says."""
+
+    rank: int
+    exitcode: int
+
+    def describe(self) -> str:
+        if self.exitcode < 0:
+            try:
+                name = signal.Signals(-self.exitcode).name
+            except ValueError:
+                name = "a signal"
+            return f"rank {self.rank} was killed by {name} (signal {-self.exitcode})"
+        return f"rank {self.rank} exited with code {self.exitcode}"
+
+
+_SUMMARY_ENTRY = re.compile(r"^\s*rank\s*:\s*(\d+).*?^\s*exitcode\s*:\s*(-?\d+)",
+                            re.M | re.S)
+
+
+def rank_exits(text: str) -> list[RankExit]:
+    """The ranks that torchrun's summary lists as failed: the root cause (the first it
+    saw) first, then the others. Empty if there is no summary."""
+    root, sep, others = text.rpartition("Root Cause")
+    if not sep:
+        return []
+    failures, _, _ = root.rpartition("Failures:")[2].partition("Root Cause")
+
+    def entries(block: str) -> list[RankExit]:
+        return [RankExit(int(rank), int(code))
+                for rank, code in _SUMMARY_ENTRY.findall(block)]
+
+    return [*entries(others)[:1], *entries(failures)]
+
+
+def blamed_rank(exits: Sequence[RankExit], echoing: Collection[int]) -> RankExit | None:
+    """The rank whose end failed the job.
+
+    torchrun's root cause is the first failure it saw, to the second: a rank that only
+    failed because a peer had died (it said so, `echoing`), or one that torchrun itself
+    stopped with SIGTERM after the first failure, may come first. They are passed over
+    for a rank that ended on its own, where there is one.
+    """
+    own = [e for e in exits if e.rank not in echoing and e.exitcode != -signal.SIGTERM]
+    candidates = own or list(exits)
+    return candidates[0] if candidates else None
+
+
+def job_exit_reason(code: int, log: Path, echoing: Collection[int] = ()) -> str:
+    """Why a job ended before its cases did: which rank died and how, from torchrun's
+    summary in the log; else torchrun's exit code and its most telling line."""
+    try:
+        text = log.read_text(errors="replace")
+    except OSError:
+        text = ""
+    blamed = blamed_rank(rank_exits(text), echoing)
+    if blamed is not None:
+        return blamed.describe()
+    return f"ranks exited with code {code}{_last_line(log)}"
 
 
 def _last_line(log: Path) -> str:

@@ -99,6 +99,8 @@ class Request:
     threads: int | None = None
     # Wait up to this many seconds for a quiet host before measuring each case.
     wait_quiet: float | None = None
+    # Start more CPU ranks than the node has cores or memory for (with a warning).
+    oversubscribe: bool = False
 
 
 @dataclass(frozen=True)

@@ -58,8 +58,8 @@ def run_as_rank(
             run_cases_as_rank(cases, device, valid.policy, info,
                               on_start=lambda i: recorder.listener.started(i, cases[i]),
                               on_result=recorder.record)
-        except KeyboardInterrupt:
-            recorder.interrupt()
+        except KeyboardInterrupt as stop:
+            recorder.interrupt(stop)
         return recorder.finish()
     finally:
         shutdown_group()

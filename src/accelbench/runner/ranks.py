@@ -14,14 +14,16 @@ import os
 import pickle
 import sys
 from collections.abc import Callable, Sequence
-from pathlib import Path
 from typing import Any
 
 from accelbench.core.context import DistInfo
 from accelbench.core.measurement import STATUS_FAILED, STATUS_OK, Measurement
 from accelbench.core.timing import TimingPolicy
 from accelbench.env.device import DeviceInfo
+from accelbench.runner.lifeline import end_with_owner, running
 from accelbench.runner.plan import PlannedCase
+
+__all__ = ["combine", "main", "rank_device", "run_cases_as_rank", "running"]
 
 
 def rank_device(device: DeviceInfo, info: DistInfo) -> DeviceInfo:
@@ -82,6 +84,9 @@ def combine(
 
 def main(argv: Sequence[str]) -> int:
     """`python -m accelbench.runner.ranks JOB RESULTS`, one process per rank under torchrun."""
+    # First, before torch is imported: a rank must not outlive the accelbench that
+    # started it, even while it imports.
+    end_with_owner()
     from accelbench.runner.distributed import init_group, shutdown_group
 
     job_path, results_path = argv
@@ -129,28 +134,6 @@ def _all_pids() -> list[int]:
     pids: list[int] = [0] * dist.get_world_size()
     dist.all_gather_object(pids, os.getpid())
     return pids
-
-
-PF_EXITING = 0x4  # Linux: the process has begun to exit; its sockets close after this
-
-
-def running(pid: int) -> bool:
-    """Whether a process is alive and not on its way out."""
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except FileNotFoundError:
-        return False
-    except OSError:  # no /proc: only whether the process is there at all
-        try:
-            os.kill(pid, 0)
-        except ProcessLookupError:
-            return False
-        except PermissionError:
-            return True
-        return True
-    fields = stat[stat.rindex(")") + 2:].split()  # after "pid (name) "
-    state, flags = fields[0], int(fields[6])
-    return state not in ("Z", "X", "x") and not flags & PF_EXITING
 
 
 if __name__ == "__main__":

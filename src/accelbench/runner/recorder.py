@@ -13,7 +13,13 @@ from typing import TYPE_CHECKING, Protocol
 from accelbench import __version__
 from accelbench.core.measurement import Measurement
 from accelbench.core.names import RUN_COMPLETE, RUN_FAILED, RUN_INTERRUPTED, STATUS_FAILED
-from accelbench.errors import EXIT_CASE_FAILED, EXIT_INTERRUPTED, EXIT_OK
+from accelbench.errors import (
+    EXIT_CASE_FAILED,
+    EXIT_INTERRUPTED,
+    EXIT_OK,
+    EXIT_TERMINATED,
+    Terminated,
+)
 
 if TYPE_CHECKING:
     from accelbench.env.fingerprint import Fingerprint
@@ -52,6 +58,7 @@ class Outcome:
     fingerprint: Fingerprint
     measurements: list[Measurement] = field(default_factory=list)
     interrupted: bool = False
+    terminated: bool = False  # interrupted by SIGTERM rather than Ctrl-C
 
     @property
     def failed(self) -> list[Measurement]:
@@ -66,7 +73,7 @@ class Outcome:
     @property
     def exit_code(self) -> int:
         if self.interrupted:
-            return EXIT_INTERRUPTED
+            return EXIT_TERMINATED if self.terminated else EXIT_INTERRUPTED
         return EXIT_CASE_FAILED if self.failed else EXIT_OK
 
 
@@ -114,8 +121,10 @@ class RunRecorder:
         self.outcome.measurements.append(measurement)
         self.listener.finished(index, measurement)
 
-    def interrupt(self) -> None:
+    def interrupt(self, stop: BaseException | None = None) -> None:
+        """The run was stopped by `stop` (Ctrl-C's KeyboardInterrupt, or Terminated)."""
         self.outcome.interrupted = True
+        self.outcome.terminated = isinstance(stop, Terminated)
 
     def finish(self, status: str | None = None) -> Outcome:
         """Close the run, once: with `status`, else the outcome's own."""

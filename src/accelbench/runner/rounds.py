@@ -124,6 +124,14 @@ def _measure(slot: WorkerSlot, worker: Worker, planned: PlannedCase, device: Dev
     return not_measured(planned.case, STATUS_FAILED, reason, started, time.time() - started)
 
 
+def skip_all(rounds: Rounds, reason: str) -> None:
+    """Record every case of the segment as skipped for `reason`, starting nothing."""
+    for offset in rounds.pending():
+        rounds.started(offset)
+        rounds.add(offset, not_measured(rounds.segment[offset].case, STATUS_SKIPPED, reason,
+                                        time.time(), 0.0))
+
+
 def run_distributed(
     rounds: Rounds,
     device: DeviceInfo,

@@ -16,9 +16,9 @@ from accelbench.runner.messages import (
     ReadFingerprint,
     Refused,
 )
-from accelbench.runner.plan import PlannedCase, ValidRequest, expand
+from accelbench.runner.plan import PlannedCase, Request, ValidRequest, expand
 from accelbench.runner.recorder import Listener, Outcome, RunRecorder, SilentListener
-from accelbench.runner.rounds import Rounds, run_distributed, run_in_workers
+from accelbench.runner.rounds import Rounds, run_distributed, run_in_workers, skip_all
 from accelbench.runner.supervisor import Worker, WorkerLost, WorkerSlot
 
 if TYPE_CHECKING:
@@ -40,7 +40,9 @@ def run_session(
     """`worker_factory` starts a worker process (tests give a fake)."""
     from accelbench.env.fingerprint import Fingerprint
     from accelbench.runner.distributed import check_backend
+    from accelbench.runner.lifeline import remove_orphaned_folders
 
+    remove_orphaned_folders()  # of runs that were killed before they could
     request = valid.request
     slot = WorkerSlot(worker_factory)
     try:
@@ -49,8 +51,11 @@ def run_session(
         cases = expand(request, valid.suite, valid.registry, device,
                        fingerprint.data["devices"]["count"])
         backend = None
+        refused: dict[int, str] = {}
         if any(c.benchmark.distributed for c in cases):
             backend = check_backend(request.backend, device.type)
+            refused = _refused_ranks(cases, device, fingerprint.data["devices"]["count"],
+                                     request)
             cases = [c.on_world(c.ranks, backend) if c.benchmark.distributed else c
                      for c in cases]
         if device.type == "cpu":
@@ -65,13 +70,15 @@ def run_session(
         try:
             for first, segment in _segments(cases):
                 rounds = Rounds(segment, first, valid.policy, recorder, request.wait_quiet)
-                if segment[0].benchmark.distributed:
+                if segment[0].ranks in refused:
+                    skip_all(rounds, refused[segment[0].ranks])
+                elif segment[0].benchmark.distributed:
                     assert backend is not None
                     run_distributed(rounds, device, valid.policy, backend, timeout_for)
                 else:
                     run_in_workers(rounds, slot, device, valid.policy, timeout_for)
-        except KeyboardInterrupt:
-            recorder.interrupt()
+        except KeyboardInterrupt as stop:
+            recorder.interrupt(stop)
             slot.worker.kill()
         return recorder.finish()
     finally:
@@ -88,6 +95,30 @@ def _segments(cases: Sequence[PlannedCase]) -> list[tuple[int, list[PlannedCase]
         else:
             out.append((index, [planned]))
     return out
+
+
+def _refused_ranks(cases: Sequence[PlannedCase], device: DeviceInfo, device_count: int,
+                   request: Request) -> dict[int, str]:
+    """Rank counts of distributed cases the node cannot hold, with the reason, checked
+    before any rank starts or the run is begun. A count asked for (--nproc-per-node) is
+    refused outright; one a suite asks for skips its cases, so the suite's other cases
+    still run on a small node. With --oversubscribe, say so on stderr and go on."""
+    import sys
+
+    from accelbench.runner.capacity import check_ranks
+
+    refused = {}
+    for ranks in sorted({c.ranks for c in cases if c.benchmark.distributed}):
+        try:
+            warning = check_ranks(ranks, device.type, device_count, request.oversubscribe)
+        except UserError as exc:
+            if request.nproc_per_node is not None:
+                raise
+            refused[ranks] = str(exc)
+            continue
+        if warning:
+            print(f"accelbench: warning: {warning}", file=sys.stderr)
+    return refused
 
 
 def _free_cores() -> int:

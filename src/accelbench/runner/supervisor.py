@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import multiprocessing
+import os
 import signal
+import threading
 import time
 from collections.abc import Callable
 
@@ -20,8 +22,12 @@ class Worker:
     def __init__(self) -> None:
         ctx = multiprocessing.get_context("spawn")
         self._conn, child = ctx.Pipe()
-        self._process = ctx.Process(target=worker_main, args=(child,), daemon=True,
-                                    name="accelbench-worker")
+        # The worker ends with this process, even in the middle of a case: it watches
+        # this pid, and, started from the main thread (which lives as long as the
+        # process), it also gets a parent-death signal.
+        on_main_thread = threading.current_thread() is threading.main_thread()
+        self._process = ctx.Process(target=worker_main, args=(child, os.getpid(), on_main_thread),
+                                    daemon=True, name="accelbench-worker")
         self._process.start()
         child.close()
 

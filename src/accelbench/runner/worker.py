@@ -150,8 +150,19 @@ def describe_error(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {first}"[:500]
 
 
-def worker_main(conn: Connection) -> None:
-    """Entry point of the worker process: answer requests until told to stop."""
+def worker_main(conn: Connection, owner: int | None = None,
+                death_signal: bool = False) -> None:
+    """Entry point of the worker process: answer requests until told to stop.
+
+    With `owner` (the supervisor's pid), the process ends as soon as the owner is gone:
+    the pipe's end would tell it only after the case it is measuring, which may hang.
+    """
+    from accelbench.runner.lifeline import die_with_parent, exit_with_owner
+
+    if death_signal:
+        die_with_parent()
+    if owner is not None:
+        exit_with_owner(owner)
     # Ctrl-C is the supervisor's to handle; it stops this process itself.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     while True:
