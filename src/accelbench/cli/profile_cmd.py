@@ -41,6 +41,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--nproc-per-node", type=int, default=1, metavar="N",
                         help="profile on N ranks started here with torchrun (collectives, "
                         "data-parallel training); each rank writes its own trace")
+    parser.add_argument("--oversubscribe", action="store_true",
+                        help="start more CPU ranks than this node has cores or memory for "
+                        "(refused otherwise)")
     parser.add_argument("--backend", choices=BACKENDS,
                         help="torch.distributed backend (default: nccl on GPUs — RCCL on "
                         "ROCm — and gloo on the CPU)")
@@ -79,7 +82,7 @@ def run(args: argparse.Namespace) -> int:
     if launched_by_torchrun():
         return _profile_as_rank(args, valid, schedule, output)
     if (request.nproc_per_node or 1) > 1:
-        return _launch_ranks(args)
+        return _launch_ranks(args, kind)
     with open_store(args, create=True) as store:
         outcome = profile_session(valid, store, schedule, output, argv=sys.argv[1:])
         store_location = store.path
@@ -98,15 +101,25 @@ def _profile_as_rank(args: argparse.Namespace, valid: Any, schedule: Any, output
         return _finish(args, outcome, store().path)
 
 
-def _launch_ranks(args: argparse.Namespace) -> int:
-    """Start this same command on N ranks with torchrun; rank 0 prints."""
+def _launch_ranks(args: argparse.Namespace, device_kind: str) -> int:
+    """Start this same command on N ranks with torchrun; rank 0 prints. The job ends with
+    this process (a parent-death signal for torchrun, an owner watch in each rank)."""
+    import signal
     import subprocess
 
+    from accelbench.runner.capacity import check_ranks
+    from accelbench.runner.lifeline import owner_environment, parent_death_preexec
+
+    if device_kind == "cpu":  # GPU ranks are checked against the devices by each rank
+        warning = check_ranks(args.nproc_per_node, "cpu", 0, args.oversubscribe)
+        if warning:
+            print(f"accelbench: warning: {warning}", file=sys.stderr)
     command = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nnodes=1",
                f"--nproc-per-node={args.nproc_per_node}", "-m", "accelbench",
                *rank_argv(args)]
     try:
-        return subprocess.run(command, check=False).returncode
+        return subprocess.run(command, check=False, env=owner_environment(),
+                              preexec_fn=parent_death_preexec(signal.SIGTERM)).returncode
     except OSError as exc:
         from accelbench.errors import EXIT_INTERNAL
 

@@ -47,8 +47,10 @@ def profile_as_rank(
         join_as_rank,
         shutdown_group,
     )
+    from accelbench.runner.lifeline import end_with_owner
     from accelbench.runner.ranks import combine
 
+    end_with_owner()  # started by `accelbench profile --nproc-per-node`: end with it
     request = valid.request
     if request.nproc_per_node != 1:
         raise UserError("already started by torchrun: leave out --nproc-per-node")
