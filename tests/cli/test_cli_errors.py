@@ -31,15 +31,88 @@ def _one_line_error(capsys):
         (["run", "--bench", "gemm", "-p", "shape"], "--param expects NAME=VALUE"),
         (["run", "--bench", "memory", "-p", "size_mib=-4"], "below 1"),
         (["run", "--bench", "gemm", "-p", "nosuch=1"], "no selected benchmark has a parameter"),
-        (["run", "--max-time", "0"], "--max-time must be positive"),
+        (["run", "--max-time", "0"], "--max-time: expected a finite number of seconds above 0"),
         (["run", "--target-ci", "150"], "--target-ci"),
-        (["run", "--max-time", "soon"], "invalid float value"),
+        (["run", "--max-time", "soon"], "got 'soon'"),
         (["nosuchcommand"], "invalid choice"),
         (["list", "--family", "nosuch"], "unknown family"),
-        (["runs", "--limit", "0"], "--limit must be at least 1"),
+        (["runs", "--limit", "0"], "--limit: expected a whole number of at least 1, got '0'"),
     ],
 )
 def test_bad_arguments(argv, fragment, capsys, store_path):
+    assert main(argv) == EXIT_USAGE
+    assert fragment in _one_line_error(capsys)
+    assert not store_path.exists(), "nothing may be created for a refused command"
+
+
+_SECONDS = "expected a finite number of seconds above 0"
+_PERCENT = "expected a percentage"
+_COUNT = "expected a whole number of at least"
+_NAME = "expected a name, got ''"
+_NAMES = "expected a name or comma-separated names"
+_PATH = "expected a path, got ''"
+
+
+@pytest.mark.parametrize(
+    ("argv", "fragment"),
+    [
+        # A NaN passes every `<= 0` check: a NaN timeout never times out.
+        (["run", "--max-time", "nan"], f"--max-time: {_SECONDS} and at most 1e+07, got 'nan'"),
+        (["run", "--max-time", "inf"], f"--max-time: {_SECONDS}"),
+        (["run", "--max-time", "1e999"], f"--max-time: {_SECONDS}"),
+        (["run", "--max-time", "-1"], f"--max-time: {_SECONDS}"),
+        (["run", "--timeout", "nan"], f"--timeout: {_SECONDS}"),
+        (["run", "--timeout", "1e300"], f"--timeout: {_SECONDS}"),
+        (["run", "--wait-quiet", "NaN"], f"--wait-quiet: {_SECONDS}"),
+        (["run", "--target-ci", "nan"], f"--target-ci: {_PERCENT} above 0 and below 100"),
+        (["run", "--target-ci", "0"], f"--target-ci: {_PERCENT}"),
+        (["run", "--threads", "2.5"], f"--threads: {_COUNT} 1, got '2.5'"),
+        (["run", "--threads", "nan"], f"--threads: {_COUNT} 1"),
+        (["run", "--nproc-per-node", "0"], f"--nproc-per-node: {_COUNT} 1"),
+        (["run", "--bench", "memory", "-p", "size_mib=nan"], "size_mib='nan' is not a valid int"),
+        (["compare", "a", "b", "--min-effect", "nan"], f"--min-effect: {_PERCENT}"),
+        (["compare", "a", "b", "--alpha", "nan"], "--alpha: expected a probability"),
+        (["compare", "a", "b", "--alpha", "1"], "--alpha: expected a probability"),
+        (["compare", "a", "b", "--fail-on-regression", "inf"], "--fail-on-regression: "),
+        (["history", "gemm", "--limit", "1"], f"--limit: {_COUNT} 2"),
+        (["history", "gemm", "--min-effect=-inf"], f"--min-effect: {_PERCENT}"),
+        (["runs", "--limit", "nan"], f"--limit: {_COUNT} 1"),
+        (["runs", "--limit", str(2**63)], "--limit: expected a whole number of at most"),
+        (["report", "--min-effect", "nan"], f"--min-effect: {_PERCENT}"),
+        (["profile", "gemm", "--steps", "0"], f"--steps: {_COUNT} 1"),
+        (["profile", "gemm", "--warmup", "-1"], f"--warmup: {_COUNT} 0"),
+        (["profile", "gemm", "--wait", "nan"], f"--wait: {_COUNT} 0"),
+        (["profile", "gemm", "--nproc-per-node", "0"], f"--nproc-per-node: {_COUNT} 1"),
+        # An empty name is a mistake, not "everything" (or the default).
+        (["run", "--bench", ""], f"--bench: {_NAMES}, got ''"),
+        (["run", "--bench", "gemm,"], f"--bench: {_NAMES}, got 'gemm,'"),
+        (["run", "--bench", "gemm", " "], f"--bench: {_NAMES}"),
+        (["run", "--suite", ""], f"--suite: {_NAME}"),
+        (["run", "--dtype", ""], f"--dtype: {_NAMES}"),
+        (["run", "--dtype", "fp16,,bf16"], f"--dtype: {_NAMES}"),
+        (["run", "--device", ""], f"--device: {_NAME}"),
+        (["run", "--report", ""], f"--report: {_PATH}"),
+        (["run", "--store", ""], f"--store: {_PATH}"),
+        (["runs", "--store", " "], "--store: expected a path"),
+        (["profile", ""], f"BENCH: {_NAME}"),
+        (["profile", "gemm", "--dtype", ""], f"--dtype: {_NAME}"),
+        (["generations", "--model", ""], f"--model: {_NAMES}"),
+        (["generations", "--dtype", "fp16,"], f"--dtype: {_NAMES}"),
+        (["generations", "--family", ""], f"--family: {_NAME}"),
+        (["generations", "--chart", ""], f"--chart: {_PATH}"),
+        (["compare", "a", "b", "--case", ""], f"--case: {_NAME}"),
+        (["history", ""], f"CASE: {_NAME}"),
+        (["history", "gemm", "--stack", ""], f"--stack: {_NAME}"),
+        (["list", "--family", ""], f"--family: {_NAME}"),
+        (["diagnose", "--baseline", ""], f"--baseline: {_NAME}"),
+        (["diagnose", "--rules", ""], f"--rules: {_PATH}"),
+        (["baseline", "-o", ""], f"--output: {_PATH}"),
+        (["export", "-o", ""], f"--output: {_PATH}"),
+        (["merge", "--into", "", "a.sqlite"], f"--into: {_PATH}"),
+        (["merge", ""], f"SOURCE: {_PATH}"),
+    ],
+)
+def test_values_that_are_not_numbers_or_names(argv, fragment, capsys, store_path):
     assert main(argv) == EXIT_USAGE
     assert fragment in _one_line_error(capsys)
     assert not store_path.exists(), "nothing may be created for a refused command"
@@ -107,3 +180,4 @@ def test_console_script_reports_errors_without_traceback(store_path):
     assert result.returncode == EXIT_USAGE
     assert result.stderr.strip().startswith("accelbench: error: unknown benchmark")
     assert "Traceback" not in result.stderr
+

@@ -7,7 +7,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from accelbench.cli.options import add_json, print_json
+from accelbench.cli.options import add_json, path_arg, print_json
 
 NAME = "merge"
 HELP = "copy the runs of other stores or JSON exports into one store (idempotent)"
@@ -16,9 +16,9 @@ _SQLITE_HEADER = b"SQLite format 3\x00"
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("sources", nargs="+", metavar="SOURCE",
+    parser.add_argument("sources", nargs="+", type=path_arg, metavar="SOURCE",
                         help="result stores (.sqlite) or exports (`accelbench export`, JSON)")
-    parser.add_argument("--into", metavar="STORE",
+    parser.add_argument("--into", type=path_arg, metavar="STORE",
                         help="the store to merge into (default: $ACCELBENCH_STORE, else "
                         "results.sqlite in the user data directory)")
     add_json(parser)
