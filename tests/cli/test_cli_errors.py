@@ -118,11 +118,62 @@ def test_values_that_are_not_numbers_or_names(argv, fragment, capsys, store_path
     assert not store_path.exists(), "nothing may be created for a refused command"
 
 
-def test_missing_store_for_reading_commands(capsys, store_path):
-    for argv in (["runs"], ["show"], ["export"], ["report"]):
-        assert main(argv) == EXIT_STORE
+# Every command that only reads the store (merge reads its sources the same way).
+READ_COMMANDS = (["runs"], ["show"], ["export"], ["report"], ["compare", "latest", "latest"],
+                 ["history", "gemm"], ["generations"], ["diagnose"],
+                 ["baseline", "-o", "baseline.json"])
+
+
+def test_missing_store_for_reading_commands(capsys, store_path, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    for argv in READ_COMMANDS:
+        assert main(argv) == EXIT_STORE, argv
         assert "no result store" in _one_line_error(capsys)
-    assert not store_path.exists()
+    assert not store_path.parent.exists()
+    assert not (tmp_path / "baseline.json").exists()
+
+
+@pytest.mark.parametrize("content", [b"", None])
+def test_read_commands_leave_an_empty_file_as_it_is(content, tmp_path, capsys, monkeypatch):
+    import sqlite3
+
+    monkeypatch.chdir(tmp_path)
+    path = tmp_path / "empty.sqlite"
+    if content is None:  # a SQLite database without any table
+        with sqlite3.connect(path) as db:
+            db.execute("PRAGMA user_version = 1")
+        db.close()
+    else:
+        path.write_bytes(content)
+    before = path.read_bytes(), os.stat(path).st_mtime_ns
+    for argv in (*READ_COMMANDS, ["merge", str(path), "--into", "merged.sqlite"]):
+        assert main([*argv, "--store", str(path)] if argv[0] != "merge" else argv) == EXIT_STORE
+        assert f"{path} is empty: " in _one_line_error(capsys)
+    assert (path.read_bytes(), os.stat(path).st_mtime_ns) == before
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["empty.sqlite"]
+
+
+def test_a_fifo_as_store_is_refused_at_once(tmp_path, capsys):
+    import signal
+
+    fifo = tmp_path / "results.sqlite"
+    os.mkfifo(fifo)
+
+    def expire(signum, frame):
+        raise TimeoutError("the FIFO was opened: nothing writes to it")
+
+    previous = signal.signal(signal.SIGALRM, expire)
+    signal.alarm(60)
+    try:
+        for argv in (["runs", "--store", str(fifo)],
+                     ["run", "--bench", "launch", "--no-report", "--store", str(fifo)],
+                     ["merge", str(fifo), "--into", str(tmp_path / "merged.sqlite")]):
+            assert main(argv) == EXIT_STORE
+            assert f"{fifo} is a FIFO, not a regular file" in _one_line_error(capsys)
+    finally:
+        signal.alarm(0)
+        signal.signal(signal.SIGALRM, previous)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["results.sqlite"]
 
 
 @pytest.mark.parametrize(

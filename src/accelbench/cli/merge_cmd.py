@@ -28,7 +28,11 @@ def read_source(path: Path) -> list[Any]:
     """Every run of a store file or a JSON export."""
     from accelbench.errors import StoreError
     from accelbench.store import Store, load_json
+    from accelbench.store.sqlite import check_regular_file
 
+    # A FIFO would make the read below wait forever.
+    if check_regular_file(path).st_size == 0:
+        raise StoreError(f"{path} is empty: neither a result store nor a JSON export")
     try:
         with path.open("rb") as f:
             head = f.read(len(_SQLITE_HEADER))
