@@ -232,3 +232,35 @@ def test_console_script_reports_errors_without_traceback(store_path):
     assert result.stderr.strip().startswith("accelbench: error: unknown benchmark")
     assert "Traceback" not in result.stderr
 
+
+def _store_with_a_run(path) -> None:
+    from accelbench.store import Store
+
+    with Store.open(path) as store:
+        store.begin_run(fingerprint={}, fingerprint_id="fp", generation_key="cpu/x86_64",
+                        device="cpu", suite="quick", argv=["run"], host="h",
+                        accelbench_version="0")
+
+
+@pytest.mark.parametrize(
+    ("command", "redirect"),
+    [("runs", ">&-"), ("runs --json", ">&-"), ("show --json", ">&-"), ("export", ">&-"),
+     ("list --json", ">&-"), ("runs", "1</dev/null"), ("runs --json", "1</dev/null")],
+)
+def test_output_nobody_can_read_is_dropped_quietly(command, redirect, store_path):
+    """stdout closed (`>&-`) or open for reading only: the command does its work and
+    exits 0, as when the reader of a pipe went away."""
+    _store_with_a_run(store_path)
+    result = subprocess.run(
+        ["bash", "-c", f'"$0" -m accelbench {command} {redirect}', sys.executable],
+        capture_output=True, text=True, timeout=120,
+    )
+    assert (result.returncode, result.stderr) == (0, "")
+
+
+def test_errors_with_stderr_closed_keep_their_exit_code_and_stay_off_stdout(store_path):
+    result = subprocess.run(
+        ["bash", "-c", '"$0" -m accelbench runs --limit 0 2>&-', sys.executable],
+        capture_output=True, text=True, timeout=120,
+    )
+    assert (result.returncode, result.stdout) == (EXIT_USAGE, "")
