@@ -36,6 +36,14 @@ def test_values_are_parsed_to_their_kind(name, text, value):
         ({"pinned": "maybe"}, "not a valid bool"),
         ({"shape": "44"}, "expected AxB"),
         ({"colour": "red"}, "unknown parameter 'colour'"),
+        # NaN compares false with every bound, so it must be refused as such.
+        ({"scale": "nan"}, "scale='nan' is not a finite number"),
+        ({"scale": "inf"}, "scale='inf' is not a finite number"),
+        ({"scale": "-Infinity"}, "is not a finite number"),
+        ({"scale": "1e999"}, "is not a finite number"),
+        ({"scale": float("nan")}, "is not a finite number"),
+        ({"size": float("inf")}, "not a valid int"),
+        ({"size": float("nan")}, "not a valid int"),
     ],
 )
 def test_bad_values_are_user_errors_naming_the_problem(given, message):

@@ -3,13 +3,22 @@
 from __future__ import annotations
 
 import json
+import os
+from pathlib import Path
 
 import pytest
 
 from accelbench.analysis.baseline import read_baseline
 from accelbench.analysis.rules import parse_rules
 from accelbench.cli.main import main
-from accelbench.core.untrusted import check_shape, parse_json, parse_yaml, read_text, short
+from accelbench.core.untrusted import (
+    check_shape,
+    parse_json,
+    parse_yaml,
+    read_bytes,
+    read_text,
+    short,
+)
 from accelbench.errors import EXIT_STORE, EXIT_USAGE, StoreError, UserError
 
 RULE = "  - name: r{i}\n    metric: gemm\n    compare: value\n    min: 1\n    category: c\n"
@@ -126,3 +135,14 @@ def test_the_cli_reports_hostile_files_in_one_line(kind, tmp_path, capsys, store
         with pytest.raises(UserError, match="nested too deeply"):
             read_baseline(path)
     assert json.loads("1") == 1
+
+
+def test_special_files_are_refused_without_being_opened(tmp_path, capsys):
+    """A FIFO as a rules file would block the read forever; /dev/zero would never end."""
+    fifo = tmp_path / "rules.yaml"
+    os.mkfifo(fifo)
+    for path in (fifo, Path("/dev/zero")):
+        with pytest.raises(UserError, match="is not a regular file"):
+            read_bytes(path, "rules file")
+    assert main(["diagnose", "--rules", str(fifo)]) == 2
+    assert "is not a regular file" in capsys.readouterr().err

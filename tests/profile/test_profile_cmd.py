@@ -70,7 +70,7 @@ def test_the_terminal_output_names_the_trace(gemm_profile, capsys):
     (["profile", "gemmm"], "unknown benchmark"),
     (["profile", "launch", "--dtype", "fp16"], "not measured"),
     (["profile", "gemm", "-p", "nope=1"], "no selected benchmark has a parameter"),
-    (["profile", "gemm", "--steps", "0"], "at least one active step"),
+    (["profile", "gemm", "--steps", "0"], "--steps: expected a whole number of at least 1"),
     (["profile", "gemm", "--device", "rocm"], "unknown device"),
 ])
 def test_bad_input_is_one_line_and_touches_no_store(tmp_path, capsys, argv, message):

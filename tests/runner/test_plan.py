@@ -64,6 +64,9 @@ def test_full_suite_extends_standard_with_longer_budgets():
         (Request(benches=("gemm",), overrides={"colour": ("red",)}), "no selected benchmark"),
         (Request(benches=("gemm",), overrides={"shape": ("12x",)}), "shape"),
         (Request(timing={"max_time": -1.0}), "invalid timing"),
+        (Request(timing={"max_time": float("nan")}), "max_time must be a finite number"),
+        (Request(timing={"target_rel_ci": float("inf")}), "target_rel_ci must be a finite"),
+        (Request(wait_quiet=float("nan")), "--wait-quiet"),
     ],
 )
 def test_bad_requests_fail_before_running(request_, message):

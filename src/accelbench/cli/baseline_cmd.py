@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from accelbench.cli.options import add_json, add_store, open_store, print_json
+from accelbench.cli.options import add_json, add_store, open_store, path_arg, print_json
 
 NAME = "baseline"
 HELP = "write a baseline file (the median node, robust to outliers) from a set of runs"
@@ -14,7 +14,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("runs", nargs="*", metavar="RUN",
                         help="runs or filters (default: every stored run; the latest run of "
                         "each host and device is used); all of one stack")
-    parser.add_argument("-o", "--output", required=True, metavar="FILE",
+    parser.add_argument("-o", "--output", type=path_arg, required=True, metavar="FILE",
                         help="the baseline file to write (JSON)")
     add_store(parser)
     add_json(parser)

@@ -8,8 +8,12 @@ from accelbench.cli.options import (
     add_exclude_contended,
     add_json,
     add_store,
+    name_arg,
     open_store,
+    percentage,
+    positive_percentage,
     print_json,
+    probability,
 )
 
 NAME = "compare"
@@ -20,13 +24,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("a", metavar="A", help="baseline: run id, prefix, 'latest', a stack "
                         "glob such as '*MI250X*', or FIELD=GLOB (gen, host, device, suite)")
     parser.add_argument("b", metavar="B", help="the runs compared with A, given the same way")
-    parser.add_argument("--min-effect", type=float, default=5.0, metavar="PCT",
+    parser.add_argument("--min-effect", type=percentage, default=5.0, metavar="PCT",
                         help="smallest change reported as faster or slower (default 5)")
-    parser.add_argument("--alpha", type=float, default=0.05,
+    parser.add_argument("--alpha", type=probability, default=0.05,
                         help="significance level of the test (default 0.05: 95%% CIs)")
-    parser.add_argument("--fail-on-regression", type=float, metavar="PCT",
+    parser.add_argument("--fail-on-regression", type=positive_percentage, metavar="PCT",
                         help="exit with 1 when a case is significantly slower by PCT%% or more")
-    parser.add_argument("--case", metavar="PATTERN",
+    parser.add_argument("--case", type=name_arg, metavar="PATTERN",
                         help="only cases matching 'BENCH [NAME=GLOB ...]', e.g. 'gemm dtype=bf16'")
     add_exclude_contended(parser)
     add_store(parser)

@@ -6,7 +6,14 @@ import argparse
 from pathlib import Path
 from typing import Any
 
-from accelbench.cli.options import add_json, add_store, open_store, print_json
+from accelbench.cli.options import (
+    add_json,
+    add_store,
+    name_arg,
+    open_store,
+    path_arg,
+    print_json,
+)
 
 NAME = "diagnose"
 HELP = "check every node's latest run against a baseline with rules; exit 1 if any fails"
@@ -23,13 +30,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("runs", nargs="*", metavar="RUN",
                         help="runs or filters forming the fleet (default: every stored run; "
                         "the latest run of each host and device is used)")
-    parser.add_argument("--rules", metavar="FILE",
+    parser.add_argument("--rules", type=path_arg, metavar="FILE",
                         help="YAML rules file (default: the rules shipped with accelbench)")
     parser.add_argument("--allow-unmatched", action="store_true",
                         help="go on when a rule of the --rules file matches no measurement "
                         "in the selected runs: warn on stderr and list it in the result "
                         "(default: an error, exit 2)")
-    parser.add_argument("--baseline", default="fleet", metavar="REF",
+    parser.add_argument("--baseline", type=name_arg, default="fleet", metavar="REF",
                         help="'fleet' (default: the fleet median of each stack), a baseline "
                         "file written by `accelbench baseline`, or a run (several runs: their "
                         "median)")

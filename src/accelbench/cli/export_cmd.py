@@ -7,7 +7,7 @@ import json
 import sys
 from typing import IO, Any
 
-from accelbench.cli.options import add_store, open_store
+from accelbench.cli.options import add_store, open_store, path_arg
 
 NAME = "export"
 HELP = "export stored runs (default: all) as JSON or CSV"
@@ -16,7 +16,8 @@ HELP = "export stored runs (default: all) as JSON or CSV"
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("runs", nargs="*", metavar="RUN", help="run ids, prefixes or 'latest'")
     parser.add_argument("--format", choices=("json", "csv"), default="json")
-    parser.add_argument("-o", "--output", metavar="FILE", help="write here instead of stdout")
+    parser.add_argument("-o", "--output", type=path_arg, metavar="FILE",
+                        help="write here instead of stdout")
     add_store(parser)
 
 

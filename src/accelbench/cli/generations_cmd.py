@@ -8,7 +8,10 @@ from accelbench.cli.options import (
     add_exclude_contended,
     add_json,
     add_store,
+    name_arg,
+    names_arg,
     open_store,
+    path_arg,
     print_json,
     split_list,
 )
@@ -20,17 +23,21 @@ HELP = "throughput per stack generation (device, ROCm/CUDA, PyTorch), normalised
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("runs", nargs="*", metavar="RUN",
                         help="runs or filters to include (default: every stored run)")
-    parser.add_argument("--baseline", metavar="GEN",
+    parser.add_argument("--baseline", type=name_arg, metavar="GEN",
                         help="generation key or glob to normalise to (default: the oldest)")
-    parser.add_argument("--family", help="benchmark family (default: model when there are "
+    parser.add_argument("--family", type=name_arg,
+                        help="benchmark family (default: model when there are "
                         "model results, else every family)")
-    parser.add_argument("--model", nargs="+", metavar="GLOB", help="only these models")
-    parser.add_argument("--dtype", nargs="+", metavar="DTYPE", help="only these precisions")
-    parser.add_argument("--mode", default="train",
+    parser.add_argument("--model", nargs="+", type=names_arg, metavar="GLOB",
+                        help="only these models")
+    parser.add_argument("--dtype", nargs="+", type=names_arg, metavar="DTYPE",
+                        help="only these precisions")
+    parser.add_argument("--mode", type=name_arg, default="train",
                         help="train (default), infer or all: cases with a 'mode' parameter")
-    parser.add_argument("--case", metavar="PATTERN",
+    parser.add_argument("--case", type=name_arg, metavar="PATTERN",
                         help="only cases matching 'BENCH [NAME=GLOB ...]'")
-    parser.add_argument("--chart", metavar="FILE", help="also write the chart as an SVG file")
+    parser.add_argument("--chart", type=path_arg, metavar="FILE",
+                        help="also write the chart as an SVG file")
     add_exclude_contended(parser)
     add_store(parser)
     add_json(parser)

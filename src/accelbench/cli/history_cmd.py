@@ -8,8 +8,11 @@ from accelbench.cli.options import (
     add_exclude_contended,
     add_json,
     add_store,
+    name_arg,
     open_store,
+    percentage,
     print_json,
+    whole_number,
 )
 
 NAME = "history"
@@ -17,14 +20,15 @@ HELP = "the series of a case over stored runs of the same stack, and where it ch
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("case", metavar="CASE",
+    parser.add_argument("case", type=name_arg, metavar="CASE",
                         help="a case key, or a pattern 'BENCH [NAME=GLOB ...]' such as "
                         "'gemm dtype=bf16 shape=4096'")
-    parser.add_argument("--stack", metavar="GLOB", help="only runs of matching generation keys")
-    parser.add_argument("--host", metavar="GLOB", help="only runs of matching hosts")
-    parser.add_argument("--limit", type=int, default=200, metavar="N",
+    parser.add_argument("--stack", type=name_arg, metavar="GLOB",
+                        help="only runs of matching generation keys")
+    parser.add_argument("--host", type=name_arg, metavar="GLOB", help="only runs of matching hosts")
+    parser.add_argument("--limit", type=whole_number(at_least=2), default=200, metavar="N",
                         help="the newest N runs of each series (default 200)")
-    parser.add_argument("--min-effect", type=float, default=5.0, metavar="PCT",
+    parser.add_argument("--min-effect", type=percentage, default=5.0, metavar="PCT",
                         help="smallest step reported (default 5)")
     parser.add_argument("--fail-on-regression", action="store_true",
                         help="exit with 1 when a series ends on a regression")

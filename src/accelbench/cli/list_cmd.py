@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from accelbench.cli.options import add_json, print_json
+from accelbench.cli.options import add_json, name_arg, print_json
 from accelbench.core.params import Param
 
 NAME = "list"
@@ -12,7 +12,7 @@ HELP = "list benchmarks with their parameters, devices and dtypes, and the suite
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--family", help="only benchmarks of this family")
+    parser.add_argument("--family", type=name_arg, help="only benchmarks of this family")
     add_json(parser)
 
 

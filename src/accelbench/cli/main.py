@@ -55,6 +55,7 @@ def build_parser() -> Parser:
 
 
 def main(argv: list[str] | None = None) -> int:
+    _keep_standard_streams()
     parser = build_parser()
     try:
         args = parser.parse_args(argv)
@@ -79,3 +80,36 @@ def main(argv: list[str] | None = None) -> int:
         devnull = os.open(os.devnull, os.O_WRONLY)
         os.dup2(devnull, sys.stdout.fileno())
         return 0
+
+
+def _keep_standard_streams() -> None:
+    """Put /dev/null where stdin, stdout or stderr is closed (`accelbench runs >&-`) or
+    cannot be written (`1</dev/null`).
+
+    Output that nobody can read is dropped quietly, as for a reader that went away,
+    instead of failing the command; and no file the command opens (the store, a trace)
+    can take the free descriptor and receive what a worker process it starts prints.
+    """
+    for fd, flags in ((0, os.O_RDONLY), (1, os.O_WRONLY), (2, os.O_WRONLY)):
+        if _usable(fd, writing=fd != 0):
+            continue
+        devnull = os.open(os.devnull, flags)
+        if devnull != fd:
+            os.dup2(devnull, fd)
+            os.close(devnull)
+    # Python leaves these None when the descriptor was closed at start-up.
+    if sys.stdout is None:
+        sys.stdout = open(1, "w", encoding="utf-8", closefd=False)  # noqa: SIM115
+    if sys.stderr is None:
+        sys.stderr = open(2, "w", encoding="utf-8", closefd=False)  # noqa: SIM115
+
+
+def _usable(fd: int, writing: bool) -> bool:
+    try:
+        if writing:
+            os.write(fd, b"")  # writes nothing; fails on a closed or read-only descriptor
+        else:
+            os.fstat(fd)
+    except OSError:
+        return False
+    return True

@@ -10,7 +10,7 @@ import argparse
 from pathlib import Path
 from typing import Any
 
-from accelbench.cli.options import add_json, print_json
+from accelbench.cli.options import add_json, path_arg, print_json
 
 NAME = "merge"
 HELP = "copy the runs of other stores or JSON exports into one store (idempotent)"
@@ -19,9 +19,9 @@ _SQLITE_HEADER = b"SQLite format 3\x00"
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("sources", nargs="+", metavar="SOURCE",
+    parser.add_argument("sources", nargs="+", type=path_arg, metavar="SOURCE",
                         help="result stores (.sqlite) or exports (`accelbench export`, JSON)")
-    parser.add_argument("--into", metavar="STORE",
+    parser.add_argument("--into", type=path_arg, metavar="STORE",
                         help="the store to merge into (default: $ACCELBENCH_STORE, else "
                         "results.sqlite in the user data directory)")
     add_json(parser)
@@ -33,7 +33,11 @@ def read_source(path: Path) -> list[Any]:
     from accelbench.errors import StoreError
     from accelbench.store import load_json
     from accelbench.store.record_schema import check_runs
+    from accelbench.store.sqlite import check_regular_file
 
+    # A FIFO would make the read below wait forever.
+    if check_regular_file(path).st_size == 0:
+        raise StoreError(f"{path} is empty: neither a result store nor a JSON export")
     try:
         with path.open("rb") as f:
             head = f.read(len(_SQLITE_HEADER))

@@ -4,14 +4,110 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
+
+# -- argument types --------------------------------------------------------------------
+# argparse calls these on the text of an option; what they refuse becomes the one-line
+# usage error "argument --max-time: expected ..., got 'nan'" (exit 2) before anything
+# runs. float() alone takes "nan" and "inf", and a NaN compares false with every bound,
+# so it would slip through any later `<= 0` check: a NaN --timeout never times out.
+
+
+def finite_float(*, above: float | None = None, at_least: float | None = None,
+                 below: float | None = None, at_most: float | None = None,
+                 what: str = "a finite number") -> Callable[[str], float]:
+    """A type for a finite number within bounds; `what` says what it counts."""
+    bounds = [f"{word} {bound:g}" for word, bound in (
+        ("above", above), ("at least", at_least), ("below", below), ("at most", at_most))
+        if bound is not None]
+    expected = " ".join([what, " and ".join(bounds)]).strip()
+
+    def parse(text: str) -> float:
+        try:
+            value = float(text)
+        except ValueError:
+            value = math.nan
+        if not (math.isfinite(value) and (above is None or value > above)
+                and (at_least is None or value >= at_least)
+                and (below is None or value < below)
+                and (at_most is None or value <= at_most)):
+            raise argparse.ArgumentTypeError(f"expected {expected}, got {text!r}")
+        return value
+
+    parse.__name__ = "number"
+    return parse
+
+
+# Larger counts are mistakes, and some (an SQL LIMIT, a thread count) overflow C integers.
+_MAX_COUNT = 2**31 - 1
+
+
+def whole_number(*, at_least: int) -> Callable[[str], int]:
+    """A type for a count: an integer (not "2.5", not "nan") of at least `at_least`."""
+
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            value = at_least - 1
+        if value < at_least:
+            raise argparse.ArgumentTypeError(
+                f"expected a whole number of at least {at_least}, got {text!r}")
+        if value > _MAX_COUNT:
+            raise argparse.ArgumentTypeError(
+                f"expected a whole number of at most {_MAX_COUNT}, got {text!r}")
+        return value
+
+    parse.__name__ = "count"
+    return parse
+
+
+# Durations: more than about four months is a typo, and would overflow the timedelta of
+# a process group's timeout.
+positive_seconds = finite_float(above=0, at_most=1e7, what="a finite number of seconds")
+positive_int = whole_number(at_least=1)
+non_negative_int = whole_number(at_least=0)
+# A change or a confidence interval in percent: 100 or more could never be reported.
+percentage = finite_float(at_least=0, below=100, what="a percentage")
+positive_percentage = finite_float(above=0, below=100, what="a percentage")
+# A probability strictly between 0 and 1 (a significance level).
+probability = finite_float(above=0, below=1, what="a probability")
+
+
+def name_arg(text: str) -> str:
+    """A type for a name or pattern: an empty one is refused rather than taken as "all"."""
+    if not text.strip():
+        raise argparse.ArgumentTypeError(f"expected a name, got {text!r}")
+    return text
+
+
+def names_arg(text: str) -> str:
+    """A type for names separated by commas (`fp16,bf16`), none of them empty."""
+    if not all(part.strip() for part in text.split(",")):
+        raise argparse.ArgumentTypeError(
+            f"expected a name or comma-separated names, got {text!r}")
+    return text
+
+
+def path_arg(text: str) -> str:
+    """A type for a file or directory: an empty path is refused rather than taken as the
+    default one."""
+    if not text.strip():
+        raise argparse.ArgumentTypeError(f"expected a path, got {text!r}")
+    return text
+
+
+# -- shared options --------------------------------------------------------------------
 
 
 def add_store(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--store",
+        type=path_arg,
         metavar="PATH",
         help="result store (default: $ACCELBENCH_STORE, else results.sqlite in the user "
         "data directory)",
@@ -31,6 +127,7 @@ def add_exclude_contended(parser: argparse.ArgumentParser) -> None:
 def add_device(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--device",
+        type=name_arg,
         default="auto",
         help="auto (first accelerator, else the CPU), cpu, cuda or cuda:N "
         "(ROCm GPUs are 'cuda' devices in PyTorch)",

@@ -11,7 +11,11 @@ from accelbench.cli.options import (
     add_device,
     add_json,
     add_store,
+    name_arg,
+    non_negative_int,
     open_store,
+    path_arg,
+    positive_int,
     print_json,
 )
 from accelbench.core.names import BACKENDS
@@ -25,20 +29,21 @@ HELP = "profile one benchmark case with the PyTorch profiler and analyse the tra
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("bench", metavar="BENCH", help="the benchmark to profile")
+    parser.add_argument("bench", type=name_arg, metavar="BENCH", help="the benchmark to profile")
     parser.add_argument("-p", "--param", action="append", metavar="NAME=V",
                         help="set a parameter (repeatable; one value each)")
-    parser.add_argument("--dtype", metavar="DTYPE", help="the precision, for benchmarks with one")
+    parser.add_argument("--dtype", type=name_arg, metavar="DTYPE",
+                        help="the precision, for benchmarks with one")
     add_device(parser)
-    parser.add_argument("--steps", type=int, default=5, metavar="N",
+    parser.add_argument("--steps", type=positive_int, default=5, metavar="N",
                         help="active (recorded) steps (default 5)")
-    parser.add_argument("--warmup", type=int, default=2, metavar="N",
+    parser.add_argument("--warmup", type=non_negative_int, default=2, metavar="N",
                         help="steps profiled but discarded first (default 2)")
-    parser.add_argument("--wait", type=int, default=1, metavar="N",
+    parser.add_argument("--wait", type=non_negative_int, default=1, metavar="N",
                         help="steps run without the profiler before those (default 1)")
     parser.add_argument("--memory", action="store_true",
                         help="record memory allocations (peak memory in the analysis)")
-    parser.add_argument("--nproc-per-node", type=int, default=1, metavar="N",
+    parser.add_argument("--nproc-per-node", type=positive_int, default=1, metavar="N",
                         help="profile on N ranks started here with torchrun (collectives, "
                         "data-parallel training); each rank writes its own trace")
     parser.add_argument("--oversubscribe", action="store_true",
@@ -47,7 +52,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--backend", choices=BACKENDS,
                         help="torch.distributed backend (default: nccl on GPUs — RCCL on "
                         "ROCm — and gloo on the CPU)")
-    parser.add_argument("--output", metavar="DIR",
+    parser.add_argument("--output", type=path_arg, metavar="DIR",
                         help="directory for the traces, one folder per run "
                         "(default: profiles/ beside the store)")
     add_store(parser)

@@ -9,7 +9,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from accelbench.cli.options import add_store, open_store
+from accelbench.cli.options import add_store, open_store, path_arg, percentage
 
 NAME = "report"
 HELP = "write an HTML (or Markdown) report of stored runs (default: the latest)"
@@ -22,10 +22,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--format", choices=("html", "md"),
                         help="html or md (default: from the file name; md on standard output, "
                         "html otherwise)")
-    parser.add_argument("-o", "--output", metavar="FILE",
+    parser.add_argument("-o", "--output", type=path_arg, metavar="FILE",
                         help="where to write it ('-' for standard output; default: "
                         "reports/RUN.html beside the store)")
-    parser.add_argument("--min-effect", type=float, default=5.0, metavar="PCT",
+    parser.add_argument("--min-effect", type=percentage, default=5.0, metavar="PCT",
                         help="smallest change a comparison reports (default 5)")
     add_store(parser)
 

@@ -14,7 +14,13 @@ from accelbench.cli.options import (
     add_device,
     add_json,
     add_store,
+    name_arg,
+    names_arg,
     open_store,
+    path_arg,
+    positive_int,
+    positive_percentage,
+    positive_seconds,
     print_json,
     split_list,
 )
@@ -29,23 +35,24 @@ HELP = "run a suite (default quick) or chosen benchmarks and store every result"
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--suite", default="quick", help="quick (default), standard or full")
-    parser.add_argument("--bench", nargs="+", metavar="NAME",
+    parser.add_argument("--suite", type=name_arg, default="quick",
+                        help="quick (default), standard or full")
+    parser.add_argument("--bench", nargs="+", type=names_arg, metavar="NAME",
                         help="only these benchmarks (with the suite's grids for them)")
     add_device(parser)
-    parser.add_argument("--dtype", nargs="+", metavar="DTYPE",
+    parser.add_argument("--dtype", nargs="+", type=names_arg, metavar="DTYPE",
                         help="precisions to measure, replacing the suite's: fp64 fp32 tf32 "
                         "fp16 bf16 fp8 int8")
     parser.add_argument("-p", "--param", action="append", metavar="NAME=V[,V]",
                         help="set a parameter for every selected benchmark that has it "
                         "(repeatable; comma-separated values make a grid)")
-    parser.add_argument("--max-time", type=float, metavar="S",
+    parser.add_argument("--max-time", type=positive_seconds, metavar="S",
                         help="seconds of sampling per case (default: the suite's)")
-    parser.add_argument("--target-ci", type=float, metavar="PCT",
+    parser.add_argument("--target-ci", type=positive_percentage, metavar="PCT",
                         help="stop sampling once the median's 95%% CI is within ±PCT%%")
     parser.add_argument("--flush-cache", action="store_true",
                         help="flush device caches before every sample (kernel benchmarks)")
-    parser.add_argument("--nproc-per-node", type=int, metavar="N",
+    parser.add_argument("--nproc-per-node", type=positive_int, metavar="N",
                         help="ranks for distributed benchmarks (collectives, data-parallel "
                         "training), started on this node with torchrun (default: as the "
                         "suite says, else 1)")
@@ -55,15 +62,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--backend", choices=BACKENDS,
                         help="torch.distributed backend (default: nccl on GPUs — RCCL on "
                         "ROCm — and gloo on the CPU)")
-    parser.add_argument("--threads", type=int, metavar="N",
+    parser.add_argument("--threads", type=positive_int, metavar="N",
                         help="CPU threads per process for CPU cases (default: the host's "
                         "free cores); part of each CPU case's identity")
-    parser.add_argument("--wait-quiet", type=float, metavar="S",
+    parser.add_argument("--wait-quiet", type=positive_seconds, metavar="S",
                         help="before each case, wait up to S seconds for the host to be quiet "
                         "(no other busy process, no steal time)")
-    parser.add_argument("--timeout", type=float, metavar="S",
+    parser.add_argument("--timeout", type=positive_seconds, metavar="S",
                         help="fail a case that takes longer than this (default: per benchmark)")
-    parser.add_argument("--report", metavar="FILE",
+    parser.add_argument("--report", type=path_arg, metavar="FILE",
                         help="where to write the HTML report, or Markdown if FILE ends in .md "
                         "(default: reports/RUN.html beside the store)")
     parser.add_argument("--no-report", action="store_true", help="do not write a report file")

@@ -4,14 +4,15 @@ from __future__ import annotations
 
 import argparse
 
-from accelbench.cli.options import add_json, add_store, open_store, print_json
+from accelbench.cli.options import add_json, add_store, open_store, positive_int, print_json
 
 NAME = "runs"
 HELP = "list stored runs, newest first"
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--limit", type=int, default=20, help="show at most N runs (default 20)")
+    parser.add_argument("--limit", type=positive_int, default=20,
+                        help="show at most N runs (default 20)")
     add_store(parser)
     add_json(parser)
 

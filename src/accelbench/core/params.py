@@ -7,6 +7,7 @@ a bad value is a one-line UserError before anything runs.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -58,8 +59,9 @@ class Param:
         try:
             converted = _convert(self.kind, value)
         except (TypeError, ValueError):
+            what = "a finite number" if self.kind == "float" else f"a valid {self.kind}"
             raise UserError(
-                f"{where}parameter {self.name}={value!r} is not a valid {self.kind}"
+                f"{where}parameter {self.name}={value!r} is not {what}"
             ) from None
         self.validate(converted, benchmark)
         return converted
@@ -110,7 +112,11 @@ def _convert(kind: str, value: Any) -> Any:
     if kind == "float":
         if isinstance(value, bool):
             raise TypeError(value)
-        return float(value)
+        number = float(value)
+        # NaN passes every bound (each comparison is false) and inf is no setting.
+        if not math.isfinite(number):
+            raise ValueError(value)
+        return number
     return str(value)
 
 

@@ -21,6 +21,8 @@ message ever quotes a whole user value: `short` cuts it.
 from __future__ import annotations
 
 import json
+import os
+import stat
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -50,8 +52,11 @@ def short(value: object, limit: int = SHORT) -> str:
 
 def read_bytes(path: str | Path, what: str, error: type[UserError] = UserError,
                max_bytes: int = MAX_BYTES) -> bytes:
-    """The bytes of `path`, refused when over `max_bytes` (read no further than that)."""
+    """The bytes of `path`, refused when over `max_bytes` (read no further than that) or
+    when it is not a regular file (a FIFO would block the read forever)."""
     try:
+        if not stat.S_ISREG(os.stat(path).st_mode):
+            raise error(f"{what} {path} is not a regular file")
         with Path(path).open("rb") as f:
             data = f.read(max_bytes + 1)
     except OSError as exc:

@@ -8,6 +8,7 @@ device that the worker found.
 from __future__ import annotations
 
 import itertools
+import math
 import sys
 from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
@@ -154,6 +155,10 @@ def timing_policy(suite: Suite, request: Request) -> TimingPolicy:
     unknown = sorted(set(settings) - known)
     if unknown:
         raise UserError(f"unknown timing setting {unknown[0]!r}")
+    # A NaN passes the policy's `<= 0` checks, and a NaN budget never runs out.
+    for name, value in settings.items():
+        if isinstance(value, float) and not math.isfinite(value):
+            raise UserError(f"timing setting {name} must be a finite number, got {value!r}")
     try:
         return TimingPolicy(**settings)
     except (TypeError, ValueError) as exc:

@@ -4,6 +4,11 @@ Several processes may write to one store at once (WAL journal, a long busy timeo
 one short transaction per measurement), and a writer that dies loses only what it had
 not committed: its run stays "running". Opening checks that the file is an accelbench
 store this version understands before anything is written to it.
+
+Reading (`Store.open(path, create=False)`, what every read command does) opens the file
+read-only and never creates or changes a store, with one exception: a store written by
+an older accelbench is upgraded, losslessly and one transaction per migration, when the
+file can be written; when it cannot, it is read from an upgraded copy in memory.
 """
 
 from __future__ import annotations
@@ -12,6 +17,7 @@ import json
 import os
 import secrets
 import sqlite3
+import stat
 import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
@@ -37,11 +43,13 @@ from accelbench.store.schema import (
 
 __all__ = [
     "RUN_COMPLETE", "RUN_FAILED", "RUN_INTERRUPTED", "RUN_RUNNING", "RUN_STATUSES",
-    "RunRecord", "Store", "StoredProfile", "StoredRun", "default_store_path",
+    "RunRecord", "Store", "StoredProfile", "StoredRun", "check_regular_file",
+    "default_store_path",
 ]
 
 BUSY_TIMEOUT_S = 60.0
 _SQLITE_HEADER = b"SQLite format 3\x00"
+_SQLITE_READONLY, _SQLITE_CANTOPEN = 8, 14  # primary result codes
 
 
 def default_store_path() -> Path:
@@ -109,9 +117,12 @@ ORDER BY r.started_at DESC, r.id DESC
 class Store:
     """An open result store. Use `Store.open(path)`, as a context manager."""
 
-    def __init__(self, path: Path, connection: sqlite3.Connection) -> None:
+    def __init__(self, path: Path, connection: sqlite3.Connection,
+                 read_only: bool = False) -> None:
         self.path = path
         self._conn = connection
+        self.read_only = read_only
+        self._pending: list[str] = []  # migrations this (read-only) store lacks
 
     # -- opening ---------------------------------------------------------------------
 
@@ -119,20 +130,53 @@ class Store:
     def open(cls, path: str | os.PathLike[str] | None = None, *, create: bool = True) -> Store:
         """Open (and with `create`, create) the store at `path` (default: default_store_path()).
 
-        Raises StoreError, leaving the file as it was, when it is missing (and
-        `create` is false), unreadable, not SQLite, another application's database or
-        written by a newer accelbench.
+        Without `create` the store is only read: opened read-only, and refused when it is
+        missing or empty. Raises StoreError, leaving the file as it was, when it is
+        missing (and `create` is false), not a regular file, unreadable, not SQLite,
+        another application's database or written by a newer accelbench.
         """
         path = Path(path).expanduser() if path is not None else default_store_path()
         _check_file(path, create)
-        conn = _connect(path, create)
-        store = cls(path, conn)
+        if create:
+            return cls._opened(path, _connect(path, "mode=rwc"), migrate=True)
+        store = cls._opened(path, _connect_read_only(path), migrate=False)
+        return store._upgraded() if store._pending else store
+
+    def _upgraded(self) -> Store:
+        """This store, written by an older accelbench, brought to the schema that reading
+        it needs; closes this one.
+
+        The one write that reading does: in place when the file can be written (every
+        migration keeps every record, and runs in its own transaction); else in a copy
+        in memory, so that a store on read-only media or of another user can be read.
+        """
+        path = self.path
+        if not _writable(path):
+            try:
+                copy = _copy_in_memory(self._conn, path)
+            finally:
+                self.close()
+            return self._opened(path, copy, migrate=True, read_only=True)
+        self.close()
+        self._opened(path, _connect(path, "mode=rw"), migrate=True).close()
+        return self._opened(path, _connect_read_only(path), migrate=False)
+
+    @classmethod
+    def _opened(cls, path: Path, conn: sqlite3.Connection, *, migrate: bool,
+                read_only: bool = False) -> Store:
+        """The store on an open connection, checked (and with `migrate`, brought up to
+        date); the connection is closed if that fails."""
+        store = cls(path, conn, read_only=not migrate)
         try:
             applied = store._applied_migrations()
-            store._migrate(applied)
+            if migrate:
+                store._migrate(applied)
+            else:
+                store._pending = [name for name, _ in MIGRATIONS if name not in applied]
         except BaseException:
             conn.close()
             raise
+        store.read_only = store.read_only or read_only
         return store
 
     def close(self) -> None:
@@ -170,6 +214,8 @@ class Store:
                 f"{self.path} is not an accelbench result store: "
                 "it is the SQLite database of another application"
             )
+        if not tables and self.read_only:
+            raise StoreError(f"{self.path} is empty: not a result store")
         self._refuse_unknown(applied)
         return applied
 
@@ -209,6 +255,8 @@ class Store:
     @contextmanager
     def _write(self) -> Iterator[sqlite3.Connection]:
         """One write transaction, committed on exit (rolled back on any exception)."""
+        if self.read_only:  # and what a copy in memory took would be lost
+            raise StoreError(f"result store {self.path} is open for reading only")
         conn = self._conn
         try:
             conn.execute("BEGIN IMMEDIATE")
@@ -401,32 +449,76 @@ class Store:
 
 
 def _check_file(path: Path, create: bool) -> None:
-    """Refuse what SQLite should not even open; create parent directories if asked."""
-    if path.is_dir():
-        raise StoreError(f"result store {path} is a directory, not a file")
-    if not path.exists():
+    """Refuse what SQLite should not even open (what is not a regular file, from its
+    stat, as check_regular_file does); create parent directories if asked."""
+    try:
+        info = path.stat()
+    except (FileNotFoundError, NotADirectoryError):
         if not create:
-            raise StoreError(f"no result store at {path}; run `accelbench run` first")
+            raise StoreError(f"no result store at {path}; run `accelbench run` first") from None
         try:
             path.parent.mkdir(parents=True, exist_ok=True)
         except OSError as e:
             raise StoreError(f"cannot create result store {path}: {e.strerror or e}") from None
         return
-    try:
-        with path.open("rb") as f:
-            header = f.read(len(_SQLITE_HEADER))
     except OSError as e:
         raise StoreError(f"cannot read result store {path}: {e.strerror or e}") from None
+    _refuse_special(path, info.st_mode)
+    if not create and info.st_size == 0:
+        raise StoreError(f"{path} is empty: not a result store")
+    header = _read_header(path)
     if header and header != _SQLITE_HEADER:
         raise StoreError(f"{path} is not an accelbench result store: file is not a database")
 
 
-def _connect(path: Path, create: bool) -> sqlite3.Connection:
-    uri = path.resolve().as_uri() + ("?mode=rwc" if create else "?mode=rw")
+def check_regular_file(path: Path) -> os.stat_result:
+    """Its stat, refusing without opening it what is not a regular file: a FIFO opened
+    for reading waits for a writer forever, and a device is no store."""
+    try:
+        info = path.stat()
+    except OSError as e:
+        raise StoreError(f"cannot read {path}: {e.strerror or e}") from None
+    _refuse_special(path, info.st_mode)
+    return info
+
+
+def _refuse_special(path: Path, mode: int) -> None:
+    if stat.S_ISDIR(mode):
+        raise StoreError(f"result store {path} is a directory, not a file")
+    if not stat.S_ISREG(mode):
+        kind = ("a FIFO" if stat.S_ISFIFO(mode) else "a socket" if stat.S_ISSOCK(mode)
+                else "a device" if stat.S_ISCHR(mode) or stat.S_ISBLK(mode)
+                else "a special file")
+        raise StoreError(f"result store {path} is {kind}, not a regular file")
+
+
+def _read_header(path: Path) -> bytes:
+    """The first bytes of the file; O_NONBLOCK, so that a FIFO put in its place since
+    the stat cannot make this wait (it is refused again from the open file)."""
+    try:
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
+    except OSError as e:
+        raise StoreError(f"cannot read result store {path}: {e.strerror or e}") from None
+    try:
+        _refuse_special(path, os.fstat(fd).st_mode)
+        return os.read(fd, len(_SQLITE_HEADER))
+    except OSError as e:
+        raise StoreError(f"cannot read result store {path}: {e.strerror or e}") from None
+    finally:
+        os.close(fd)
+
+
+def _connect(path: Path, query: str) -> sqlite3.Connection:
+    """A connection to the store opened as the URI `query` says (mode=rwc, rw or ro)."""
+    uri = f"{path.resolve().as_uri()}?{query}"
     try:
         conn = sqlite3.connect(uri, uri=True, timeout=BUSY_TIMEOUT_S, isolation_level=None)
     except sqlite3.Error as e:
         raise StoreError(f"cannot open result store {path}: {e}") from None
+    return _configured(conn, path)
+
+
+def _configured(conn: sqlite3.Connection, path: Path) -> sqlite3.Connection:
     conn.row_factory = sqlite3.Row
     try:
         conn.execute("PRAGMA foreign_keys = ON")
@@ -434,6 +526,62 @@ def _connect(path: Path, create: bool) -> sqlite3.Connection:
         conn.close()
         raise StoreError(f"cannot open result store {path}: {e}") from None
     return conn
+
+
+def _connect_read_only(path: Path) -> sqlite3.Connection:
+    """A read-only connection, which writes nothing to the store.
+
+    Reading a WAL store needs its -shm file, which SQLite creates beside the store when
+    it is missing; in a directory that cannot be written (read-only media, an archive)
+    that fails, and the store is opened as immutable instead. That is safe only when no
+    write-ahead log holds committed changes not yet in the file: a log is left only
+    beside a store that some writer still has open, or that one left when it died, and
+    then the store is refused rather than read without them.
+    """
+    conn = _connect(path, "mode=ro")
+    try:
+        _first_read(conn)
+        return conn
+    except sqlite3.OperationalError as e:
+        conn.close()
+        if not _cannot_open_shared_memory(e):
+            raise StoreError(f"cannot read result store {path}: {e}") from None
+    real = path.resolve()  # where SQLite keeps the log of a store given by a link
+    log = real.with_name(real.name + "-wal")
+    if log.exists() and log.stat().st_size > 0:
+        raise StoreError(f"cannot read result store {path}: its write-ahead log {log.name} "
+                         "holds changes, and its directory cannot be written")
+    return _connect(path, "mode=ro&immutable=1")
+
+
+def _first_read(conn: sqlite3.Connection) -> None:
+    """Read the schema: where SQLite opens (or fails to open) a WAL store's -shm file."""
+    conn.execute("SELECT count(*) FROM sqlite_master").fetchone()
+
+
+def _cannot_open_shared_memory(e: sqlite3.OperationalError) -> bool:
+    """SQLITE_CANTOPEN or SQLITE_READONLY (and their extended codes): what reading a WAL
+    store fails with when its -shm file can neither be opened nor created."""
+    code = getattr(e, "sqlite_errorcode", None)
+    if code is not None:
+        return code & 0xFF in (_SQLITE_CANTOPEN, _SQLITE_READONLY)
+    return "unable to open" in str(e) or "readonly" in str(e)
+
+
+def _writable(path: Path) -> bool:
+    """Whether an upgrade can be written: the file, and its directory for the journal."""
+    return os.access(path, os.W_OK) and os.access(path.parent, os.W_OK)
+
+
+def _copy_in_memory(conn: sqlite3.Connection, path: Path) -> sqlite3.Connection:
+    """The store read into memory, to be upgraded there when it cannot be written."""
+    copy = sqlite3.connect(":memory:", isolation_level=None)
+    try:
+        conn.backup(copy)
+    except sqlite3.Error as e:
+        copy.close()
+        raise StoreError(f"cannot read result store {path}: {e}") from None
+    return _configured(copy, path)
 
 
 def _enable_wal(conn: sqlite3.Connection) -> None:
