@@ -248,9 +248,12 @@ def test_an_unwritable_report_is_refused_before_anything_is_measured(tmp_path, c
         folder.chmod(0o500)
         try:
             assert main([*argv, "--report", str(folder / "new" / "run.md")]) == EXIT_USAGE
-            assert "not writable" in _one_line_error(capsys)
+            assert "cannot be written" in _one_line_error(capsys)
         finally:
             folder.chmod(0o700)
+    # A file system that refuses what the permission bits allow (even to root).
+    assert main([*argv, "--report", "/proc/accelbench-report.html"]) == EXIT_USAGE
+    assert "cannot be written" in _one_line_error(capsys)
     assert not store_path.exists(), "nothing may be measured or stored"
 
 

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -92,21 +91,28 @@ def parse_overrides(items: Sequence[str] | None) -> dict[str, tuple[str, ...]]:
 
 def check_writable(path: Path) -> None:
     """Refuse, before anything is measured, a report file that could not be written
-    after: a folder in its place, or no writable folder to put it in (the missing
-    folders of its path are created then, so the nearest existing one must be)."""
+    after: a folder in its place, or no folder it can be written in (the missing folders
+    of its path are created then, so the nearest existing one must take a file).
+
+    Permissions are tried, not read from mode bits: root passes every access() check,
+    and a read-only or virtual file system (/proc) refuses what the bits allow."""
+    import tempfile
+
     if path.is_dir():
         raise UserError(f"--report {path}: is a folder, not a file")
-    if path.exists():
-        if not os.access(path, os.W_OK):
-            raise UserError(f"--report {path}: the file is not writable")
-        return
-    folder = path.absolute().parent
-    while not folder.exists() and folder != folder.parent:
-        folder = folder.parent
-    if not folder.is_dir():
-        raise UserError(f"--report {path}: {folder} is not a folder")
-    if not os.access(folder, os.W_OK | os.X_OK):
-        raise UserError(f"--report {path}: the folder {folder} is not writable")
+    try:
+        if path.exists():
+            with path.open("ab"):  # appends nothing: the file is left as it is
+                return
+        folder = path.absolute().parent
+        while not folder.exists() and folder != folder.parent:
+            folder = folder.parent
+        if not folder.is_dir():
+            raise UserError(f"--report {path}: {folder} is not a folder")
+        with tempfile.TemporaryFile(dir=folder):
+            pass
+    except OSError as exc:
+        raise UserError(f"--report {path}: cannot be written: {exc.strerror or exc}") from None
 
 
 def build_request(args: argparse.Namespace) -> Any:
