@@ -79,6 +79,12 @@ def test_the_schema_is_draft_2020_12_and_accepts_what_accelbench_writes(export) 
          "runs[0].run.id: '/abs/path' is not of the form"),
         (lambda d: d["runs"][0]["run"].__setitem__("id", "a..b"),
          "runs[0].run.id: 'a..b' is not of the form"),
+        (lambda d: d["runs"][0]["measurements"][0]["measured"].append(
+            {"name": "x", "value": float("nan"), "unit": "s"}),
+         "runs[0].measurements[0].measured[2].value: nan is not a finite number"),
+        (lambda d: d["runs"][0]["measurements"][0]["case"]["params"].__setitem__(
+            "threads", float("inf")),
+         "runs[0].measurements[0].case.params.threads: inf is not a finite number"),
     ],
 )
 def test_a_bad_export_is_refused_with_the_path_of_the_value(export, mutate, message) -> None:
@@ -171,3 +177,63 @@ def test_a_report_path_through_a_link_out_of_the_folder_is_refused(tmp_path) -> 
     (reports / "run1.html").symlink_to(tmp_path / "elsewhere.html")
     with pytest.raises(UserError, match="would not be in"):
         default_report_path(tmp_path / "s.sqlite", "run1")
+
+
+def _merge_export(data: dict, tmp_path: Path, name: str = "in.json") -> tuple[int, Path]:
+    path = tmp_path / name
+    path.write_text(json.dumps(data))
+    target = tmp_path / "all.sqlite"
+    return main(["merge", str(path), "--into", str(target)]), target
+
+
+def test_a_run_id_ending_in_a_line_break_is_refused(export, tmp_path, capsys) -> None:
+    """JSON Schema's "$" also matches before a final line break: checked again."""
+    export["runs"][0]["run"]["id"] = "20261201-000000-abcd\n"
+    code, target = _merge_export(export, tmp_path)
+    err = capsys.readouterr().err.strip().splitlines()
+    assert code == EXIT_STORE and len(err) == 1 and "run.id" in err[0], err
+    assert not target.exists()
+
+
+def test_a_fingerprint_no_command_could_show_is_refused(export, tmp_path, capsys) -> None:
+    export["runs"][0]["fingerprint"]["device"]["memory_bytes"] = "lots"
+    export["runs"][0]["run"]["fingerprint_id"] = "fp-lots"
+    code, target = _merge_export(export, tmp_path)
+    err = capsys.readouterr().err.strip().splitlines()
+    assert code == EXIT_STORE and len(err) == 1 and "its fingerprint cannot be read" in err[0]
+    assert not target.exists()
+
+
+def test_a_fingerprint_id_bound_to_other_content_is_refused_and_nothing_merged(
+        export, source, tmp_path, capsys) -> None:
+    """Two sources: the first is new, the second reuses the stored fingerprint's id with
+    other content. The merge is one transaction: neither is written."""
+    target = tmp_path / "all.sqlite"
+    assert main(["merge", str(source), "--into", str(target)]) == 0
+    before = _digest(target)
+    fresh = copy.deepcopy(export)
+    fresh["runs"][0]["run"]["id"] = "20261201-000000-0001"
+    fresh["runs"][0]["run"]["fingerprint_id"] = "fp-new"
+    forged = copy.deepcopy(export)
+    forged["runs"][0]["run"]["id"] = "20261201-000000-0002"
+    forged["runs"][0]["fingerprint"]["host"]["hostname"] = "someone-else"
+    paths = []
+    for name, data in (("fresh.json", fresh), ("forged.json", forged)):
+        paths.append(tmp_path / name)
+        paths[-1].write_text(json.dumps(data))
+    capsys.readouterr()
+    assert main(["merge", *map(str, paths), "--into", str(target)]) == EXIT_STORE
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "with other content" in err[0], err
+    with Store.open(target, create=False) as store:
+        assert len(store.list_runs()) == 1
+    assert _digest(target) == before
+
+
+def test_a_store_merged_from_elsewhere_is_never_upgraded_in_place(tmp_path) -> None:
+    """An older store given to merge is read from an upgraded copy in memory."""
+    older = tmp_path / "old.sqlite"
+    shutil.copyfile(CORPUS / "analysis" / "generations-schema1.db", older)
+    before = _digest(older)
+    assert main(["merge", str(older), "--into", str(tmp_path / "all.sqlite")]) == 0
+    assert _digest(older) == before

@@ -122,7 +122,10 @@ def _readable(store: Path, workdir: Path, capsys: Any) -> None:
                 ["report", *s, "-o", str(workdir / "r.html"), *ids],
                 ["report", *s, "-o", str(workdir / "r.md"), "latest"],
                 ["baseline", *s, "-o", str(workdir / "b.json")]]
-    commands += [["show", *s, i] for i in ids] + [["show", *s, "--json", ids[0]]]
+    commands += [["show", *s, i] for i in ids] + [["show", *s, "--json", ids[0]],
+                                                  ["show", *s, "--env", ids[0]],
+                                                  ["history", *s, "gemm"],
+                                                  ["generations", *s]]
     if len(ids) > 1:
         commands.append(["compare", *s, ids[0], ids[1]])
     for argv in commands:

@@ -25,7 +25,6 @@ from accelbench.cli import (
 )
 from accelbench.errors import EXIT_INTERRUPTED, EXIT_TERMINATED, EXIT_USAGE, Terminated, UserError
 from accelbench.report.text import printable
-from accelbench.runner.lifeline import terminate_as_interrupt
 
 # Every command, in the order `accelbench --help` lists them.
 COMMANDS = (run_cmd, list_cmd, env_cmd, runs_cmd, show_cmd, report_cmd, export_cmd, profile_cmd,
@@ -62,6 +61,8 @@ def main(argv: list[str] | None = None) -> int:
         if not getattr(args, "handler", None):
             parser.print_help(sys.stderr)
             return EXIT_USAGE
+        from accelbench.runner.lifeline import terminate_as_interrupt
+
         with terminate_as_interrupt():
             return int(args.handler(args))
     except UserError as exc:

@@ -31,6 +31,7 @@ def read_source(path: Path) -> list[Any]:
     """Every run of a store file or a JSON export, checked (see the module docstring)."""
     from accelbench.core.untrusted import MAX_EXPORT_BYTES, parse_json, read_bytes
     from accelbench.errors import StoreError
+    from accelbench.report.readable import check_readable
     from accelbench.store import load_json
     from accelbench.store.record_schema import check_runs
     from accelbench.store.sqlite import check_regular_file
@@ -50,6 +51,8 @@ def read_source(path: Path) -> list[Any]:
                           StoreError, not_json=" is neither a result store nor a JSON export")
         runs = load_json(data, str(path))
     check_runs(runs, str(path))
+    for run in runs:
+        check_readable(run, f"{path}: run {run.record.id}")
     return runs
 
 
@@ -59,7 +62,7 @@ def _store_runs(path: Path) -> list[Any]:
     from accelbench.errors import StoreError
     from accelbench.store import Store
 
-    with Store.open(path, create=False) as source:
+    with Store.open(path, create=False, upgrade_in_place=False) as source:
         try:
             return [source.load_run(r.id) for r in reversed(source.list_runs())]
         except (ValueError, TypeError, KeyError, AttributeError, OverflowError,
@@ -77,11 +80,13 @@ def run(args: argparse.Namespace) -> int:
     added = skipped = 0
     per_source = []
     with Store.open(target, create=True) as store:
-        for path, runs in loaded:
-            new = sum(store.import_run(run) for run in runs)
-            per_source.append({"source": str(path), "runs": len(runs), "added": new})
-            added += new
-            skipped += len(runs) - new
+        # One transaction for every source: a merge is written whole or not at all.
+        written = iter(store.import_runs([run for _, runs in loaded for run in runs]))
+    for path, runs in loaded:
+        new = sum(next(written) for _ in runs)
+        per_source.append({"source": str(path), "runs": len(runs), "added": new})
+        added += new
+        skipped += len(runs) - new
     if args.json:
         print_json({"into": str(target), "added": added, "already_present": skipped,
                     "sources": per_source})

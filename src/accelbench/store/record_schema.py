@@ -13,9 +13,10 @@ break `show`, `report` and `runs` for the whole store. So, before any write:
      for a number that is neither NaN nor infinite;
   2. every run, from an export or from another store, is checked in the form it would be
      written (`check_runs`): the same schema on its run record and its measurements'
-     `to_dict()`, a run id of the safe form (RUN_ID), and every derived value the read
-     commands compute (figures, spread, stats, samples, the results table, the export, the
-     time stamps) computed once, so that a run that passes can be read by every command.
+     `to_dict()`, and a run id of the safe form (RUN_ID).
+
+Then `report.readable.check_readable` computes, once, everything the read commands
+derive from a run, so that a run `merge` accepts can be read by every command.
 
 The first problem found is one line, a StoreError (the store's exit code), with the JSON
 path of the value: `export.json: runs[0].measurements[3].timings[0].samples[1]: 'abc' is
@@ -25,7 +26,6 @@ not of type 'number'`.
 from __future__ import annotations
 
 import functools
-import json
 import math
 import re
 from collections.abc import Iterable, Sequence
@@ -40,10 +40,10 @@ from accelbench.errors import StoreError
 RUN_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}")
 
 _FINITE = {"type": "number", "finite": True}
-_NUMBER_OR_NULL = {"type": ["number", "null"]}
+_NUMBER_OR_NULL = {"type": ["number", "null"], "finite": True}
 _TEXT = {"type": "string"}
 _TEXTS = {"type": "array", "items": _TEXT}
-_PARAM = {"type": ["string", "number", "boolean", "null"]}
+_PARAM = {"type": ["string", "number", "boolean", "null"], "finite": True}
 
 _CASE = {
     "type": "object",
@@ -228,7 +228,9 @@ def check_runs(runs: Iterable[Any], source: str) -> None:
                 "measurements": [m.to_dict() for m in run.measurements]}
         check_shape(data, where, StoreError)
         _validate(data, _DOCUMENT_RUN, source, ["runs", index])
-        _derive(run, where)
+        if not RUN_ID.fullmatch(run.record.id):  # the schema's "$" also takes a final "\n"
+            raise StoreError(f"{source}: {json_path(['runs', index, 'run', 'id'])}: "
+                             f"{short(run.record.id)} is not of the form {RUN_ID.pattern}")
 
 
 # One run entry of an export, for check_runs.
@@ -308,29 +310,3 @@ def _describe(error: Any) -> str:
     if kind in ("minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum"):
         return f"{value} is out of range ({kind} {expected!r})"
     return clip(error.message)
-
-
-def _derive(run: Any, where: str) -> None:
-    """Compute, once, what the read commands derive from a run (`show`, `report`, `runs`,
-    `export`): a failure is a StoreError naming the measurement."""
-    from accelbench.report.table import rows
-    from accelbench.report.units import format_timestamp
-    from accelbench.store.export import export_json
-
-    record = run.record
-    step = "its record"
-    try:
-        format_timestamp(record.started_at, seconds=True)
-        if record.finished_at is not None:
-            format_timestamp(record.finished_at, seconds=True)
-        for index, m in enumerate(run.measurements):
-            step = f"measurement {index}"
-            _ = (m.case.key, m.case.label, m.samples, m.number, m.stop_reason, m.stats,
-                 m.spread, m.figures, m.primary, m.value_samples(), m.noisy, m.contended,
-                 m.contention, [f.pct_of_peak for f in m.figures], m.export_dict())
-            rows([m])
-        step = "its export"
-        json.dumps(export_json([run]), default=str)
-    except Exception as exc:  # any failure here means a command could not read the run
-        raise StoreError(f"{where}: {step} cannot be read: {type(exc).__name__}: "
-                         f"{clip(exc)}") from None

@@ -127,31 +127,36 @@ class Store:
     # -- opening ---------------------------------------------------------------------
 
     @classmethod
-    def open(cls, path: str | os.PathLike[str] | None = None, *, create: bool = True) -> Store:
+    def open(cls, path: str | os.PathLike[str] | None = None, *, create: bool = True,
+             upgrade_in_place: bool = True) -> Store:
         """Open (and with `create`, create) the store at `path` (default: default_store_path()).
 
         Without `create` the store is only read: opened read-only, and refused when it is
-        missing or empty. Raises StoreError, leaving the file as it was, when it is
-        missing (and `create` is false), not a regular file, unreadable, not SQLite,
-        another application's database or written by a newer accelbench.
+        missing or empty; one of an older accelbench is upgraded in place when it can be
+        written and `upgrade_in_place` (the user's own store), else in a copy in memory
+        (a store merged from elsewhere is never changed). Raises StoreError, leaving the
+        file as it was, when it is missing (and `create` is false), not a regular file,
+        unreadable, not SQLite, another application's database or written by a newer
+        accelbench.
         """
         path = Path(path).expanduser() if path is not None else default_store_path()
         _check_file(path, create)
         if create:
             return cls._opened(path, _connect(path, "mode=rwc"), migrate=True)
         store = cls._opened(path, _connect_read_only(path), migrate=False)
-        return store._upgraded() if store._pending else store
+        return store._upgraded(upgrade_in_place) if store._pending else store
 
-    def _upgraded(self) -> Store:
+    def _upgraded(self, in_place: bool) -> Store:
         """This store, written by an older accelbench, brought to the schema that reading
         it needs; closes this one.
 
-        The one write that reading does: in place when the file can be written (every
-        migration keeps every record, and runs in its own transaction); else in a copy
-        in memory, so that a store on read-only media or of another user can be read.
+        The one write that reading does: in place when asked and the file can be written
+        (every migration keeps every record, and runs in its own transaction); else in a
+        copy in memory, so that a store on read-only media, of another user or merged
+        from elsewhere can be read.
         """
         path = self.path
-        if not _writable(path):
+        if not (in_place and _writable(path)):
             try:
                 copy = _copy_in_memory(self._conn, path)
             finally:
@@ -310,20 +315,32 @@ class Store:
             _insert_measurement(conn, run_id, m)
 
     def import_run(self, stored: StoredRun) -> bool:
-        """Copy a run read from another store or an export into this one, with its id.
+        """Copy a run read from another store or an export into this one, with its id;
+        see import_runs."""
+        return self.import_runs([stored])[0]
 
-        Idempotent on the run id: a run already here is left as it is and False is
-        returned; otherwise the run, its fingerprint and its measurements are written in
-        one transaction and True is returned.
+    def import_runs(self, runs: Sequence[StoredRun]) -> list[bool]:
+        """Copy runs read from other stores or exports into this one, with their ids, all
+        in one transaction: either every run is written or none is.
+
+        Idempotent on the run id: a run already here is left as it is (False); a new one
+        is written with its fingerprint and measurements (True). A fingerprint id that
+        is already here with other content is refused: the id names one stack, and
+        binding the run to the stored one would misstate what it ran on.
         """
-        record = stored.record
+        added = []
         with self._write() as conn:
-            if conn.execute("SELECT 1 FROM runs WHERE id = ?", (record.id,)).fetchone():
-                return False
-            _insert_run(conn, record, stored.fingerprint)
-            for m in stored.measurements:
-                _insert_measurement(conn, record.id, m)
-        return True
+            for stored in runs:
+                record = stored.record
+                if conn.execute("SELECT 1 FROM runs WHERE id = ?", (record.id,)).fetchone():
+                    added.append(False)
+                    continue
+                _check_fingerprint(conn, self.path, record.fingerprint_id, stored.fingerprint)
+                _insert_run(conn, record, stored.fingerprint)
+                for m in stored.measurements:
+                    _insert_measurement(conn, record.id, m)
+                added.append(True)
+        return added
 
     def finish_run(self, run_id: str, status: str, finished_at: float | None = None) -> None:
         if status not in RUN_STATUSES:
@@ -628,6 +645,15 @@ def _insert_run(conn: sqlite3.Connection, record: RunRecord, fingerprint: dict[s
          _dumps(list(record.argv)), record.device, record.generation_key,
          record.fingerprint_id, record.host, record.accelbench_version, FORMAT_VERSION),
     )
+
+
+def _check_fingerprint(conn: sqlite3.Connection, path: Path, fingerprint_id: str,
+                       fingerprint: dict[str, Any]) -> None:
+    row = conn.execute("SELECT data FROM fingerprints WHERE id = ?", (fingerprint_id,)
+                       ).fetchone()
+    if row is not None and json.loads(row[0]) != json.loads(_dumps(fingerprint)):
+        raise StoreError(f"result store {path} holds fingerprint {fingerprint_id!r} with other "
+                         "content than the one imported: refusing to bind the run to it")
 
 
 def _insert_measurement(conn: sqlite3.Connection, run_id: str, m: Measurement) -> None:
