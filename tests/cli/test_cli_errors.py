@@ -288,3 +288,24 @@ def test_errors_with_stderr_closed_keep_their_exit_code_and_stay_off_stdout(stor
         capture_output=True, text=True, timeout=120,
     )
     assert (result.returncode, result.stdout) == (EXIT_USAGE, "")
+
+
+def test_a_store_another_program_wrote_fails_in_one_line(store_path, capsys, monkeypatch):
+    """A shared store edited by hand or by another program may hold what no reader
+    expects: the command fails in one line with its own exit code, no traceback."""
+    import sqlite3
+
+    from accelbench.cli.main import DEBUG_ENV
+    from accelbench.errors import EXIT_INTERNAL
+
+    _store_with_a_run(store_path)
+    with sqlite3.connect(store_path) as conn:
+        conn.execute("UPDATE fingerprints SET data = ?",
+                     ('{"device": {"name": "x", "memory_bytes": "lots"}}',))
+    monkeypatch.delenv(DEBUG_ENV, raising=False)
+    assert main(["show", "--env", "--store", str(store_path)]) == EXIT_INTERNAL
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and err.startswith("accelbench: error: unexpected ")
+    monkeypatch.setenv(DEBUG_ENV, "1")
+    with pytest.raises(TypeError):
+        main(["show", "--env", "--store", str(store_path)])

@@ -23,8 +23,17 @@ from accelbench.cli import (
     runs_cmd,
     show_cmd,
 )
-from accelbench.errors import EXIT_INTERRUPTED, EXIT_TERMINATED, EXIT_USAGE, Terminated, UserError
+from accelbench.errors import (
+    EXIT_INTERNAL,
+    EXIT_INTERRUPTED,
+    EXIT_TERMINATED,
+    EXIT_USAGE,
+    Terminated,
+    UserError,
+)
 from accelbench.report.text import printable
+
+DEBUG_ENV = "ACCELBENCH_DEBUG"  # set: an unexpected error shows its traceback
 
 # Every command, in the order `accelbench --help` lists them.
 COMMANDS = (run_cmd, list_cmd, env_cmd, runs_cmd, show_cmd, report_cmd, export_cmd, profile_cmd,
@@ -81,6 +90,16 @@ def main(argv: list[str] | None = None) -> int:
         devnull = os.open(os.devnull, os.O_WRONLY)
         os.dup2(devnull, sys.stdout.fileno())
         return 0
+    except Exception as exc:
+        # A defect of ours, or a store written by something other than accelbench that
+        # holds what no reader expects: one line all the same, and its own exit code.
+        if os.environ.get(DEBUG_ENV):
+            raise
+        from accelbench.core.untrusted import clip
+
+        print(f"accelbench: error: unexpected {type(exc).__name__}: {printable(clip(exc))} "
+              f"({DEBUG_ENV}=1 shows where)", file=sys.stderr)
+        return EXIT_INTERNAL
 
 
 def _keep_standard_streams() -> None:
