@@ -27,7 +27,8 @@ def test_a_collective_is_profiled_on_every_rank_and_stored_once(tmp_path):
     store = tmp_path / "results.sqlite"
     result = subprocess.run(
         [sys.executable, "-m", "accelbench", "profile", "collectives", "-p", "op=all-reduce",
-         "-p", "bytes=16K", "--device", "cpu", "--nproc-per-node", "2", "--wait", "1",
+         "-p", "bytes=16K", "--device", "cpu", "--nproc-per-node", "2", "--oversubscribe",
+         "--wait", "1",
          "--warmup", "1", "--steps", "2", "--store", str(store), "--json"],
         capture_output=True, text=True, timeout=300,
     )

@@ -23,6 +23,7 @@ from accelbench.store import Store
 HERE = Path(__file__).parent
 MARK = "ACCELBENCH_TEST_RUN"
 DEADLINE_S = 30.0  # a few seconds normally; generous for a loaded machine
+JOB_DEADLINE_S = 120.0  # torchrun gives its ranks time to stop before it kills them
 START_DEADLINE_S = 300.0  # torch imports, torchrun jobs start
 
 pytestmark = [pytest.mark.slow,
@@ -153,8 +154,8 @@ def test_ranks_of_a_killed_run_end_with_it_and_their_folder_goes_at_the_next_sta
     # Each case sampled for its whole 10 s: the job has the sweep's four other cases to
     # measure when the run is killed after the first, longer than the deadline.
     run = ["-c", ONE_ROUND_RUN, "run", "--bench", "collectives", "--nproc-per-node", "2",
-           "--device", "cpu", "--max-time", "10", "--target-ci", "0.001", "--no-report",
-           "--store", str(store)]
+           "--oversubscribe", "--device", "cpu", "--max-time", "10", "--target-ci", "0.001",
+           "--no-report", "--store", str(store)]
     process, mark = _start(run, tmp_path)
     with process:
         _wait_until(_measured(store), START_DEADLINE_S, process)
@@ -182,3 +183,55 @@ def test_ranks_of_a_killed_run_end_with_it_and_their_folder_goes_at_the_next_sta
     with again:
         assert again.wait(timeout=START_DEADLINE_S) == 0, again.stderr.read().decode()[-3000:]
     assert not any(folder.exists() for folder in left)
+
+
+# A profile of collectives on two CPU ranks that runs for hours: every step before the
+# profiler starts is a real all-reduce. --oversubscribe: a small or busy node must not
+# refuse the two ranks.
+LONG_PROFILE = ["-m", "accelbench", "profile", "collectives", "-p", "op=all-reduce",
+                "-p", "bytes=16K", "--device", "cpu", "--nproc-per-node", "2",
+                "--oversubscribe", "--wait", "100000000", "--warmup", "1", "--steps", "1"]
+
+
+def _profile_job(tmp_path: Path) -> tuple[subprocess.Popen, str, dict[int, str]]:
+    """A long profile whose torchrun and both ranks have started and loaded torch."""
+    process, mark = _start([*LONG_PROFILE, "--store", str(tmp_path / "results.sqlite")],
+                           tmp_path)
+
+    def job():
+        found = {pid: cmd for pid, cmd in _marked(mark).items() if pid != process.pid}
+        ranks = [pid for pid, cmd in found.items() if "torch.distributed.run" not in cmd]
+        if len(found) == 3 and len(ranks) == 2 and all(map(_loaded_torch, ranks)):
+            return found
+        return None
+
+    found = _wait_until(job, START_DEADLINE_S, process)
+    assert found, _marked(mark)
+    return process, mark, found
+
+
+def _loaded_torch(pid: int) -> bool:
+    try:
+        return "libtorch" in Path(f"/proc/{pid}/maps").read_text()
+    except OSError:
+        return False
+
+
+def test_a_killed_profile_leaves_neither_torchrun_nor_its_ranks(tmp_path):
+    process, mark, job = _profile_job(tmp_path)
+    with process:
+        assert sum("torch.distributed.run" in cmd for cmd in job.values()) == 1, job
+        # torchrun leads a session of its own, not the one of the process that started it.
+        torchrun = next(pid for pid, cmd in job.items() if "torch.distributed.run" in cmd)
+        assert os.getsid(torchrun) == torchrun != os.getsid(process.pid)
+        process.kill()
+        process.wait()
+    assert _wait_until(lambda: not _marked(mark), JOB_DEADLINE_S), _marked(mark)
+
+
+def test_sigterm_ends_a_profile_and_its_ranks_with_143(tmp_path):
+    process, mark, _ = _profile_job(tmp_path)
+    with process:
+        process.send_signal(signal.SIGTERM)
+        assert process.wait(timeout=JOB_DEADLINE_S) == EXIT_TERMINATED
+    assert _wait_until(lambda: not _marked(mark), JOB_DEADLINE_S), _marked(mark)

@@ -107,13 +107,17 @@ def _profile_as_rank(args: argparse.Namespace, valid: Any, schedule: Any, output
 
 
 def _launch_ranks(args: argparse.Namespace, device_kind: str) -> int:
-    """Start this same command on N ranks with torchrun; rank 0 prints. The job ends with
-    this process (a parent-death signal for torchrun, an owner watch in each rank)."""
+    """Start this same command on N ranks with torchrun; rank 0 prints.
+
+    torchrun is started as `accelbench run` starts it: in a session of its own, so that
+    ending the job ends every rank and a rank ending its group never reaches the caller's;
+    with a parent-death signal and the owner's identity, so that the job ends with this
+    process (see runner.lifeline). Ctrl-C or SIGTERM here ends the job's whole group."""
     import signal
     import subprocess
 
     from accelbench.runner.capacity import check_ranks
-    from accelbench.runner.lifeline import owner_environment, parent_death_preexec
+    from accelbench.runner.lifeline import end_job, owner_environment, parent_death_preexec
 
     if device_kind == "cpu":  # GPU ranks are checked against the devices by each rank
         warning = check_ranks(args.nproc_per_node, "cpu", 0, args.oversubscribe)
@@ -122,13 +126,22 @@ def _launch_ranks(args: argparse.Namespace, device_kind: str) -> int:
     command = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nnodes=1",
                f"--nproc-per-node={args.nproc_per_node}", "-m", "accelbench",
                *rank_argv(args)]
+    # What rank 0 prints goes out before this process prints anything after it.
+    sys.stdout.flush()
+    sys.stderr.flush()
     try:
-        return subprocess.run(command, check=False, env=owner_environment(),
-                              preexec_fn=parent_death_preexec(signal.SIGTERM)).returncode
+        process = subprocess.Popen(command, stdin=subprocess.DEVNULL, start_new_session=True,
+                                   env=owner_environment(),
+                                   preexec_fn=parent_death_preexec(signal.SIGTERM))
     except OSError as exc:
         from accelbench.errors import EXIT_INTERNAL
 
         raise UserError(f"could not start torchrun: {exc}", EXIT_INTERNAL) from None
+    try:
+        return process.wait()
+    except BaseException:  # Ctrl-C, SIGTERM (Terminated): the job would not see them
+        end_job(process)
+        raise
 
 
 def rank_argv(args: argparse.Namespace) -> list[str]:

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import os
 import pickle
 import re
 import signal
@@ -25,7 +24,12 @@ from typing import Any
 from accelbench.core.measurement import STATUS_FAILED, Measurement, not_measured
 from accelbench.core.timing import TimingPolicy
 from accelbench.env.device import DeviceInfo
-from accelbench.runner.lifeline import owned_folder, owner_environment, parent_death_preexec
+from accelbench.runner.lifeline import (
+    end_job,
+    owned_folder,
+    owner_environment,
+    parent_death_preexec,
+)
 from accelbench.runner.plan import PlannedCase
 
 STARTUP_TIMEOUT_S = 300.0  # every rank imports torch and joins the group
@@ -117,7 +121,7 @@ class RankGroup:
                 if progress.ended:
                     # A rank failed its case: the others may wait for it forever inside
                     # the case's collectives, so the job ends now and starts again after.
-                    _kill(process)
+                    end_job(process)
                     return progress.settled
                 if records:
                     continue
@@ -126,14 +130,14 @@ class RankGroup:
                     apply(progress.fail(job_exit_reason(code, log, progress.echoing)))
                     return progress.settled
                 if time.monotonic() > deadline:
-                    _kill(process)
+                    end_job(process)
                     apply(progress.fail(
                         f"timed out after {timeout_for(cases[progress.settled]):g} s "
                         f"(all {self.nproc_per_node} ranks stopped)"))
                     return progress.settled
                 time.sleep(0.05)
         except BaseException:
-            _kill(process)
+            end_job(process)
             raise
         process.wait(timeout=60)
         return progress.settled
@@ -267,22 +271,6 @@ class _LineReader:
         if not peek:
             self._offset += len(complete)
         return [json.loads(line) for line in complete.splitlines() if line.strip()]
-
-
-def _kill(process: subprocess.Popen[bytes]) -> None:
-    """Stop torchrun and every rank it started (they share its session)."""
-    if process.poll() is not None:
-        return
-    for sig, wait in ((signal.SIGTERM, 10), (signal.SIGKILL, 10)):
-        try:
-            os.killpg(process.pid, sig)
-        except ProcessLookupError:
-            return
-        try:
-            process.wait(timeout=wait)
-            return
-        except subprocess.TimeoutExpired:
-            continue
 
 
 @dataclass(frozen=True)

@@ -7,9 +7,11 @@ reaches the ranks: they would measure cases that nobody stores, in a temporary f
 that nobody removes. So:
 
 - torchrun gets a parent-death signal (Linux `PR_SET_PDEATHSIG`), and stops its ranks;
-- each rank (and each worker) watches the pid of the accelbench process that owns it,
-  which torchrun, sitting in between, hides from the parent-death signal; when the
-  owner is gone, the rank ends its whole process group, torchrun included;
+- each rank (and each worker) watches the accelbench process that owns it (its pid and
+  start time, so that a reused pid is not taken for it), which torchrun, sitting in
+  between, hides from the parent-death signal; when the owner is gone, the rank ends
+  itself, with its process group where that group is its own or the job's (never a
+  group it shares with processes outside the job, such as a cron script's);
 - temporary folders are named and marked with their owner's pid, and the next
   `accelbench run` removes those whose owner is gone.
 
@@ -23,6 +25,7 @@ import ctypes
 import os
 import shutil
 import signal
+import subprocess
 import sys
 import tempfile
 import threading
@@ -34,9 +37,11 @@ from types import FrameType
 from accelbench.errors import Terminated
 
 OWNER_ENV = "ACCELBENCH_OWNER_PID"  # the accelbench process a rank belongs to
+OWNER_START_ENV = "ACCELBENCH_OWNER_START"  # and its start time (see start_time)
 WATCH_INTERVAL_S = 0.5  # how soon a process notices that its owner is gone
 FOLDER_PREFIX = "accelbench-ranks-"
 OWNER_FILE = "accelbench-owner"  # inside each folder: "PID START_TIME" of its owner
+END_GRACE_S = 10.0  # how long a job is given to stop on SIGTERM, then on SIGKILL
 PR_SET_PDEATHSIG = 1  # linux/prctl.h
 PF_EXITING = 0x4  # Linux: the process has begun to exit; its sockets close after this
 
@@ -68,6 +73,21 @@ def start_time(pid: int) -> str:
     except OSError:
         return ""
     return stat[stat.rindex(")") + 2:].split()[19]
+
+
+def parent_of(pid: int) -> int | None:
+    """The pid of a process's parent (None without /proc or once it is gone)."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+        return int(stat[stat.rindex(")") + 2:].split()[1])
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+def is_process(pid: int, started: str) -> bool:
+    """Whether `pid` still names the process that started at `started` (by pid alone
+    where the start time is not known)."""
+    return running(pid) and (not started or start_time(pid) in ("", started))
 
 
 # --- the parent-death signal ---------------------------------------------------------
@@ -112,10 +132,18 @@ def die_with_parent(sig: signal.Signals = signal.SIGKILL) -> bool:
 # --- watching the owner ----------------------------------------------------------------
 
 def watch_owner(owner: int, on_gone: Callable[[], None],
-                interval_s: float = WATCH_INTERVAL_S) -> threading.Thread:
-    """A daemon thread that calls `on_gone` once the process `owner` is no longer running."""
+                interval_s: float = WATCH_INTERVAL_S,
+                started: str | None = None) -> threading.Thread:
+    """A daemon thread that calls `on_gone` once the process `owner` is no longer running.
+
+    `started` is the owner's start time, as it gave it itself; by default the one read
+    now. A process with the owner's pid that started at another time is another process
+    (the owner is gone and its pid reused)."""
+    if started is None:
+        started = start_time(owner)
+
     def watch() -> None:
-        while running(owner):
+        while is_process(owner, started):
             time.sleep(interval_s)
         on_gone()
 
@@ -125,30 +153,77 @@ def watch_owner(owner: int, on_gone: Callable[[], None],
 
 
 def owner_environment(environ: Mapping[str, str] | None = None) -> dict[str, str]:
-    """The environment for a torchrun job this process supervises: its ranks end with it."""
-    return {**(os.environ if environ is None else environ), OWNER_ENV: str(os.getpid())}
+    """The environment for a torchrun job this process supervises: its ranks end with it.
+    It names this process by pid and start time, read here, so that a rank recognises
+    a reused pid even when this process died before the rank began watching."""
+    pid = os.getpid()
+    return {**(os.environ if environ is None else environ),
+            OWNER_ENV: str(pid), OWNER_START_ENV: start_time(pid)}
 
 
 def end_with_owner(environ: Mapping[str, str] | None = None) -> threading.Thread | None:
-    """In a rank: end this process group once the accelbench process named in the
-    environment is gone. Without the variable (a torchrun the user started) nothing
-    is watched."""
+    """In a rank: end this process once the accelbench process named in the environment
+    is gone, with its process group where that group is the job's (see `job_group`).
+    Without the variable (a torchrun the user started) nothing is watched."""
     env = os.environ if environ is None else environ
     try:
         owner = int(env[OWNER_ENV])
     except (KeyError, ValueError):
         return None
-    return watch_owner(owner, end_own_group)
+    started = env.get(OWNER_START_ENV) or None  # None: the start time read now
+    group = job_group(owner, started or "")
+    return watch_owner(owner, lambda: end_rank(group), started=started)
 
 
-def end_own_group() -> None:
-    """Kill this process's group when it leads a session of its own (as the launcher
-    starts torchrun: torchrun and its ranks, nothing else), else this process only, so
-    that a shell's pipeline is never touched."""
+def job_group(owner: int, started: str = "") -> int | None:
+    """The process group this rank may kill with itself when its owner is gone, decided
+    while the owner lives; None for none.
+
+    - The rank's own group, where the rank leads a session of its own (as torchrun
+      starts its ranks): only the rank and what it started are in it.
+    - torchrun's group, where torchrun leads a session of its own, the rank is its
+      child, and torchrun is the child of the owner (as accelbench starts torchrun).
+
+    A group that the rank shares with anything else (torchrun started in the caller's
+    group, under a shell, cron or systemd) is never killed: the rank then ends alone,
+    and torchrun with its parent-death signal.
+    """
+    try:
+        group, session, parent = os.getpgrp(), os.getsid(0), os.getppid()
+    except OSError:
+        return None
+    if group != session:
+        return None
+    if group == os.getpid():
+        return group
+    if group == parent and parent_of(parent) == owner and is_process(owner, started):
+        return group
+    return None
+
+
+def end_rank(group: int | None) -> None:
+    """Kill `group` (see `job_group`) if this process is still in it, then this process."""
     with contextlib.suppress(OSError):
-        if os.getpgrp() == os.getsid(0):
-            os.killpg(os.getpgrp(), signal.SIGKILL)
+        if group is not None and os.getpgrp() == group:
+            os.killpg(group, signal.SIGKILL)
     os.kill(os.getpid(), signal.SIGKILL)
+
+
+def end_job(process: subprocess.Popen[bytes], grace_s: float = END_GRACE_S) -> None:
+    """Stop a job started in a session of its own (torchrun and every rank in its group):
+    SIGTERM to its group, then SIGKILL if it has not ended after `grace_s`."""
+    if process.poll() is not None:
+        return
+    for sig in (signal.SIGTERM, signal.SIGKILL):
+        try:
+            os.killpg(process.pid, sig)
+        except ProcessLookupError:
+            return
+        try:
+            process.wait(timeout=grace_s)
+            return
+        except subprocess.TimeoutExpired:
+            continue
 
 
 def exit_with_owner(owner: int) -> None:
