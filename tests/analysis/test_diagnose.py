@@ -155,10 +155,88 @@ def test_baseline_files_are_checked(tmp_path) -> None:
                               ('{"format": "accelbench-baseline", "format_version": 9}',
                                "format version 9"),
                               ('{"format": "accelbench-baseline", "format_version": 1}',
-                               "malformed")]:
+                               r"bad.json: \(top level\): missing field 'cases'")]:
         bad.write_text(content)
         with pytest.raises(UserError, match=fragment):
             baselines.read_baseline(bad)
+
+
+def _set(data, path, value):
+    *parents, last = path
+    for part in parents:
+        data = data[part]
+    data[last] = value
+
+
+# Values that parse but would switch a rule off or make its check meaningless.
+BAD_BASELINE_VALUES = [
+    (("cases", 2, "figures", 0, "value"), "nan", "'nan' is not a finite number above 0"),
+    (("cases", 2, "figures", 0, "value"), float("nan"), "nan is not a finite number above 0"),
+    (("cases", 2, "figures", 0, "value"), float("inf"), "inf is not a finite number above 0"),
+    (("cases", 2, "figures", 0, "value"), 0, "0 is not a finite number above 0"),
+    (("cases", 2, "figures", 0, "value"), -1, "-1 is not a finite number above 0"),
+    (("cases", 2, "figures", 0, "value"), True, "True is not a finite number above 0"),
+    (("cases", 2, "figures", 0, "higher_is_better"), "no", "'no' is not true or false"),
+    (("cases", 2, "figures", 0, "spread"), -1.0, "-1.0 is not a finite number of at least 0"),
+    (("cases", 2, "figures", 0, "spread"), float("nan"),
+     "nan is not a finite number of at least 0"),
+    (("cases", 2, "figures", 0, "pct_of_peak"), "70", "'70' is not a finite number or null"),
+    (("cases", 2, "figures", 0, "unit"), 5, "5 is not a string"),
+    (("cases", 2, "params"), ["dtype", "bf16"],
+     "a list of 2 item(s) is not a mapping of parameter names to values"),
+    (("cases", 2, "params", "dtype"), {"a": 1},
+     "an object of 1 field(s) is not a string, a number, true, false or null"),
+    (("cases", 2, "figures"), {"throughput": {}},
+     "an object of 1 field(s) is not a list of figures"),
+    (("cases", 2, "cv"), float("nan"), "nan is not a finite number of at least 0, or null"),
+    (("cases", 2, "nodes"), 0, "0 is not a whole number of at least 1"),
+    (("cases", 2, "label"), None, "None is not a string"),
+    (("hosts",), "node01", "'node01' is not a list of strings"),
+    (("cases", 2, "figures", 0, "valeu"), 1.0, "unknown field 'valeu'"),
+]
+
+
+@pytest.mark.parametrize(("path", "value", "message"), BAD_BASELINE_VALUES)
+def test_a_baseline_value_that_would_switch_a_rule_off_is_refused(
+        fleet, tmp_path, capsys, path, value, message) -> None:
+    store, _, runs = fleet
+    data = baselines.fleet_median(runs).to_dict()
+    _set(data, path, value)
+    bad = tmp_path / "base.json"
+    bad.write_text(json.dumps(data))  # NaN and Infinity as JSON's extensions write them
+    shown = path[:-1] if message.startswith("unknown field") else path  # its object's
+    where = "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in shown).lstrip(".")
+    with pytest.raises(UserError) as info:
+        baselines.read_baseline(bad)
+    assert str(info.value) == f"{bad}: {where}: {message}"
+    assert info.value.exit_code == EXIT_USAGE
+    # The command refuses it in one line, before any node is checked.
+    assert main(["diagnose", "--store", str(store), "--baseline", str(bad)]) == EXIT_USAGE
+    captured = capsys.readouterr()
+    assert captured.err == f"accelbench: error: {bad}: {where}: {message}\n"
+    assert captured.out == ""
+
+
+def test_a_baseline_holds_only_figures_a_ratio_to_means_something(fleet, tmp_path) -> None:
+    """A figure of 0 or below in the runs is left out of the baseline, so a baseline that
+    is written can always be read back."""
+    import dataclasses
+
+    from accelbench.core.case import Case
+    from accelbench.core.measurement import Figure
+    from fakes import stored_measurement
+
+    _, _, runs = fleet
+    case = Case.make("memory", "m1", "micro", {"op": "copy", "size_mib": 8}, "cpu")
+    m = stored_measurement(case, samples=[1e-3] * 5, figures=(
+        Figure("bandwidth", 0.0, "B/s", True), Figure("drift", -2.0, "s", False),
+        Figure("latency", 3e-6, "s", False)))
+    run = dataclasses.replace(runs[0], measurements=(*runs[0].measurements, m))
+    for base in (baselines.from_run(run), baselines.fleet_median([run])):
+        assert set(base.cases[case.key].figures) == {"latency"}
+        path = tmp_path / "base.json"
+        baselines.write_baseline(base, path)
+        assert baselines.read_baseline(path).cases.keys() == base.cases.keys()
 
 
 def test_diagnose_and_baseline_commands(fleet, tmp_path, capsys) -> None:

@@ -257,6 +257,28 @@ def test_an_unwritable_report_is_refused_before_anything_is_measured(tmp_path, c
     assert not store_path.exists(), "nothing may be measured or stored"
 
 
+def test_a_report_path_that_is_not_a_regular_file_is_refused_unopened(tmp_path, capsys,
+                                                                       store_path):
+    """Opening a FIFO with no reader blocks forever: it is refused from its file type."""
+    import signal
+
+    fifo = tmp_path / "report.html"
+    os.mkfifo(fifo)
+
+    def hung(*_):
+        raise AssertionError("the FIFO was opened")
+
+    previous = signal.signal(signal.SIGALRM, hung)
+    signal.alarm(20)
+    try:
+        assert main(["run", "--bench", "launch", "--report", str(fifo)]) == EXIT_USAGE
+    finally:
+        signal.alarm(0)
+        signal.signal(signal.SIGALRM, previous)
+    assert _one_line_error(capsys) == f"accelbench: error: --report {fifo}: is not a regular file"
+    assert not store_path.exists(), "nothing may be measured or stored"
+
+
 def _store_with_a_run(path) -> None:
     from accelbench.store import Store
 

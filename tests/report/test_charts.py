@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 import re
+import warnings
 import xml.etree.ElementTree as ET
 
 import pytest
@@ -123,6 +124,34 @@ def test_hostile_label_text_stays_text():
     assert "a & b < c" in shown
     assert any(t.startswith('<script>alert("x")</script> &') for t in shown)
     assert "<script" not in svg  # escaped in the markup itself
+
+
+def test_control_characters_in_labels_are_shown_as_escapes():
+    """Every label, legend entry and title is printable: ESC, BEL, CR and bidirectional
+    overrides are drawn as their escapes, never reach the SVG, and make no warning."""
+    hostile = "a\x1b[2J\x07\r\u202eb\u2028"
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        svgs = [bar_chart("ctl", [hostile, "b"], [BarSeries(hostile, [1.0, 2.0]),
+                                                  BarSeries("o", [1.0, 1.0])],
+                          ylabel=hostile, title=hostile),
+                line_chart("ctl", [LineSeries(hostile, [1.0, 2.0], [1.0, 2.0])],
+                           xlabel=hostile, ylabel=hostile, title=hostile)]
+    assert not [str(w.message) for w in caught]
+    for svg in svgs:
+        assert not set(svg) & set("\x1b\x07\r\u202e\u2028")
+        shown = texts(parse_inline(svg))
+        escaped = "a\\x1b[2J\\x07 \\u202eb\\u2028"
+        assert shown.count(escaped) == 4, shown  # category or x label, legend, y label, title
+
+
+def test_a_character_the_font_lacks_is_drawn_without_a_warning():
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        svg = bar_chart("glyph", ["\U0001f600 \u4e2d\u6587"], [BarSeries("r", [1.0])],
+                        ylabel="y")
+    assert not [str(w.message) for w in caught if "Glyph" in str(w.message)]
+    assert "\U0001f600 \u4e2d\u6587" in texts(parse_inline(svg))
 
 
 def test_dollar_signs_and_underscores_are_shown_as_written():

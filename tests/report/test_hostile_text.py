@@ -1,10 +1,12 @@
 """Stored text is shown as it is and never acts: no rich markup is parsed, no control
-sequence reaches the terminal, no CSV cell runs as a formula."""
+sequence reaches the terminal (nor an HTML report or a CSV export written to it), no
+chart label makes matplotlib warn, no CSV cell runs as a formula."""
 
 from __future__ import annotations
 
 import csv
 import io
+import warnings
 
 import pytest
 
@@ -20,8 +22,9 @@ ESC_TITLE = "\x1b]0;owned\x07"  # sets the terminal's window title
 CLEAR = "\x1b[2J"  # clears the screen
 C1_CSI = "\x9b31m"  # the one-byte CSI
 BIDI = "\u202eevil"  # right-to-left override
-HOSTILE = (ESC_TITLE, CLEAR, C1_CSI, BIDI, "\x07", "\x08")
-RAW = ("\x1b", "\x9b", "\u202e", "\x07", "\x08")
+SEPARATORS = "\u2028\u2029\u200b"  # a line, a paragraph, a zero-width space
+HOSTILE = (ESC_TITLE, CLEAR, C1_CSI, BIDI, "\x07", "\x08", SEPARATORS)
+RAW = ("\x1b", "\x9b", "\u202e", "\x07", "\x08", "\r", "\u2028", "\u2029", "\u200b")
 
 
 def test_printable_escapes_controls_and_keeps_text():
@@ -32,6 +35,10 @@ def test_printable_escapes_controls_and_keeps_text():
     assert printable("a\nb\tc\r") == "a b c "
     assert printable("a\nb\tc", multiline=True) == "a\nb\tc"
     assert printable("MI300X ✓ é 日本") == "MI300X ✓ é 日本"
+    for multiline in (False, True):
+        assert printable("a\u2028b\u2029c\u200bd", multiline=multiline) == (
+            "a\\u2028b\\u2029c\\u200bd")
+        assert printable("a\rb", multiline=multiline) == ("a\\x0db" if multiline else "a b")
 
 
 def _hostile_store(path) -> tuple[str, str]:
@@ -40,7 +47,8 @@ def _hostile_store(path) -> tuple[str, str]:
                    "device": {"name": f"MI300X{ESC_TITLE}", "type": "cuda"},
                    "host": {"hostname": f"node{BIDI}"},
                    "environment": {"NCCL_DEBUG_FILE": NCCL_FILE, "EVIL": CLEAR + C1_CSI}}
-    case = Case.make("gemm", "g1", "micro", {"shape": f"1024{CLEAR}", "dtype": "bf16"}, "cpu")
+    case = Case.make("gemm", "g1", "micro", {"shape": f"1024{CLEAR}\r{SEPARATORS}",
+                                             "dtype": "bf16"}, "cpu")
     failed = Case.make("memory", "m1", "micro", {"op": "copy[/]", "size_mib": 8}, "cpu")
     ids = []
     with Store.open(path) as store:
@@ -55,7 +63,7 @@ def _hostile_store(path) -> tuple[str, str]:
                 figures=(Figure("throughput", value, "FLOP/s", True),),
                 warnings=(f"=cmd|' /C calc'!A0 {CLEAR}",)))
             store.add_measurement(run_id, stored_measurement(
-                failed, "failed", reason=f"{CLEAR}boom [/] {C1_CSI}{BIDI}\x07"))
+                failed, "failed", reason=f"{CLEAR}boom [/] {C1_CSI}{BIDI}\x07\r{SEPARATORS}"))
             store.finish_run(run_id, "complete", finished_at=1.75e9 + 60 * i + 30)
             ids.append(run_id)
     return ids[0], ids[1]
@@ -64,20 +72,30 @@ def _hostile_store(path) -> tuple[str, str]:
 @pytest.mark.parametrize("command", [
     ["runs"], ["show"], ["show", "--env"], ["compare", "A", "B"], ["history", "gemm"],
     ["report", "A", "--format", "md", "--output", "R"], ["diagnose", "--baseline", "A"],
+    ["report", "A", "--format", "html", "-o", "-"], ["report", "A", "B", "--format", "html",
+                                                     "-o", "-"],
+    ["export", "--format", "csv"],
 ])
 def test_hostile_stored_text_is_shown_literally(command, store_path, tmp_path, capsys):
     first, second = _hostile_store(store_path)
     report = tmp_path / "report.md"
     names = {"A": first, "B": second, "R": str(report)}
-    code = main([*(names.get(a, a) for a in command), "--store", str(store_path)])
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        code = main([*(names.get(a, a) for a in command), "--store", str(store_path)])
     out, err = capsys.readouterr()
-    if command[0] == "report":
+    assert not [str(w.message) for w in caught if "Glyph" in str(w.message)]
+    if "R" in command:
         out = report.read_text(encoding="utf-8")
+    if command[0] == "export":
+        out = out.replace("\r\n", "\n")  # the CSV line ending
     assert code in (0, 1), err  # diagnose may find the failed case: still no crash
     for raw in RAW:
         assert raw not in out and raw not in err, (raw, out)
-    if command[0] == "show":
+    if command[0] in ("show", "report", "export"):
         assert "\\x1b[2J" in out  # the escape is shown, not performed
+    if "html" in command:
+        assert "<svg" in out and "1024\\x1b[2J" in out.split("<svg", 1)[1]  # chart labels
     if command == ["show", "--env"]:
         assert NCCL_FILE in out
     if command == ["runs"]:
@@ -92,11 +110,14 @@ def test_error_messages_quoting_stored_text_are_one_clean_line(store_path, capsy
 
 
 def test_csv_export_neutralises_formula_cells(store_path, capsys):
+    """Formula cells are marked as text, and every text cell is printable."""
     _hostile_store(store_path)
     assert main(["export", "--format", "csv", "--store", str(store_path)]) == 0
     rows = list(csv.DictReader(io.StringIO(capsys.readouterr().out)))
-    warnings = {r["warnings"] for r in rows if r["warnings"]}
-    assert warnings and all(w.startswith("'=cmd") for w in warnings)
+    notes = {r["warnings"] for r in rows if r["warnings"]}
+    assert notes and all(w.startswith("'=cmd") and w.endswith("\\x1b[2J") for w in notes)
+    reasons = {r["reason"] for r in rows if r["reason"]}
+    assert reasons == {"\\x1b[2Jboom [/] \\x9b31m\\u202eevil\\x07\\x0d\\u2028\\u2029\\u200b"}
     for r in rows:
         for cell in r.values():
             assert not cell.startswith(("=", "+", "@", "\t", "\r")), cell

@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 
 from accelbench.errors import StoreError
-from accelbench.store import Store, export_json, load_json, write_csv
-from accelbench.store.export import CSV_COLUMNS
+from accelbench.report.csv_table import CSV_COLUMNS, write_csv
+from accelbench.store import Store, export_json, load_json
 
 CORPUS = Path(__file__).parent.parent / "fixtures" / "store"
 

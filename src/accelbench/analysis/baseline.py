@@ -11,6 +11,10 @@ File format history (FORMAT_VERSION):
      "version", "family", "params", "nodes", "outliers", "cv", "primary",
      "figures": [{"name", "unit", "higher_is_better", "value", "spread",
      "pct_of_peak"}]}]}
+
+A baseline holds only figures whose value is finite and above 0 (a ratio to anything
+else means nothing), and a file is read only when every value is what the writer would
+have written (`baseline_schema`).
 """
 
 from __future__ import annotations
@@ -27,7 +31,7 @@ import numpy as np
 
 from accelbench.core.formats import upgrade
 from accelbench.core.measurement import Measurement
-from accelbench.core.untrusted import clip, parse_json, read_text
+from accelbench.core.untrusted import parse_json, read_text
 from accelbench.errors import UserError
 from accelbench.store import StoredRun
 
@@ -157,9 +161,11 @@ def _fleet_case(items: list[tuple[str, Measurement]]) -> BaselineCase:
             continue
         median, spread, out = robust_center([v for _, v in named])
         outliers.update(n for (n, _), is_out in zip(named, out, strict=True) if is_out)
+        if not _positive(median):
+            continue  # no ratio to it means anything
         pct = 100.0 * median / fig.peak if fig.peak else None
         figures[fig.name] = BaselineFigure(fig.name, fig.unit, fig.higher_is_better, median,
-                                           spread, pct)
+                                           spread, pct if _finite(pct) else None)
     kept = [m for n, m in items if n not in outliers] or [m for _, m in items]
     return _case(kept, tuple(sorted(outliers)), nodes=len(items), figures=figures)
 
@@ -186,10 +192,11 @@ def _case(
     if figures is None:
         figures = {
             f.name: BaselineFigure(f.name, f.unit, f.higher_is_better, f.value, 0.0,
-                                   f.pct_of_peak)
-            for f in newest.figures if _finite(f.value)
+                                   f.pct_of_peak if _finite(f.pct_of_peak) else None)
+            for f in newest.figures if _positive(f.value)
         }
-    cvs = [m.stats.cv for m in measurements if m.stats is not None and _finite(m.stats.cv)]
+    cvs = [m.stats.cv for m in measurements
+           if m.stats is not None and _finite(m.stats.cv) and m.stats.cv >= 0]
     primary = newest.primary
     return BaselineCase(
         key=case.key, label=case.label, benchmark=case.benchmark, version=case.version,
@@ -202,6 +209,11 @@ def _case(
 
 def _finite(value: object) -> bool:
     return isinstance(value, (int, float)) and math.isfinite(value)
+
+
+def _positive(value: object) -> bool:
+    """A figure a baseline can hold: a ratio to it means something (finite, above 0)."""
+    return isinstance(value, (int, float)) and math.isfinite(value) and value > 0
 
 
 # -- files -------------------------------------------------------------------------------
@@ -222,41 +234,35 @@ def read_baseline(path: str | Path) -> Baseline:
 
 
 def baseline_from_dict(data: object, source: str) -> Baseline:
+    """The baseline in `data` (read from `source`), checked strictly first
+    (`baseline_schema`): a value that would switch a rule off (a figure of NaN, 0 or
+    below, a boolean that is a word) is a one-line UserError naming its JSON path."""
+    from accelbench.analysis.baseline_schema import validate_baseline
+
     if not isinstance(data, dict) or data.get("format") != FORMAT:
         raise UserError(f"{source} is not an accelbench baseline (no \"format\": \"{FORMAT}\")")
     data = upgrade(data, f"baseline {source}", FORMAT_VERSION, {}, default=None,
                    error=UserError)
-    try:
-        cases = {}
-        for c in data["cases"]:
-            figures = {
-                f["name"]: BaselineFigure(
-                    str(f["name"]), str(f["unit"]), bool(f["higher_is_better"]),
-                    float(f["value"]), float(f.get("spread") or 0.0),
-                    None if f.get("pct_of_peak") is None else float(f["pct_of_peak"]))
-                for f in c["figures"]
-            }
-            cases[str(c["key"])] = BaselineCase(
-                key=str(c["key"]), label=str(c["label"]), benchmark=str(c["benchmark"]),
-                version=str(c["version"]), family=str(c["family"]), params=dict(c["params"]),
-                primary=str(c.get("primary") or next(iter(figures), "")), figures=figures,
-                cv=None if c.get("cv") is None else float(c["cv"]),
-                nodes=int(c.get("nodes", 1)), outliers=_texts(c, "outliers"),
-            )
-        return Baseline(
-            source=f"baseline file {source}",
-            generation_keys=_texts(data, "generation_keys"),
-            runs=_texts(data, "runs"), hosts=_texts(data, "hosts"),
-            cases=cases, created_at=float(data.get("created_at", 0.0)),
+    validate_baseline(data, source)
+    cases = {}
+    for c in data["cases"]:
+        figures = {
+            f["name"]: BaselineFigure(
+                f["name"], f["unit"], f["higher_is_better"], float(f["value"]),
+                float(f.get("spread", 0.0)),
+                None if f.get("pct_of_peak") is None else float(f["pct_of_peak"]))
+            for f in c["figures"]
+        }
+        cases[c["key"]] = BaselineCase(
+            key=c["key"], label=c["label"], benchmark=c["benchmark"], version=c["version"],
+            family=c["family"], params=dict(c["params"]),
+            primary=c.get("primary") or next(iter(figures), ""), figures=figures,
+            cv=None if c.get("cv") is None else float(c["cv"]),
+            nodes=c.get("nodes", 1), outliers=tuple(c.get("outliers", ())),
         )
-    except (KeyError, TypeError, ValueError, AttributeError, OverflowError) as exc:
-        raise UserError(f"baseline {source} is malformed: {type(exc).__name__}: "
-                        f"{clip(exc)}") from None
-
-
-def _texts(data: dict[str, Any], key: str) -> tuple[str, ...]:
-    """A list of strings of the file (the stacks, runs and hosts messages name)."""
-    value = data.get(key, [])
-    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
-        raise TypeError(f"{key!r} must be a list of strings")
-    return tuple(value)
+    return Baseline(
+        source=f"baseline file {source}",
+        generation_keys=tuple(data.get("generation_keys", ())),
+        runs=tuple(data.get("runs", ())), hosts=tuple(data.get("hosts", ())),
+        cases=cases, created_at=float(data.get("created_at", 0.0)),
+    )

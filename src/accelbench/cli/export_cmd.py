@@ -1,4 +1,5 @@
-"""`accelbench export`: stored runs as JSON or CSV."""
+"""`accelbench export`: stored runs as JSON (complete, reloadable) or CSV (the figures, for
+spreadsheets, with stored text made printable)."""
 
 from __future__ import annotations
 
@@ -39,10 +40,12 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _write(fmt: str, stored: list[Any], out: IO[str]) -> None:
-    from accelbench.store.export import export_json, write_csv
-
     if fmt == "json":
+        from accelbench.store.export import export_json
+
         json.dump(export_json(stored), out, indent=2, default=str)
         out.write("\n")
     else:
+        from accelbench.report.csv_table import write_csv
+
         write_csv(stored, out)

@@ -95,13 +95,18 @@ def check_writable(path: Path) -> None:
     of its path are created then, so the nearest existing one must take a file).
 
     Permissions are tried, not read from mode bits: root passes every access() check,
-    and a read-only or virtual file system (/proc) refuses what the bits allow."""
+    and a read-only or virtual file system (/proc) refuses what the bits allow. An
+    existing path that is not a regular file (a FIFO, a socket, a device) is refused
+    before it is opened: opening a FIFO with no reader blocks forever."""
+    import stat
     import tempfile
 
     if path.is_dir():
         raise UserError(f"--report {path}: is a folder, not a file")
     try:
         if path.exists():
+            if not stat.S_ISREG(path.stat().st_mode):
+                raise UserError(f"--report {path}: is not a regular file")
             with path.open("ab"):  # appends nothing: the file is left as it is
                 return
         folder = path.absolute().parent

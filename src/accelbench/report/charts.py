@@ -18,6 +18,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
+from accelbench.report.text import printable
 from accelbench.report.units import format_bytes
 
 _WIDTH_IN = 7.5
@@ -42,9 +43,11 @@ _MAX_LABEL = 60
 
 
 def text(label: object) -> str:
-    """A label as matplotlib must get it: one line, not longer than a chart can hold (the
-    tables beside a chart give it in full), no mathtext, no legend-hiding leading '_'."""
-    out = " ".join(str(label).split())
+    """A label as matplotlib must get it: `printable` (control and reordering characters
+    shown as escapes, never drawn: a font has no glyph for them), one line, not longer
+    than a chart can hold (the tables beside a chart give it in full), no mathtext, no
+    legend-hiding leading '_'. Every label, legend entry and title passes through here."""
+    out = " ".join(printable(label).split())
     if len(out) > _MAX_LABEL:
         out = out[: _MAX_LABEL - 1] + "…"
     out = out.replace("$", r"\$")
@@ -181,6 +184,10 @@ def _style(chart_id: str) -> Iterator[None]:
     }):
         # A chart crowded by long labels is still drawn; the warning would only be noise.
         warnings.filterwarnings("ignore", message="constrained_layout not applied")
+        # A character the font lacks is drawn as a box; the warning (two lines, one a
+        # source path) must not reach the reader of a report.
+        warnings.filterwarnings("ignore", message=r"Glyph \d+ .*missing from",
+                                category=UserWarning)
         yield
 
 

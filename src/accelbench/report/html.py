@@ -22,6 +22,7 @@ from accelbench.core.stats import median_ci
 from accelbench.report import charts
 from accelbench.report.table import COLUMNS, counts, row
 from accelbench.report.tables import BAD, WARN, Table
+from accelbench.report.text import printable
 from accelbench.report.units import axis_scale, format_params, format_timestamp
 from accelbench.store import StoredRun
 
@@ -94,8 +95,18 @@ def _template() -> Any:
     env = Environment(
         loader=PackageLoader("accelbench.report", "templates"),
         autoescape=True, undefined=StrictUndefined, trim_blocks=True, lstrip_blocks=True,
+        finalize=_shown,
     )
     return env.get_template("report.html.j2")
+
+
+def _shown(value: Any) -> Any:
+    """A value as the template shows it, before escaping: text made printable (line
+    breaks and tabs kept, being only white space in HTML); markup (the charts' SVG, the
+    output of macros) as it is."""
+    if hasattr(value, "__html__"):
+        return value
+    return printable(value, multiline=True)
 
 
 def _markup(svg: str) -> Any:

@@ -5,8 +5,9 @@ Everything in a store came from somewhere else: host names, environment variable
 libraries, files merged from other sites. Shown as it is, such text can move the cursor,
 clear the screen, set the window title or hide what follows (ESC and CSI sequences),
 or reorder what the reader sees (bidirectional overrides). Every renderer passes stored
-text through here. (CSV exports, which a spreadsheet may run as formulas, are made safe
-where they are written, in `store.export`.)
+text through here: the terminal tables, the Markdown and HTML reports (the Jinja
+environment's `finalize`), the chart labels and the CSV export (`report.csv_table`, which
+also keeps a spreadsheet from running a cell as a formula).
 
 Rich markup is not handled here: the terminal console never parses markup (see
 `report.terminal.console`), so brackets in stored text are shown as they are.
@@ -17,8 +18,13 @@ from __future__ import annotations
 from typing import Any
 
 # Unicode "format" characters that reorder or hide text: bidirectional embeddings,
-# overrides and isolates (the "Trojan Source" characters), marks, and the BOM.
-_BIDI = (0x061C, 0x200E, 0x200F, *range(0x202A, 0x202F), *range(0x2066, 0x206A), 0xFEFF)
+# overrides and isolates (the "Trojan Source" characters), marks, the zero-width space
+# (which makes two different names look alike) and the BOM.
+_BIDI = (0x061C, 0x200B, 0x200E, 0x200F, *range(0x202A, 0x202F), *range(0x2066, 0x206A),
+         0xFEFF)
+# The line and paragraph separators: line breaks to many viewers, so they would split a
+# value meant to be one line.
+_SEPARATORS = (0x2028, 0x2029)
 # C0 controls (ESC among them), DEL and C1 controls (0x9B is a one-byte CSI).
 _CONTROLS = (*range(0x00, 0x20), *range(0x7F, 0xA0))
 
@@ -27,7 +33,7 @@ def _escape_of(code: int) -> str:
     return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}"
 
 
-_TABLE = {code: _escape_of(code) for code in (*_CONTROLS, *_BIDI)}
+_TABLE = {code: _escape_of(code) for code in (*_CONTROLS, *_BIDI, *_SEPARATORS)}
 _KEEP_LAYOUT = {ord("\n"): "\n", ord("\t"): "\t"}
 # Line breaks and tabs become spaces where a value must stay on one line.
 _ONE_LINE = {**_TABLE, ord("\n"): " ", ord("\r"): " ", ord("\t"): " "}
@@ -36,7 +42,8 @@ _MULTI_LINE = {**_TABLE, **_KEEP_LAYOUT}
 
 def printable(value: Any, *, multiline: bool = False) -> str:
     """`value` as text with every control and reordering character shown as an escape
-    (`\\x1b`, `\\u202e`), so it prints as what it is and does nothing to the terminal.
+    (`\\x1b`, `\\u202e`, `\\u2028`), so it prints as what it is and does nothing to the
+    terminal.
 
     Line breaks become spaces, unless `multiline`, which keeps line breaks and tabs (a
     table caption of several notes). Linear in the length of the text.

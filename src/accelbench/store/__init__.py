@@ -1,10 +1,10 @@
 """The result store: every run, its stack fingerprint and its raw measurements, in SQLite.
 
-`Store` writes and reads the store; `export` turns stored runs into JSON or CSV and
-loads JSON exports back.
+`Store` writes and reads the store; `export` turns stored runs into JSON and loads JSON
+exports back (the CSV table is a report: `report.csv_table`).
 """
 
-from accelbench.store.export import export_json, load_json, write_csv
+from accelbench.store.export import export_json, load_json
 from accelbench.store.sqlite import (
     RUN_COMPLETE,
     RUN_FAILED,
@@ -29,5 +29,4 @@ __all__ = [
     "default_store_path",
     "export_json",
     "load_json",
-    "write_csv",
 ]

@@ -1,4 +1,5 @@
-"""Stored runs as JSON (complete, reloadable) and CSV (one row per figure, for spreadsheets).
+"""Stored runs as JSON: complete and reloadable. (The CSV table of the figures, a
+presentation for spreadsheets, is `report.csv_table`.)
 
 Format history of the JSON export (FORMAT_VERSION):
   1: first version: {"format", "format_version", "runs": [{"run", "fingerprint",
@@ -11,11 +12,9 @@ Format history of the JSON export (FORMAT_VERSION):
 
 from __future__ import annotations
 
-import csv
 import dataclasses
-import json
 from collections.abc import Callable, Iterable
-from typing import IO, Any
+from typing import Any
 
 from accelbench.core.formats import upgrade
 from accelbench.core.measurement import STATUS_FAILED, STATUS_OK, STATUS_SKIPPED, Measurement
@@ -30,12 +29,6 @@ FORMAT_VERSION = 2
 _UPGRADES: dict[int, Callable[[dict[str, Any]], dict[str, Any]]] = {
     1: lambda data: {**data, "format_version": 2},
 }
-
-CSV_COLUMNS = (
-    "run_id", "generation_key", "device", "benchmark", "case", "params", "dtype", "status",
-    "reason", "figure", "value", "unit", "low", "high", "pct_of_peak", "median_s",
-    "ci_low_s", "ci_high_s", "samples", "processes", "contended", "warnings",
-)
 
 
 def export_json(runs: Iterable[StoredRun]) -> dict[str, Any]:
@@ -71,52 +64,6 @@ def load_json(data: Any, source: str = "results export") -> list[StoredRun]:
                          f"{clip(repr(e))}") from None
     except (TypeError, ValueError, AttributeError, OverflowError, RecursionError) as e:
         raise StoreError(f"{source}: cannot load results export: {clip(e)}") from None
-
-
-def write_csv(runs: Iterable[StoredRun], fileobj: IO[str]) -> None:
-    """One row per figure of each measurement; one row with empty figure columns for a
-    measurement without figures (failed, skipped). `samples` is the number of samples,
-    `processes` of the worker processes they came from; `median_s` and its interval are the
-    time per call the figures derive from. Text that a spreadsheet would run as a formula
-    (a cell starting with =, +, -, @) is written with a leading apostrophe."""
-    writer = csv.writer(fileobj)
-    writer.writerow(CSV_COLUMNS)
-    for run in runs:
-        for m in run.measurements:
-            case = m.case
-            spread = m.spread
-            common = [
-                run.record.id, run.record.generation_key, case.device, case.benchmark,
-                case.label, json.dumps(case.param_dict, default=str), case.dtype, m.status,
-                m.reason,
-            ]
-            tail = [
-                spread.center if spread else None,
-                spread.low if spread else None,
-                spread.high if spread else None,
-                len(m.samples),
-                len(m.timings),
-                "yes" if m.contended else "no",
-                "; ".join(m.warnings),
-            ]
-            figures = [[f.name, f.value, f.unit, f.low, f.high, f.pct_of_peak]
-                       for f in m.figures]
-            for figure in figures or [[None] * 6]:
-                writer.writerow(["" if v is None else _csv_cell(v)
-                                 for v in [*common, *figure, *tail]])
-
-
-# A cell starting with one of these is run as a formula by spreadsheets (OWASP's list).
-_FORMULA_START = ("=", "+", "-", "@", "\t", "\r", "\n")
-
-
-def _csv_cell(value: Any) -> Any:
-    """A value for a CSV cell that a spreadsheet shows and never evaluates: text that
-    starts like a formula gets a leading apostrophe, the mark spreadsheets read as "this
-    is text". Numbers (a negative value is a number, not a formula) pass as they are."""
-    if isinstance(value, str) and value.startswith(_FORMULA_START):
-        return "'" + value
-    return value
 
 
 def _run_dict(record: RunRecord) -> dict[str, Any]:
