@@ -18,7 +18,7 @@ from typing import Any
 
 from accelbench.core.untrusted import short
 from accelbench.errors import UserError
-from accelbench.store.record_schema import _describe, _validator, json_path
+from accelbench.store.record_schema import describe_error, json_path, validator
 
 # "x-expect" (not a JSON Schema keyword, so validation ignores it) says in words what a
 # value must be: any failure of that value is "<value> is not <x-expect>".
@@ -84,7 +84,7 @@ SCHEMA: dict[str, Any] = {
 
 def validate_baseline(data: Any, source: str) -> None:
     """Raise a one-line UserError at the first value of `data` that SCHEMA refuses."""
-    error = next(iter(_validator(SCHEMA).iter_errors(data)), None)
+    error = next(iter(validator(SCHEMA).iter_errors(data)), None)
     if error is None:
         return
     path = json_path(error.absolute_path)
@@ -92,5 +92,5 @@ def validate_baseline(data: Any, source: str) -> None:
     if expect and error.validator not in ("required", "additionalProperties"):
         message = f"{short(error.instance)} is not {expect}"
     else:
-        message = _describe(error)
+        message = describe_error(error)
     raise UserError(f"{source}: {path}: {message}")

@@ -245,13 +245,13 @@ def _validate(data: Any, schema: dict[str, Any], source: str,
               prefix: Sequence[str | int] = ()) -> None:
     """The first error of `data` against `schema`, as one line with its JSON path
     (`prefix` is the path of `data` in its document)."""
-    error = next(iter(_validator(schema).iter_errors(data)), None)
+    error = next(iter(validator(schema).iter_errors(data)), None)
     if error is not None:
         path = json_path([*prefix, *error.absolute_path])
-        raise StoreError(f"{source}: {path}: {_describe(error)}")
+        raise StoreError(f"{source}: {path}: {describe_error(error)}")
 
 
-def _validator(schema: dict[str, Any]) -> Any:
+def validator(schema: dict[str, Any]) -> Any:
     """A Draft 2020-12 validator of `schema` that knows the "finite" keyword."""
     return _validator_class()(schema)
 
@@ -288,7 +288,7 @@ def json_path(parts: Sequence[Any] | Iterable[Any]) -> str:
     return out or "(top level)"
 
 
-def _describe(error: Any) -> str:
+def describe_error(error: Any) -> str:
     """The error in words, quoting the value shortened (jsonschema's own message quotes
     it whole)."""
     kind, expected, value = error.validator, error.validator_value, short(error.instance)
