@@ -1,0 +1,333 @@
+"""AMD telemetry through the amdsmi library, and through `amd-smi metric --json` when the
+library is not importable (ROCm installs the CLI system-wide but the Python package only
+into its own interpreter's site-packages)."""
+
+from __future__ import annotations
+
+import contextlib
+import importlib
+import json
+import shutil
+import subprocess
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+from accelbench.env.telemetry.guard import (
+    Guard,
+    Importer,
+    SourceUnavailable,
+    import_binding,
+    number,
+    vendor_errors,
+)
+from accelbench.env.telemetry.series import (
+    ENERGY_J,
+    GFX_CLOCK_MHZ,
+    MEM_CLOCK_MHZ,
+    MEM_USED_B,
+    POWER_W,
+    TEMP_C,
+    THROTTLE,
+    UTIL_PCT,
+)
+
+# gpu_metrics' indep_throttle_status: the SMU_THROTTLER_* bits of the kernel's
+# kgd_pp_interface.h, the same on every ASIC (throttle_status itself is ASIC-specific).
+SMU_THROTTLE_NAMES: Mapping[int, str] = {
+    0: "PPT0", 1: "PPT1", 2: "PPT2", 3: "PPT3", 4: "SPL", 5: "FPPT", 6: "SPPT",
+    7: "SPPT_APU", 16: "TDC_GFX", 17: "TDC_SOC", 18: "TDC_MEM", 19: "TDC_VDD",
+    20: "TDC_CVIP", 21: "EDC_CPU", 22: "EDC_GFX", 23: "APCC", 32: "TEMP_GPU",
+    33: "TEMP_CORE", 34: "TEMP_MEM", 35: "TEMP_EDGE", 36: "TEMP_HOTSPOT", 37: "TEMP_SOC",
+    38: "TEMP_VR_GFX", 39: "TEMP_VR_SOC", 40: "TEMP_VR_MEM0", 41: "TEMP_VR_MEM1",
+    42: "TEMP_LIQUID0", 43: "TEMP_LIQUID1", 44: "VRHOT0", 45: "VRHOT1",
+    46: "PROCHOT_CPU", 47: "PROCHOT_GFX", 56: "PPM", 57: "FIT",
+}  # fmt: skip
+
+# MI300 and later report no throttle mask in gpu_metrics; amdsmi_get_violation_status
+# (ROCm 6.3+) says instead which limits are active now. Their bits in THROTTLE:
+VIOLATION_FIELDS = (
+    "active_ppt_pwr", "active_socket_thrm", "active_prochot_thrm", "active_vr_thrm",
+    "active_hbm_thrm", "active_gfx_clk_below_host_limit",
+)  # fmt: skip
+VIOLATION_NAMES: Mapping[int, str] = {
+    bit: name.removeprefix("active_") for bit, name in enumerate(VIOLATION_FIELDS)
+}
+
+# amdsmi_get_energy_count's accumulator is a uint64 count of `counter_resolution` µJ.
+_COUNTER_BITS = 64
+
+
+class AmdSmiSource:
+    """One AMD GPU through amdsmi; `read()` gives None for a channel whose call failed."""
+
+    name = "amdsmi"
+
+    def __init__(self, amdsmi: Any, handle: object) -> None:
+        self._lib = amdsmi
+        self._handle = handle
+        self._errors = vendor_errors(amdsmi, "AmdSmiException")
+        self._answered = False
+        self.wrap_j: dict[str, float] = {}
+        self.throttle_names: Mapping[int, str] = {}
+        self._throttle: Callable[[Guard], float | None] | None = None
+
+    @classmethod
+    def open(cls, index: int, *, importer: Importer = importlib.import_module) -> AmdSmiSource:
+        """amdsmi started and GPU `index` found; SourceUnavailable otherwise."""
+        lib = import_binding("amdsmi", importer)
+        errors = vendor_errors(lib, "AmdSmiException")
+        try:
+            lib.amdsmi_init()
+        except errors as exc:
+            raise SourceUnavailable(f"amdsmi did not start: {exc}") from exc
+        try:
+            handles = lib.amdsmi_get_processor_handles()
+            handle = handles[index]
+        except errors as exc:
+            _shut_down(lib, errors)
+            raise SourceUnavailable(f"amdsmi has no GPU {index}: {exc}") from exc
+        return cls(lib, handle)
+
+    def read(self) -> dict[str, float | None]:
+        lib, h, guard = self._lib, self._handle, Guard(self._errors)
+        reading = {
+            POWER_W: self._power(guard),
+            ENERGY_J: self._energy(guard),
+            GFX_CLOCK_MHZ: self._clock(guard, "GFX"),
+            MEM_CLOCK_MHZ: self._clock(guard, "MEM"),
+            TEMP_C: self._temperature(guard),
+            UTIL_PCT: _field(guard.call(lib.amdsmi_get_gpu_activity, h), "gfx_activity"),
+            MEM_USED_B: self._vram_used(guard),
+            THROTTLE: self._throttle_bits(guard),
+        }
+        self._answered = guard.settle(reading, self._answered)
+        return reading
+
+    def close(self) -> None:
+        _shut_down(self._lib, self._errors)
+
+    # -- channels
+
+    def _power(self, guard: Guard) -> float | None:
+        info = guard.call(self._lib.amdsmi_get_power_info, self._handle)
+        # MI300 reports the instantaneous socket power; MI200 only a 1 s average.
+        for key in ("current_socket_power", "socket_power", "average_socket_power"):
+            value = _field(info, key)
+            if value is not None:
+                return value
+        return None
+
+    def _energy(self, guard: Guard) -> float | None:
+        count = guard.call(self._lib.amdsmi_get_energy_count, self._handle)
+        if not isinstance(count, Mapping):
+            return None
+        # The accumulator was called "power" before amdsmi 6.2.1.
+        ticks = number(count.get("energy_accumulator", count.get("power")))
+        resolution_uj = number(count.get("counter_resolution"))
+        if ticks is None or resolution_uj is None or resolution_uj <= 0:
+            return None
+        self.wrap_j = {ENERGY_J: 2.0**_COUNTER_BITS * resolution_uj * 1e-6}
+        return ticks * resolution_uj * 1e-6
+
+    def _clock(self, guard: Guard, kind: str) -> float | None:
+        clk_type = getattr(getattr(self._lib, "AmdSmiClkType", None), kind, None)
+        if clk_type is None:
+            return None
+        info = guard.call(self._lib.amdsmi_get_clock_info, self._handle, clk_type)
+        value = _field(info, "clk")  # "cur_clk" before ROCm 6.1
+        return value if value is not None else _field(info, "cur_clk")
+
+    def _temperature(self, guard: Guard) -> float | None:
+        kinds = getattr(self._lib, "AmdSmiTemperatureType", None)
+        metric = getattr(getattr(self._lib, "AmdSmiTemperatureMetric", None), "CURRENT", None)
+        # MI300 has no edge sensor: the hotspot (junction) is the one every part has.
+        for kind in ("HOTSPOT", "JUNCTION", "EDGE"):
+            sensor = getattr(kinds, kind, None)
+            if sensor is None or metric is None:
+                continue
+            value = number(guard.call(self._lib.amdsmi_get_temp_metric, self._handle, sensor,
+                                      metric))
+            if value is not None:
+                return value
+        return None
+
+    def _vram_used(self, guard: Guard) -> float | None:
+        vram = getattr(getattr(self._lib, "AmdSmiMemoryType", None), "VRAM", None)
+        if vram is not None:
+            used = number(guard.call(self._lib.amdsmi_get_gpu_memory_usage, self._handle, vram))
+            if used is not None:
+                return used
+        usage = guard.call(self._lib.amdsmi_get_gpu_vram_usage, self._handle)
+        mb = _field(usage, "vram_used")
+        return mb * 1024 * 1024 if mb is not None else None
+
+    def _throttle_bits(self, guard: Guard) -> float | None:
+        """The throttle mask, from whichever of the two readings this part answered first."""
+        if self._throttle is not None:
+            return self._throttle(guard)
+        for kind, names in ((self._indep_status, SMU_THROTTLE_NAMES),
+                            (self._violations, VIOLATION_NAMES)):
+            value = kind(guard)
+            if value is not None:
+                self._throttle, self.throttle_names = kind, names
+                return value
+        return None
+
+    def _indep_status(self, guard: Guard) -> float | None:
+        metrics = guard.call(self._lib.amdsmi_get_gpu_metrics_info, self._handle)
+        value = metrics.get("indep_throttle_status") if isinstance(metrics, Mapping) else None
+        if isinstance(value, bool) or not isinstance(value, int):
+            return None
+        return None if value == 0xFFFFFFFFFFFFFFFF else float(value)
+
+    def _violations(self, guard: Guard) -> float | None:
+        status = guard.call(self._lib.amdsmi_get_violation_status, self._handle)
+        if not isinstance(status, Mapping):
+            return None
+        bits, seen = 0, False
+        for bit, key in enumerate(VIOLATION_FIELDS):
+            flag = status.get(key)
+            if isinstance(flag, (bool, int)) and flag not in _NA_FLAGS:
+                seen = True
+                bits |= (1 << bit) if flag else 0
+        return float(bits) if seen else None
+
+
+_NA_FLAGS = {0xFF, 0xFFFF}
+
+
+def _field(info: object, key: str) -> float | None:
+    return number(info.get(key)) if isinstance(info, Mapping) else None
+
+
+def _shut_down(lib: Any, errors: tuple[type[BaseException], ...]) -> None:
+    with contextlib.suppress(*errors):
+        lib.amdsmi_shut_down()
+
+
+# ------------------------------------------------------------------------ amd-smi CLI
+
+CliRunner = Callable[[Sequence[str], float], "str | None"]
+
+# amd-smi loads the whole library and enumerates every GPU per call: 0.3-1 s on an
+# 8-GPU MI300X node, so this source suits intervals of a second or more.
+CLI_TIMEOUT_S = 5.0
+
+
+def run_cli(argv: Sequence[str], timeout: float) -> str | None:
+    """stdout of the tool, None when it is absent or fails; TimeoutError when it hangs,
+    so the sampler ends this source rather than block every tick for `timeout`."""
+    executable = shutil.which(argv[0]) if argv else None
+    if executable is None:
+        return None
+    try:
+        proc = subprocess.run([executable, *argv[1:]], capture_output=True, text=True,
+                              encoding="utf-8", errors="replace", timeout=timeout, check=False)
+    except subprocess.TimeoutExpired as exc:
+        raise TimeoutError(f"{' '.join(argv)} did not answer within {timeout:g} s") from exc
+    except (OSError, subprocess.SubprocessError, ValueError):
+        return None
+    return proc.stdout if proc.returncode == 0 and proc.stdout.strip() else None
+
+
+class AmdSmiCliSource:
+    """One AMD GPU through `amd-smi metric --json`, parsed leniently (its JSON changed
+    shape between ROCm releases: a bare list, then {"gpu_data": [...]})."""
+
+    name = "amd-smi"
+    # The CLI prints throttle status only as THROTTLED / UNTHROTTLED.
+    throttle_names: Mapping[int, str] = {0: "throttled (amd-smi throttle_status)"}
+
+    def __init__(self, index: int, runner: CliRunner = run_cli,
+                 timeout_s: float = CLI_TIMEOUT_S) -> None:
+        self.index = index
+        self._runner = runner
+        self._timeout_s = timeout_s
+        self._argv = ("amd-smi", "metric", "--json", "-g", str(index))
+
+    @classmethod
+    def open(cls, index: int, *, runner: CliRunner = run_cli,
+             timeout_s: float = CLI_TIMEOUT_S) -> AmdSmiCliSource:
+        """The CLI source once one reading of GPU `index` came back."""
+        source = cls(index, runner, timeout_s)
+        try:
+            reading = source.read()
+        except TimeoutError as exc:
+            raise SourceUnavailable(str(exc)) from exc
+        if not any(value is not None for value in reading.values()):
+            raise SourceUnavailable(f"amd-smi metric gave no reading for GPU {index}")
+        return source
+
+    def read(self) -> dict[str, float | None]:
+        return parse_metric(self._runner(self._argv, self._timeout_s), self.index)
+
+    def close(self) -> None:
+        """Nothing is held between calls."""
+
+
+def _gpu_entry(text: str | None, index: int) -> Mapping[str, Any] | None:
+    if not text:
+        return None
+    start = min((i for i in (text.find("{"), text.find("[")) if i >= 0), default=-1)
+    if start < 0:
+        return None
+    try:
+        data, _ = json.JSONDecoder().raw_decode(text[start:])
+    except ValueError:
+        return None
+    if isinstance(data, Mapping):
+        data = data.get("gpu_data", [data])
+    if not isinstance(data, list):
+        return None
+    entries = [e for e in data if isinstance(e, Mapping)]
+    for entry in entries:
+        if entry.get("gpu") == index:
+            return entry
+    return entries[0] if len(entries) == 1 else None
+
+
+def _path(entry: Mapping[str, Any], *keys: str) -> object:
+    value: object = entry
+    for key in keys:
+        if not isinstance(value, Mapping):
+            return None
+        value = value.get(key)
+    return value
+
+
+def parse_metric(text: str | None, index: int) -> dict[str, float | None]:
+    """One reading from the output of `amd-smi metric --json`; None where it says nothing."""
+    entry = _gpu_entry(text, index)
+    if entry is None:
+        return dict.fromkeys((POWER_W, ENERGY_J, GFX_CLOCK_MHZ, MEM_CLOCK_MHZ, TEMP_C,
+                              UTIL_PCT, MEM_USED_B, THROTTLE))
+    power = number(_path(entry, "power", "socket_power"))
+    temp = number(_path(entry, "temperature", "hotspot"))
+    if temp is None:
+        temp = number(_path(entry, "temperature", "edge"))
+    used = _path(entry, "mem_usage", "used_vram")
+    used_mb = number(used)
+    unit = used.get("unit") if isinstance(used, Mapping) else "MB"
+    scale = 1024.0**3 if unit == "GB" else 1024.0**2
+    throttle = _path(entry, "power", "throttle_status")
+    throttle_bits = None
+    if isinstance(throttle, str) and throttle.upper() in ("THROTTLED", "UNTHROTTLED"):
+        throttle_bits = 1.0 if throttle.upper() == "THROTTLED" else 0.0
+    return {
+        POWER_W: power,
+        ENERGY_J: _joules(_path(entry, "energy", "total_energy_consumption")),
+        GFX_CLOCK_MHZ: number(_path(entry, "clock", "gfx_0", "clk")),
+        MEM_CLOCK_MHZ: number(_path(entry, "clock", "mem_0", "clk")),
+        TEMP_C: temp,
+        UTIL_PCT: number(_path(entry, "usage", "gfx_activity")),
+        MEM_USED_B: used_mb * scale if used_mb is not None else None,
+        THROTTLE: throttle_bits,
+    }
+
+
+def _joules(value: object) -> float | None:
+    amount = number(value)
+    unit = value.get("unit") if isinstance(value, Mapping) else "J"
+    if amount is None:
+        return None
+    return amount * {"uJ": 1e-6, "mJ": 1e-3, "kJ": 1e3}.get(str(unit), 1.0)

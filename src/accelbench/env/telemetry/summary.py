@@ -1,0 +1,274 @@
+"""Energy, power, clocks and throttling over a case's timed window, from its Series.
+
+Two estimates of device energy are computed and compared. The device's own energy counter
+integrates power at the firmware's rate (kHz), far finer than any sampling from Python,
+so it is preferred; but counters misreport on some parts (amdsmi's energy count is known
+to be off on several AMD Instinct generations), so it is checked against the trapezoid
+integral of the sampled power and replaced by that integral when the two disagree.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import asdict, dataclass, fields
+from typing import Any
+
+from accelbench.env.telemetry.series import (
+    CPU_ENERGY_J,
+    ENERGY_J,
+    GFX_CLOCK_MHZ,
+    POWER_W,
+    THROTTLE,
+    Series,
+)
+
+# Beyond this relative difference between the energy counter and the integrated power,
+# the counter is not trusted. Board power sensors are specified to about ±5% (NVIDIA
+# documents ±5% for power draw on data-centre parts), and a 0.1 s sampling of a load
+# whose power swings with each kernel adds a few percent more to the integral; counters
+# and integrals of a sound device agree well within 10%, so a larger gap means one of
+# them is wrong, and the counter is the one known to misreport.
+ENERGY_DISAGREEMENT = 0.10
+
+# The GFX clock falling more than this fraction below the window's own peak counts as
+# throttling even when no throttle bit says so: boost clocks wander by a few percent under
+# steady load, while power or thermal capping pulls them down by 10-30%.
+CLOCK_SAG_FRACTION = 0.10
+
+
+@dataclass(frozen=True)
+class Energy:
+    """Derived figures of one window; None where the series lacks what a figure needs.
+
+    Device and CPU are kept apart: `energy_j` is the device's, `cpu_energy_j` the CPU
+    packages' (RAPL), never substituted for each other.
+    """
+
+    duration_s: float | None = None
+    mean_power_w: float | None = None
+    peak_power_w: float | None = None
+    energy_counter_j: float | None = None
+    energy_integral_j: float | None = None
+    energy_j: float | None = None
+    disagreement: float | None = None
+    counter_suspect: bool | None = None
+    clock_min_mhz: float | None = None
+    clock_median_mhz: float | None = None
+    throttled: bool | None = None
+    throttle_reasons: tuple[str, ...] = ()
+    cpu_energy_j: float | None = None
+    cpu_mean_power_w: float | None = None
+    notes: tuple[str, ...] = ()
+
+    def to_dict(self) -> dict[str, Any]:
+        data = asdict(self)
+        data["throttle_reasons"] = list(self.throttle_reasons)
+        data["notes"] = list(self.notes)
+        return data
+
+    @classmethod
+    def from_dict(cls, data: object) -> Energy:
+        """The figures `to_dict` wrote; TypeError on a value of the wrong kind."""
+        if not isinstance(data, Mapping):
+            raise TypeError(f"an energy summary is a dict, not {type(data).__name__}")
+        values: dict[str, Any] = {}
+        for f in fields(cls):
+            value = data.get(f.name)
+            if f.name in ("throttle_reasons", "notes"):
+                if not isinstance(value, (list, tuple)) or not all(
+                    isinstance(v, str) for v in value
+                ):
+                    raise TypeError(f"energy summary {f.name}: expected a list of strings")
+                values[f.name] = tuple(value)
+            elif f.name in ("counter_suspect", "throttled"):
+                if value is not None and not isinstance(value, bool):
+                    raise TypeError(f"energy summary {f.name}: expected true, false or null")
+                values[f.name] = value
+            elif value is not None:
+                if isinstance(value, bool) or not isinstance(value, (int, float)):
+                    raise TypeError(f"energy summary {f.name}: expected a number")
+                values[f.name] = float(value)
+        return cls(**values)
+
+
+@dataclass(frozen=True)
+class _Counter:
+    total_j: float
+    span_s: float
+    backwards: int  # decreases with no known wrap: those sample pairs were dropped
+    wraps: int
+
+
+def _window_indices(series: Series) -> range:
+    """The samples inside series.window (inclusive), else all of them."""
+    times = series.t
+    if series.window is None:
+        return range(len(times))
+    start, end = series.window
+    first = next((i for i, x in enumerate(times) if x >= start), len(times))
+    last = first
+    while last < len(times) and times[last] <= end:
+        last += 1
+    return range(first, last)
+
+
+def _counter(
+    times: Sequence[float], values: Sequence[float | None], wrap: float | None
+) -> _Counter | None:
+    """The counter's increase over consecutive readings, a decrease read as one wrap."""
+    total, span, backwards, wraps, pairs = 0.0, 0.0, 0, 0, 0
+    previous: tuple[float, float] | None = None
+    for at, value in zip(times, values, strict=True):
+        if value is None:
+            continue
+        if previous is not None:
+            delta = value - previous[1]
+            if delta < 0 and wrap is not None and wrap > 0:
+                delta += wrap
+                wraps += 1
+            if delta >= 0:
+                total += delta
+                span += at - previous[0]
+                pairs += 1
+            else:
+                backwards += 1
+        previous = (at, value)
+    if pairs == 0:
+        return None
+    return _Counter(total_j=total, span_s=span, backwards=backwards, wraps=wraps)
+
+
+def _integral(
+    times: Sequence[float], power: Sequence[float | None]
+) -> tuple[float, float, float] | None:
+    """(energy J, seconds covered, peak W) by the trapezoid rule over sampled power."""
+    total, span, peak, pairs = 0.0, 0.0, -math.inf, 0
+    previous: tuple[float, float] | None = None
+    for at, value in zip(times, power, strict=True):
+        if value is None:
+            previous = None  # a gap: no power is assumed across it
+            continue
+        peak = max(peak, value)
+        if previous is not None:
+            total += 0.5 * (value + previous[1]) * (at - previous[0])
+            span += at - previous[0]
+            pairs += 1
+        previous = (at, value)
+    if peak == -math.inf:
+        return None
+    return (total, span, peak) if pairs else (0.0, 0.0, peak)
+
+
+def _median(values: list[float]) -> float:
+    """The median by selection, linear on average (numpy's introselect)."""
+    import numpy as np  # lazily: a summary is often read without any sampling
+
+    array = np.asarray(values, dtype=float)
+    half = len(array) // 2
+    if len(array) % 2:
+        return float(np.partition(array, half)[half])
+    part = np.partition(array, [half - 1, half])
+    return float((part[half - 1] + part[half]) / 2.0)
+
+
+def _throttle(
+    series: Series, bits_seen: int, clocks: list[float]
+) -> tuple[bool | None, tuple[str, ...]]:
+    reasons: list[str] = []
+    bit = 0
+    while bits_seen >> bit:
+        if bits_seen >> bit & 1:
+            reasons.append(series.throttle_names.get(bit, f"throttle bit {bit}"))
+        bit += 1
+    if clocks:
+        peak, low = max(clocks), min(clocks)
+        if peak > 0 and low < peak * (1.0 - CLOCK_SAG_FRACTION):
+            reasons.append(
+                f"GFX clock fell to {low:.0f} MHz, {100 * (1 - low / peak):.0f}% below "
+                f"the window's peak of {peak:.0f} MHz"
+            )
+    if THROTTLE not in series.channels and not clocks:
+        return None, ()
+    return bool(reasons), tuple(reasons)
+
+
+def summarize(series: Series) -> Energy:
+    """Figures over `series.window` when set, else over the whole series; one pass over
+    the samples per channel (the clock median by selection)."""
+    indices = _window_indices(series)
+    times = [series.t[i] for i in indices]
+    notes: list[str] = []
+    for source, why in series.missing.items():
+        notes.append(f"{source} not used: {why}")
+    if series.stopped:
+        notes.append(f"sampling stopped early: {series.stopped}")
+    if len(times) < 2:
+        notes.append(f"only {len(times)} sample(s) in the window")
+
+    def channel(name: str) -> list[float | None]:
+        values = series.channel(name)
+        return [values[i] for i in indices]
+
+    integral = _integral(times, channel(POWER_W))
+    counter = _counter(times, channel(ENERGY_J), series.wrap_j.get(ENERGY_J))
+    if counter is not None and counter.backwards:
+        notes.append(
+            f"energy counter went backwards {counter.backwards} time(s) with no known wrap "
+            "value: those intervals are left out of the counter's energy"
+        )
+    if counter is not None and counter.wraps:
+        notes.append(f"energy counter wrapped {counter.wraps} time(s); corrected")
+    integral_j = integral[0] if integral is not None and integral[1] > 0 else None
+    counter_j = counter.total_j if counter is not None and counter.span_s > 0 else None
+    disagreement: float | None = None
+    suspect: bool | None = None
+    energy = counter_j if counter_j is not None else integral_j
+    if counter_j is not None and integral_j is not None and integral_j > 0:
+        disagreement = abs(counter_j - integral_j) / integral_j
+        suspect = disagreement > ENERGY_DISAGREEMENT
+        if suspect:
+            energy = integral_j
+            notes.append(
+                f"energy counter disagrees with integrated power by "
+                f"{100 * disagreement:.0f}% (over {100 * ENERGY_DISAGREEMENT:.0f}%): "
+                "the integral is used"
+            )
+
+    throttle_bits = 0
+    for value in channel(THROTTLE):
+        if value is not None:
+            throttle_bits |= int(value)
+    clocks = [v for v in channel(GFX_CLOCK_MHZ) if v is not None]
+    throttled, reasons = _throttle(series, throttle_bits, clocks)
+
+    cpu = _counter(times, channel(CPU_ENERGY_J), series.wrap_j.get(CPU_ENERGY_J))
+    if cpu is not None and cpu.backwards:
+        notes.append(
+            f"CPU energy counter went backwards {cpu.backwards} time(s) with no known "
+            "wrap value: those intervals are left out"
+        )
+    cpu_j = cpu.total_j if cpu is not None and cpu.span_s > 0 else None
+    duration = times[-1] - times[0] if len(times) >= 2 else None
+    mean_power: float | None = None
+    if integral is not None and integral[1] > 0:
+        mean_power = integral[0] / integral[1]
+    elif counter is not None and counter.span_s > 0:
+        mean_power = counter.total_j / counter.span_s
+    return Energy(
+        duration_s=duration,
+        mean_power_w=mean_power,
+        peak_power_w=integral[2] if integral is not None else None,
+        energy_counter_j=counter_j,
+        energy_integral_j=integral_j,
+        energy_j=energy,
+        disagreement=disagreement,
+        counter_suspect=suspect,
+        clock_min_mhz=min(clocks) if clocks else None,
+        clock_median_mhz=_median(clocks) if clocks else None,
+        throttled=throttled,
+        throttle_reasons=reasons,
+        cpu_energy_j=cpu_j,
+        cpu_mean_power_w=cpu_j / cpu.span_s if cpu is not None and cpu_j is not None else None,
+        notes=tuple(notes),
+    )
