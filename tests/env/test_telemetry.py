@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 import telemetry_recordings as rec
 
+from accelbench.core.telemetry import MEM_USED_B, TEMP_C, UTIL_PCT
 from accelbench.env.telemetry import (
     CPU_ENERGY_J,
     ENERGY_DISAGREEMENT,
@@ -32,7 +33,6 @@ from accelbench.env.telemetry import (
 from accelbench.env.telemetry.amd import AmdSmiCliSource, AmdSmiSource, parse_metric
 from accelbench.env.telemetry.host import HostSource
 from accelbench.env.telemetry.nvidia import NvmlSource
-from accelbench.env.telemetry.series import MEM_USED_B, TEMP_C, UTIL_PCT
 
 # ---------------------------------------------------------------------------- fakes
 

@@ -6,8 +6,8 @@ host's RAPL, clocks and load), `TelemetrySampler` samples them in a thread into 
 vendor bindings are imported only when a source is opened.
 """
 
-from accelbench.env.telemetry.sampler import TelemetrySampler
-from accelbench.env.telemetry.series import (
+from accelbench.core.energy import ENERGY_DISAGREEMENT, Energy, summarize
+from accelbench.core.telemetry import (
     CPU_ENERGY_J,
     CPU_FREQ_MHZ,
     ENERGY_J,
@@ -23,8 +23,8 @@ from accelbench.env.telemetry.series import (
     UTIL_PCT,
     Series,
 )
+from accelbench.env.telemetry.sampler import TelemetrySampler
 from accelbench.env.telemetry.sources import SOURCE_NAMES, Source, open_sources
-from accelbench.env.telemetry.summary import ENERGY_DISAGREEMENT, Energy, summarize
 
 __all__ = [
     "CPU_ENERGY_J",

@@ -12,15 +12,7 @@ import subprocess
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from accelbench.env.telemetry.guard import (
-    Guard,
-    Importer,
-    SourceUnavailable,
-    import_binding,
-    number,
-    vendor_errors,
-)
-from accelbench.env.telemetry.series import (
+from accelbench.core.telemetry import (
     ENERGY_J,
     GFX_CLOCK_MHZ,
     MEM_CLOCK_MHZ,
@@ -29,6 +21,14 @@ from accelbench.env.telemetry.series import (
     TEMP_C,
     THROTTLE,
     UTIL_PCT,
+)
+from accelbench.env.telemetry.guard import (
+    Guard,
+    Importer,
+    SourceUnavailable,
+    import_binding,
+    number,
+    vendor_errors,
 )
 
 # gpu_metrics' indep_throttle_status: the SMU_THROTTLER_* bits of the kernel's

@@ -12,6 +12,7 @@ import re
 from collections.abc import Mapping
 from pathlib import Path
 
+from accelbench.core.telemetry import CPU_ENERGY_J, CPU_FREQ_MHZ, LOAD1, STEAL_PCT
 from accelbench.env.host_readings import (
     PathLike,
     StatSnapshot,
@@ -20,7 +21,6 @@ from accelbench.env.host_readings import (
     read_loadavg,
     read_stat,
 )
-from accelbench.env.telemetry.series import CPU_ENERGY_J, CPU_FREQ_MHZ, LOAD1, STEAL_PCT
 
 _PACKAGE = re.compile(r"^intel-rapl:(\d+)$")  # packages; intel-rapl:N:M are sub-domains
 

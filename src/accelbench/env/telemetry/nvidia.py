@@ -7,14 +7,7 @@ import importlib
 from collections.abc import Mapping
 from typing import Any
 
-from accelbench.env.telemetry.guard import (
-    Guard,
-    Importer,
-    SourceUnavailable,
-    import_binding,
-    vendor_errors,
-)
-from accelbench.env.telemetry.series import (
+from accelbench.core.telemetry import (
     ENERGY_J,
     GFX_CLOCK_MHZ,
     MEM_CLOCK_MHZ,
@@ -23,6 +16,13 @@ from accelbench.env.telemetry.series import (
     TEMP_C,
     THROTTLE,
     UTIL_PCT,
+)
+from accelbench.env.telemetry.guard import (
+    Guard,
+    Importer,
+    SourceUnavailable,
+    import_binding,
+    vendor_errors,
 )
 
 # nvmlClocksEventReasons bits that hold the clock down. GpuIdle (0x1),

@@ -13,7 +13,7 @@ import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
 
-from accelbench.env.telemetry.series import Series
+from accelbench.core.telemetry import Series
 from accelbench.env.telemetry.sources import Source
 
 # How long stop() waits for the thread, beyond one interval: a vendor call that hangs

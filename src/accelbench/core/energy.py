@@ -14,7 +14,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, fields
 from typing import Any
 
-from accelbench.env.telemetry.series import (
+from accelbench.core.telemetry import (
     CPU_ENERGY_J,
     ENERGY_J,
     GFX_CLOCK_MHZ,
