@@ -95,13 +95,13 @@ def test_a_format_1_record_of_another_shape_keeps_its_figures_as_stored() -> Non
     assert m.value_samples() == pytest.approx([14.0, 7.0, 14.0 / 3])
 
 
-def test_a_format_2_record_round_trips_and_exports_intervals() -> None:
+def test_a_record_round_trips_and_exports_intervals() -> None:
     case = Case.make("gemm", "v", "micro", {"shape": 64, "dtype": "fp32"}, "cpu")
     timing = Timing((1.0e-3, 1.1e-3, 0.9e-3, 1.05e-3, 0.95e-3, 1.0e-3, 1.02e-3), 4, 3,
                     "converged")
     m = from_result(case, _result(timing), ("noisy: x",), 10.0, 2.0)
     record = m.to_dict()
-    assert record["format_version"] == FORMAT_VERSION == 2
+    assert record["format_version"] == FORMAT_VERSION == 3
     assert "figures" not in record  # the store keeps what was measured, not what follows
     assert Measurement.from_dict(json.loads(json.dumps(record))) == m
     exported = m.export_dict()
@@ -116,8 +116,8 @@ def test_a_format_2_record_round_trips_and_exports_intervals() -> None:
 
 def test_unknown_record_versions_are_refused() -> None:
     record = Measurement(Case.make("x", "v", "micro", {}, "cpu"), "ok").to_dict()
-    record["format_version"] = 3
-    with pytest.raises(StoreError, match="format version 3, newer"):
+    record["format_version"] = 4
+    with pytest.raises(StoreError, match="format version 4, newer"):
         Measurement.from_dict(record)
     record["format_version"] = "2"
     with pytest.raises(StoreError, match="invalid format_version"):
@@ -180,3 +180,15 @@ def test_a_format_1_figure_without_a_number_is_kept_as_stored() -> None:
     }
     m = Measurement.from_dict(record)
     assert m.rates == () and m.measured[0].value is None
+
+
+def test_a_format_2_record_reads_as_format_3_without_telemetry() -> None:
+    case = Case.make("gemm", "v", "micro", {"shape": 64, "dtype": "fp32"}, "cpu")
+    timing = Timing((1.0e-3, 1.1e-3, 0.9e-3), 4, 3, "converged")
+    record = from_result(case, _result(timing), (), 10.0, 2.0).to_dict()
+    record["format_version"] = 2
+    del record["telemetry"]
+    m = Measurement.from_dict(record)
+    assert m.telemetry == () and m.energy is None and not m.throttled
+    assert m.to_dict()["format_version"] == 3
+    assert not {"power", "energy_per_call", "throughput_per_joule"} & {f.name for f in m.figures}

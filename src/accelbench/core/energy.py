@@ -272,3 +272,46 @@ def summarize(series: Series) -> Energy:
         cpu_mean_power_w=cpu_j / cpu.span_s if cpu is not None and cpu_j is not None else None,
         notes=tuple(notes),
     )
+
+
+def combine(energies: Sequence[Energy]) -> Energy | None:
+    """One case's summary over the processes that measured it: the median of their mean
+    powers, energies and clock medians (as the figure is the median of their times), the
+    highest peak and the lowest clock, and throttled or suspect if any process was."""
+    if not energies:
+        return None
+    if len(energies) == 1:
+        return energies[0]
+
+    def median(name: str) -> float | None:
+        values = [v for e in energies if (v := getattr(e, name)) is not None]
+        return _median(values) if values else None
+
+    def extreme(name: str, pick: Any) -> float | None:
+        values = [v for e in energies if (v := getattr(e, name)) is not None]
+        return pick(values) if values else None
+
+    def any_of(name: str) -> bool | None:
+        values = [v for e in energies if (v := getattr(e, name)) is not None]
+        return any(values) if values else None
+
+    def union(name: str) -> tuple[str, ...]:
+        return tuple(dict.fromkeys(s for e in energies for s in getattr(e, name)))
+
+    return Energy(
+        duration_s=median("duration_s"),
+        mean_power_w=median("mean_power_w"),
+        peak_power_w=extreme("peak_power_w", max),
+        energy_counter_j=median("energy_counter_j"),
+        energy_integral_j=median("energy_integral_j"),
+        energy_j=median("energy_j"),
+        disagreement=extreme("disagreement", max),
+        counter_suspect=any_of("counter_suspect"),
+        clock_min_mhz=extreme("clock_min_mhz", min),
+        clock_median_mhz=median("clock_median_mhz"),
+        throttled=any_of("throttled"),
+        throttle_reasons=union("throttle_reasons"),
+        cpu_energy_j=median("cpu_energy_j"),
+        cpu_mean_power_w=median("cpu_mean_power_w"),
+        notes=union("notes"),
+    )

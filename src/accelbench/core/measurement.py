@@ -18,6 +18,11 @@ Format history of `Measurement.to_dict` (FORMAT_VERSION):
      each process (env.host.HostReport.to_dict()). Figures are derived on load; an
      export's "figures" (each with its interval and contended flag), "interval" and
      "contended" are for other tools and are not read back.
+  3: "telemetry": what the device and the host read beside each process, as compact
+     time series (core.telemetry.Series.to_dict(), versioned itself): power, energy
+     counter, clocks, temperature, throttle reasons, CPU package energy. Energy, power and
+     work per joule figures and the throttled flag are derived from it when read; an
+     export's "energy" and "throttled" are for other tools. Format 2 records have none.
 """
 
 from __future__ import annotations
@@ -27,7 +32,7 @@ import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from functools import cached_property
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from accelbench.core.between import METHOD_WITHIN, Spread, between_processes
 from accelbench.core.case import Case
@@ -36,7 +41,11 @@ from accelbench.core.names import STATUS_FAILED, STATUS_OK, STATUS_SKIPPED
 from accelbench.core.stats import Summary, summarize
 from accelbench.core.timing import Timing, TimingPolicy
 
-FORMAT_VERSION = 2
+if TYPE_CHECKING:
+    from accelbench.core.energy import Energy
+    from accelbench.core.telemetry import Series
+
+FORMAT_VERSION = 3
 
 __all__ = [
     "FORMAT_VERSION", "STATUS_FAILED", "STATUS_OK", "STATUS_SKIPPED", "CaseFailed",
@@ -148,6 +157,9 @@ class Measurement:
     # What the host was doing beside each process that measured the case
     # (env.host.HostReport.to_dict()), in the order they ran.
     hosts: tuple[dict[str, Any], ...] = ()
+    # What the device and the host read beside each process (core.telemetry.Series
+    # .to_dict()), in the order they ran; empty where nothing was sampled.
+    telemetry: tuple[dict[str, Any], ...] = ()
 
     # -- derived, when first asked for ----------------------------------------------
 
@@ -194,7 +206,9 @@ class Measurement:
 
     @cached_property
     def figures(self) -> tuple[Figure, ...]:
-        """The rates over the time per call, the time per call, then the measured figures."""
+        """The rates over the time per call, the time per call, the measured figures, then
+        the energy figures where telemetry read the power: mean power, energy per call and
+        each rate's work per joule."""
         stats, spread = self.stats, self.spread
         if stats is None or spread is None:
             return self.measured
@@ -202,7 +216,55 @@ class Measurement:
         if self.time_name:
             derived.append(Figure(self.time_name, spread.center, "s", False, None,
                                   spread.low, spread.high))
-        return (*derived, *self.measured)
+        return (*derived, *self.measured, *self._energy_figures(spread))
+
+    @cached_property
+    def series(self) -> tuple[Series, ...]:
+        """The telemetry of each process, read back."""
+        from accelbench.core.telemetry import Series
+
+        return tuple(Series.from_dict(d) for d in self.telemetry)
+
+    @cached_property
+    def energy(self) -> Energy | None:
+        """Power, energy, clocks and throttling over the timed part, over the processes
+        (core.energy.combine); None without telemetry."""
+        from accelbench.core.energy import combine, summarize
+
+        return combine([summarize(s) for s in self.series])
+
+    @property
+    def throttled(self) -> bool:
+        """The device throttled (a throttle reason was set, or its clock sagged) while
+        any process timed the case."""
+        return bool(self.energy is not None and self.energy.throttled)
+
+    @property
+    def throttle_reasons(self) -> tuple[str, ...]:
+        return self.energy.throttle_reasons if self.energy is not None else ()
+
+    @property
+    def power_w(self) -> float | None:
+        """Mean power over the timed part: the device's, or for a CPU case the CPU
+        packages' (RAPL) where the device reads none."""
+        energy = self.energy
+        if energy is None:
+            return None
+        if energy.mean_power_w is not None:
+            return energy.mean_power_w
+        return energy.cpu_mean_power_w if self.case.device.startswith("cpu") else None
+
+    def _energy_figures(self, spread: Spread) -> list[Figure]:
+        power = self.power_w
+        if power is None or not math.isfinite(power) or power <= 0:
+            return []
+        per_call = power * spread.center
+        out = [Figure("power", power, "W", False), Figure("energy_per_call", per_call, "J",
+                                                         False)]
+        if per_call > 0:
+            out += [Figure(f"{r.name}_per_joule", r.amount / per_call, _per_joule(r.unit),
+                           True) for r in self.rates]
+        return out
 
     @property
     def ok(self) -> bool:
@@ -266,6 +328,7 @@ class Measurement:
             "duration_s": self.duration_s,
             "confidence": self.confidence,
             "hosts": list(self.hosts),
+            "telemetry": list(self.telemetry),
         }
 
     def export_dict(self) -> dict[str, Any]:
@@ -279,6 +342,8 @@ class Measurement:
                 "processes": spread.processes, "method": spread.method,
                 "confidence": self.confidence},
             "contended": self.contended,
+            "energy": None if self.energy is None else self.energy.to_dict(),
+            "throttled": self.throttled,
         }
 
     @classmethod
@@ -303,6 +368,7 @@ class Measurement:
             duration_s=data.get("duration_s", 0.0),
             confidence=data.get("confidence", 0.95),
             hosts=tuple(dict(h) for h in data.get("hosts", ())),
+            telemetry=tuple(dict(t) for t in data.get("telemetry", ())),
         )
 
 
@@ -392,7 +458,12 @@ def _split_v1_figures(
     return None, None, figures
 
 
-_UPGRADES = {1: _upgrade_1}
+def _per_joule(unit: str) -> str:
+    """"FLOP/s" -> "FLOP/J": the work of a rate, per joule."""
+    return unit[:-2] + "/J" if unit.endswith("/s") else f"{unit}/J"
+
+
+_UPGRADES = {1: _upgrade_1, 2: lambda d: {**d, "format_version": 3, "telemetry": []}}
 
 
 def from_result(
@@ -448,6 +519,7 @@ def merge_processes(parts: Sequence[Measurement], policy: TimingPolicy | None = 
         details={**first.details, "processes": n},
         duration_s=duration,
         hosts=tuple(h for p in parts for h in p.hosts),
+        telemetry=tuple(t for p in parts for t in p.telemetry),
     )
     own = [w for p in parts for w in p.warnings if not w.startswith(_PER_PROCESS)]
     return replace(merged, warnings=tuple(dict.fromkeys([*own, *_case_warnings(merged,

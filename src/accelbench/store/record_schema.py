@@ -7,8 +7,9 @@ break `show`, `report` and `runs` for the whole store. So, before any write:
 
   1. an export is checked against SCHEMA (JSON Schema, Draft 2020-12): the export of
      `store.export.export_json`, with each measurement a record as
-     `Measurement.to_dict` writes it (format 2; `export_dict` adds "figures", "interval"
-     and "contended", which are not read back), or a format 1 record as
+     `Measurement.to_dict` writes it (format 3, or 2 from before telemetry;
+     `export_dict` adds "figures", "interval", "contended", "energy" and "throttled",
+     which are not read back), or a format 1 record as
      `measurement._upgrade_1` reads it. "finite": true (a keyword of this schema) asks
      for a number that is neither NaN nor infinite;
   2. every run, from an export or from another store, is checked in the form it would be
@@ -129,6 +130,39 @@ RECORD_2 = {
     "additionalProperties": False,
 }
 
+# core.telemetry.Series.to_dict(), one per process (format 3 records).
+_SERIES = {
+    "type": "object",
+    "required": ["format_version", "interval_s"],
+    "properties": {
+        "format_version": {"type": "integer", "minimum": 1},
+        "interval_s": {"type": "number", "finite": True, "exclusiveMinimum": 0},
+        "t": {"type": "array", "items": _FINITE},
+        "channels": {"type": "object",
+                     "additionalProperties": {"type": "array", "items": _NUMBER_OR_NULL}},
+        "sources": _TEXTS,
+        "missing": {"type": "object", "additionalProperties": _TEXT},
+        "stopped": {"type": ["string", "null"]},
+        "wrap_j": {"type": "object", "additionalProperties": _FINITE},
+        "throttle_names": {"type": "object", "propertyNames": {"pattern": "^[0-9]{1,3}$"},
+                           "additionalProperties": _TEXT},
+        "window": {"type": "array", "items": _FINITE, "minItems": 2, "maxItems": 2},
+    },
+    "additionalProperties": False,
+}
+
+RECORD_3: dict[str, Any] = {
+    **RECORD_2,
+    "properties": {
+        **RECORD_2["properties"],  # type: ignore[dict-item]
+        "format_version": {"const": 3},
+        "telemetry": {"type": "array", "items": _SERIES},
+        # Written by Measurement.export_dict for other tools; not read back.
+        "energy": {"type": ["object", "null"]},
+        "throttled": {"type": "boolean"},
+    },
+}
+
 # Format 1, as _upgrade_1 reads it: samples and derived figures stored.
 RECORD_1 = {
     "type": "object",
@@ -153,12 +187,17 @@ RECORD_1 = {
 # whose message says to upgrade.
 _RECORD = {
     "type": "object",
-    "if": {"required": ["format_version"], "properties": {"format_version": {"const": 2}}},
-    "then": {"$ref": "#/$defs/record2"},
+    "if": {"required": ["format_version"], "properties": {"format_version": {"const": 3}}},
+    "then": {"$ref": "#/$defs/record3"},
     "else": {
         "if": {"required": ["format_version"],
-               "properties": {"format_version": {"type": "integer", "minimum": 3}}},
-        "else": {"$ref": "#/$defs/record1"},
+               "properties": {"format_version": {"const": 2}}},
+        "then": {"$ref": "#/$defs/record2"},
+        "else": {
+            "if": {"required": ["format_version"],
+                   "properties": {"format_version": {"type": "integer", "minimum": 4}}},
+            "else": {"$ref": "#/$defs/record1"},
+        },
     },
 }
 
@@ -207,7 +246,8 @@ SCHEMA: dict[str, Any] = {
         },
     },
     "additionalProperties": False,
-    "$defs": {"run": RUN, "record": _RECORD, "record1": RECORD_1, "record2": RECORD_2},
+    "$defs": {"run": RUN, "record": _RECORD, "record1": RECORD_1, "record2": RECORD_2,
+              "record3": RECORD_3},
 }
 
 

@@ -1,0 +1,80 @@
+"""Energy figures and the throttled flag are derived from a record's telemetry, raw first:
+the record keeps the time series, the figures follow from it when read."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from accelbench.core.case import Case
+from accelbench.core.measurement import Measurement, Rate, merge_processes
+from accelbench.core.telemetry import GFX_CLOCK_MHZ, POWER_W, THROTTLE, Series
+from accelbench.core.timing import Timing
+
+CASE = Case.make("gemm", "v", "micro", {"shape": 8192, "dtype": "bf16"}, "cuda:0")
+FLOP = 2 * 8192**3
+
+
+def _series(power: float, clock: tuple[float, ...] = (2100.0,) * 6,
+            throttle: tuple[int, ...] = (0,) * 6) -> Series:
+    """Six readings 0.05 s apart, the timed part from 0.05 s to 0.2 s."""
+    t = tuple(0.05 * i for i in range(6))
+    return Series(interval_s=0.05, t=t,
+                  channels={POWER_W: (100.0, power, power, power, power, 100.0),
+                            GFX_CLOCK_MHZ: clock, THROTTLE: throttle},
+                  sources=("nvml",), throttle_names={2: "HW slowdown"}, window=(0.05, 0.2))
+
+
+def _measurement(*series: Series, per_call: float = 1.5e-3) -> Measurement:
+    timings = tuple(Timing((per_call,) * 9, 10, 0, "converged") for _ in series)
+    return Measurement(CASE, "ok", timings=timings, rates=(Rate("throughput", FLOP, "FLOP/s"),),
+                       telemetry=tuple(s.to_dict() for s in series))
+
+
+def test_power_energy_per_call_and_work_per_joule_follow_from_the_series() -> None:
+    m = _measurement(_series(600.0))
+    figures = {f.name: f for f in m.figures}
+    assert figures["power"].value == pytest.approx(600.0) and figures["power"].unit == "W"
+    assert figures["energy_per_call"].value == pytest.approx(600.0 * 1.5e-3)
+    per_joule = figures["throughput_per_joule"]
+    assert per_joule.unit == "FLOP/J" and per_joule.higher_is_better
+    assert per_joule.value == pytest.approx(FLOP / (600.0 * 1.5e-3))
+    assert m.primary is not None and m.primary.name == "throughput"  # the headline stays
+    assert not m.throttled
+
+
+def test_a_throttle_bit_or_a_clock_sag_in_the_timed_part_marks_the_case() -> None:
+    bit = _measurement(_series(600.0, throttle=(0, 0, 4, 4, 0, 0)))
+    assert bit.throttled and bit.throttle_reasons == ("HW slowdown",)
+    sag = _measurement(_series(600.0, clock=(2100.0, 2100.0, 2100.0, 1500.0, 2100.0, 2100.0)))
+    assert sag.throttled and "GFX clock fell to 1500 MHz" in sag.throttle_reasons[0]
+    outside = _measurement(_series(600.0, throttle=(4, 0, 0, 0, 0, 4)))
+    assert not outside.throttled  # before and after the timed part does not count
+
+
+def test_processes_combine_and_the_record_round_trips() -> None:
+    parts = [_measurement(_series(p)) for p in (500.0, 600.0, 700.0)]
+    merged = merge_processes(parts)
+    assert len(merged.telemetry) == 3 and merged.figure("power").value == pytest.approx(600.0)
+    record = json.loads(json.dumps(merged.to_dict()))
+    assert record["format_version"] == 3 and len(record["telemetry"]) == 3
+    again = Measurement.from_dict(record)
+    assert again == merged and again.figure("power").value == pytest.approx(600.0)
+    exported = merged.export_dict()
+    assert exported["energy"]["mean_power_w"] == pytest.approx(600.0)
+    assert exported["throttled"] is False
+
+
+def test_a_cpu_case_takes_the_package_power_and_no_telemetry_adds_no_figure() -> None:
+    from accelbench.core.telemetry import CPU_ENERGY_J
+
+    cpu = Case.make("gemm", "v", "micro", {"shape": 1024, "dtype": "fp32"}, "cpu")
+    series = Series(interval_s=0.1, t=(0.0, 0.1, 0.2), channels={CPU_ENERGY_J: (0.0, 6.0, 12.0)},
+                    sources=("host",))
+    m = Measurement(cpu, "ok", timings=(Timing((1e-2,) * 5, 1, 0, "converged"),),
+                    rates=(Rate("throughput", 2 * 1024**3, "FLOP/s"),),
+                    telemetry=(series.to_dict(),))
+    assert m.figure("power").value == pytest.approx(60.0)
+    bare = Measurement(cpu, "ok", timings=m.timings, rates=m.rates)
+    assert bare.energy is None and bare.figure("power") is None
