@@ -37,6 +37,10 @@ def _one_line_error(capsys):
         (["nosuchcommand"], "invalid choice"),
         (["list", "--family", "nosuch"], "unknown family"),
         (["runs", "--limit", "0"], "--limit: expected a whole number of at least 1, got '0'"),
+        (["run", "--telemetry-interval", "0"], "--telemetry-interval: expected a finite"),
+        (["run", "--telemetry-interval", "nan"], "--telemetry-interval: expected a finite"),
+        (["run", "--telemetry-source", "rapl9"], "unknown telemetry source 'rapl9'"),
+        (["run", "--no-telemetry", "--telemetry-interval", "1"], "--no-telemetry leaves"),
     ],
 )
 def test_bad_arguments(argv, fragment, capsys, store_path):

@@ -10,6 +10,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from accelbench.errors import UserError
+
 # -- argument types --------------------------------------------------------------------
 # argparse calls these on the text of an option; what they refuse becomes the one-line
 # usage error "argument --max-time: expected ..., got 'nan'" (exit 2) before anything
@@ -122,6 +124,40 @@ def add_exclude_contended(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--exclude-contended", action="store_true",
                         help="leave out figures measured while the host was busy with other "
                         "work (they are marked 'contended' otherwise)")
+
+
+def add_telemetry(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--telemetry-interval", type=positive_seconds, metavar="S",
+                        help="read power, energy, clocks and throttle reasons of the device "
+                        "and the host every S seconds beside each case (default 0.05)")
+    parser.add_argument("--no-telemetry", action="store_true",
+                        help="read no telemetry beside the cases")
+    parser.add_argument("--telemetry-source", nargs="+", type=names_arg, metavar="NAME",
+                        help="only these telemetry sources: amdsmi, amd-smi, nvml, host "
+                        "(default: all that this machine has)")
+
+
+def telemetry_settings(args: argparse.Namespace) -> dict[str, Any]:
+    """The timing settings of --telemetry-interval, --no-telemetry and --telemetry-source;
+    an unknown source name is a usage error."""
+    from accelbench.env.telemetry import SOURCE_NAMES
+
+    settings: dict[str, Any] = {}
+    if args.no_telemetry:
+        if args.telemetry_interval is not None or args.telemetry_source:
+            raise UserError("--no-telemetry leaves nothing for --telemetry-interval or "
+                            "--telemetry-source to set")
+        settings["telemetry_interval"] = 0.0
+    elif args.telemetry_interval is not None:
+        settings["telemetry_interval"] = args.telemetry_interval
+    sources = split_list(args.telemetry_source)
+    unknown = [s for s in sources if s not in SOURCE_NAMES]
+    if unknown:
+        raise UserError(f"unknown telemetry source {unknown[0]!r} (sources: "
+                        f"{', '.join(SOURCE_NAMES)})")
+    if sources:
+        settings["telemetry_sources"] = sources
+    return settings
 
 
 def add_device(parser: argparse.ArgumentParser) -> None:

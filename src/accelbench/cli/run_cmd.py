@@ -13,6 +13,7 @@ from accelbench.cli.options import (
     add_device,
     add_json,
     add_store,
+    add_telemetry,
     name_arg,
     names_arg,
     open_store,
@@ -22,6 +23,7 @@ from accelbench.cli.options import (
     positive_seconds,
     print_json,
     split_list,
+    telemetry_settings,
 )
 from accelbench.core.names import BACKENDS
 from accelbench.errors import UserError
@@ -67,6 +69,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--wait-quiet", type=positive_seconds, metavar="S",
                         help="before each case, wait up to S seconds for the host to be quiet "
                         "(no other busy process, no steal time)")
+    add_telemetry(parser)
     parser.add_argument("--timeout", type=positive_seconds, metavar="S",
                         help="fail a case that takes longer than this (default: per benchmark)")
     parser.add_argument("--report", type=path_arg, metavar="FILE",
@@ -142,7 +145,7 @@ def build_request(args: argparse.Namespace) -> Any:
         overrides=parse_overrides(args.param),
         dtypes=split_list(args.dtype),
         device=args.device,
-        timing=timing,
+        timing={**timing, **telemetry_settings(args)},
         nproc_per_node=args.nproc_per_node,
         backend=args.backend,
         threads=args.threads,

@@ -140,6 +140,11 @@ class TimingPolicy:
     # Read what else the host is doing while a case runs, every this many seconds
     # (0: not at all), and flag the case "contended" when it was busy (env.host).
     host_interval: float = 0.2
+    # Read the device's and the host's power, energy counters, clocks and throttle
+    # reasons every this many seconds beside each case (0: not at all; env.telemetry).
+    telemetry_interval: float = 0.05
+    # The telemetry sources to read (env.telemetry.SOURCE_NAMES); empty: all that exist.
+    telemetry_sources: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         if not 0 < self.confidence < 1:
@@ -150,6 +155,8 @@ class TimingPolicy:
             raise ValueError("need 1 <= min_samples <= max_samples")
         if self.processes < 1:
             raise ValueError("processes must be at least 1")
+        if not self.telemetry_interval >= 0:
+            raise ValueError("telemetry_interval must be 0 (off) or a positive number")
 
 
 MAX_EXTENSIONS = 3  # times the warm-up is extended when the samples have not settled

@@ -27,7 +27,7 @@ from accelbench.core.measurement import (
     from_result,
     not_measured,
 )
-from accelbench.core.timing import SOLO, Coordinator, TimingPolicy, noise_warnings
+from accelbench.core.timing import SOLO, Coordinator, Timing, TimingPolicy, noise_warnings
 from accelbench.env.device import DeviceInfo
 from accelbench.runner.messages import (
     CaseMeasured,
@@ -45,6 +45,7 @@ if TYPE_CHECKING:
     from multiprocessing.connection import Connection
 
     from accelbench.env.host import HostReport, HostSampler
+    from accelbench.env.telemetry import TelemetrySampler
 
 
 def execute_case(
@@ -73,11 +74,14 @@ def execute_case(
                             f"{planned.benchmark.name} does not run on {device.type} devices",
                             started, 0.0)
     sampler = _host_sampler(policy, dist)
+    telemetry = _telemetry_sampler(policy, device)
     try:
         threads = _use_threads(device, planned.case.param_dict)
         ctx = make_context(device, policy, dist, coordinator)
         if adapt is not None:
             ctx = adapt(ctx)
+        if telemetry is not None:
+            ctx = _marking(ctx, telemetry)
         result = planned.benchmark.load()(ctx, dict(planned.params))
         notes = judge(ctx, result) if judge else noise_warnings(result.timing, policy)
         outcome = from_result(case, result, notes, started, time.perf_counter() - t0)
@@ -94,6 +98,10 @@ def execute_case(
                                {"traceback": traceback.format_exc(limit=20)})
     if sampler is not None:
         outcome = with_host(outcome, sampler.stop())
+    if telemetry is not None:
+        series = telemetry.stop()
+        outcome = dataclasses.replace(outcome,
+                                      telemetry=(*outcome.telemetry, series.to_dict()))
     # Outside the except blocks, so the exception's frames (and tensors) are gone.
     with contextlib.suppress(Exception):  # a broken device must not hide the failure
         release(device)
@@ -120,6 +128,34 @@ def _host_sampler(policy: TimingPolicy, dist: DistInfo | None) -> HostSampler | 
         ignore |= _children(os.getppid())
     probe = HostProbe(include_children=True, ignore_pids=frozenset(ignore - {os.getpid()}))
     return HostSampler(probe, interval_s=policy.host_interval).start()
+
+
+def _telemetry_sampler(policy: TimingPolicy, device: DeviceInfo) -> TelemetrySampler | None:
+    """The device's and the host's telemetry beside this case (env.telemetry), sampled
+    from now on; None when the policy asks for none."""
+    if policy.telemetry_interval <= 0:
+        return None
+    from accelbench.env.telemetry import TelemetrySampler, open_sources, vendor_index
+
+    sources, missing = open_sources(device.type, vendor_index(device.index),
+                                    include=policy.telemetry_sources or None)
+    return TelemetrySampler(sources, missing, policy.telemetry_interval).start()
+
+
+def _marking(ctx: CaseContext, telemetry: TelemetrySampler) -> CaseContext:
+    """The context with its `time` marking the timed part (warm-up and samples) in the
+    telemetry, so that power and clocks are read over what was timed, not the set-up."""
+    timed = ctx.time
+
+    def time_and_mark(fn: Callable[[], Any]) -> Timing:
+        start = time.perf_counter()
+        try:
+            return timed(fn)
+        finally:
+            telemetry.mark_window(start, time.perf_counter())
+
+    ctx.time = time_and_mark  # type: ignore[method-assign]
+    return ctx
 
 
 def _children(pid: int) -> set[int]:

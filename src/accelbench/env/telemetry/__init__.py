@@ -24,7 +24,7 @@ from accelbench.core.telemetry import (
     Series,
 )
 from accelbench.env.telemetry.sampler import TelemetrySampler
-from accelbench.env.telemetry.sources import SOURCE_NAMES, Source, open_sources
+from accelbench.env.telemetry.sources import SOURCE_NAMES, Source, open_sources, vendor_index
 
 __all__ = [
     "CPU_ENERGY_J",
@@ -48,4 +48,5 @@ __all__ = [
     "TelemetrySampler",
     "open_sources",
     "summarize",
+    "vendor_index",
 ]

@@ -116,12 +116,16 @@ class TelemetrySampler:
             self._times.append(at)
 
     def mark_window(self, start: float, end: float) -> None:
-        """The timed part of the case, as two readings of this sampler's clock."""
+        """The timed part of the case, as two readings of this sampler's clock; marked
+        again (a case that times twice), the window spans both."""
         if self._t0 is None:
             raise RuntimeError("TelemetrySampler.mark_window() called before start()")
         if not end >= start:
             raise ValueError(f"window end {end} is before its start {start}")
-        self._window = (start - self._t0, end - self._t0)
+        window = (start - self._t0, end - self._t0)
+        if self._window is not None:
+            window = (min(self._window[0], window[0]), max(self._window[1], window[1]))
+        self._window = window
 
     def stop(self) -> Series:
         """Stop ticking, take a last reading, close the sources and return the Series."""

@@ -11,7 +11,8 @@ from __future__ import annotations
 
 import contextlib
 import importlib
-from collections.abc import Callable, Collection
+import os
+from collections.abc import Callable, Collection, Mapping
 from typing import Protocol
 
 from accelbench.env.host_readings import PathLike
@@ -59,6 +60,29 @@ def _answers(source: Source) -> bool:
     with contextlib.suppress(Exception):
         source.close()
     return False
+
+
+VISIBLE_DEVICES = ("CUDA_VISIBLE_DEVICES", "HIP_VISIBLE_DEVICES", "ROCR_VISIBLE_DEVICES")
+
+
+def vendor_index(torch_index: int | None, environ: Mapping[str, str] | None = None
+                 ) -> int | None:
+    """The vendor library's index of PyTorch's device `torch_index`: NVML and amdsmi count
+    every device of the node, PyTorch only the visible ones, renumbered from 0. A list of
+    numbers in *_VISIBLE_DEVICES maps one to the other; UUIDs, or nothing set, leave the
+    index as it is."""
+    if torch_index is None:
+        return None
+    env = os.environ if environ is None else environ
+    for name in VISIBLE_DEVICES:
+        value = env.get(name)
+        if not value:
+            continue
+        items = [item.strip() for item in value.split(",")]
+        if all(item.isdigit() for item in items) and torch_index < len(items):
+            return int(items[torch_index])
+        return torch_index
+    return torch_index
 
 
 def open_sources(

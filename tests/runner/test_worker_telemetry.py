@@ -1,0 +1,55 @@
+"""The worker samples telemetry beside each case and marks the timed part in it."""
+
+from __future__ import annotations
+
+import pytest
+from sample_benches import SAMPLE_REGISTRY
+
+from accelbench.core.case import Case
+from accelbench.core.telemetry import Series
+from accelbench.core.timing import TimingPolicy
+from accelbench.env.device import DeviceInfo
+from accelbench.env.telemetry import vendor_index
+from accelbench.runner.plan import PlannedCase
+from accelbench.runner.worker import execute_case
+
+CPU = DeviceInfo("cpu", None, "cpu", "test CPU")
+BRIEF = TimingPolicy(warmup_time=0.01, max_time=0.2, min_samples=3, host_interval=0)
+
+
+def _ok_case(policy: TimingPolicy):
+    bench = SAMPLE_REGISTRY.get("ok")
+    params = bench.resolve({"n": "1000"})
+    case = Case.make(bench.name, bench.version, bench.family, params, "cpu")
+    return execute_case(PlannedCase(bench, case, params), CPU, policy)
+
+
+def test_each_case_carries_its_series_with_the_timed_part_marked() -> None:
+    import dataclasses
+
+    m = _ok_case(dataclasses.replace(BRIEF, telemetry_interval=0.01))
+    assert m.ok and len(m.telemetry) == 1
+    series = Series.from_dict(m.telemetry[0])
+    assert "host" in series.sources and len(series.t) >= 2
+    assert series.window is not None and 0 <= series.window[0] < series.window[1]
+    assert series.window[1] <= series.t[-1] + series.interval_s
+    # RAPL is read where the host has it; where not (a VM), the reason is recorded.
+    assert "rapl" in series.sources or "rapl" in series.missing
+
+
+def test_no_telemetry_when_the_policy_asks_for_none() -> None:
+    import dataclasses
+
+    m = _ok_case(dataclasses.replace(BRIEF, telemetry_interval=0))
+    assert m.ok and m.telemetry == () and m.energy is None
+
+
+@pytest.mark.parametrize(("env", "index", "expected"), [
+    ({}, 1, 1),
+    ({"CUDA_VISIBLE_DEVICES": "4,5,6"}, 1, 5),
+    ({"HIP_VISIBLE_DEVICES": "2"}, 0, 2),
+    ({"CUDA_VISIBLE_DEVICES": "GPU-8a3c,GPU-77aa"}, 1, 1),  # UUIDs: left as they are
+])
+def test_the_vendor_index_follows_the_visible_devices(env, index, expected) -> None:
+    assert vendor_index(index, env) == expected
+    assert vendor_index(None, env) is None
