@@ -53,3 +53,18 @@ def test_no_telemetry_when_the_policy_asks_for_none() -> None:
 def test_the_vendor_index_follows_the_visible_devices(env, index, expected) -> None:
     assert vendor_index(index, env) == expected
     assert vendor_index(None, env) is None
+
+
+def test_a_telemetry_library_that_fails_to_open_costs_nothing_but_its_readings(monkeypatch):
+    import dataclasses
+
+    import accelbench.env.telemetry as telemetry
+
+    def broken(*args, **kwargs):
+        raise OSError("libamd_smi.so: cannot open shared object file")
+
+    monkeypatch.setattr(telemetry, "open_sources", broken)
+    m = _ok_case(dataclasses.replace(BRIEF, telemetry_interval=0.01))
+    assert m.ok
+    series = Series.from_dict(m.telemetry[0])
+    assert "libamd_smi.so" in series.missing["telemetry"] and series.sources == ()

@@ -137,8 +137,11 @@ def _telemetry_sampler(policy: TimingPolicy, device: DeviceInfo) -> TelemetrySam
         return None
     from accelbench.env.telemetry import TelemetrySampler, open_sources, vendor_index
 
-    sources, missing = open_sources(device.type, vendor_index(device.index),
-                                    include=policy.telemetry_sources or None)
+    try:
+        sources, missing = open_sources(device.type, vendor_index(device.index),
+                                        include=policy.telemetry_sources or None)
+    except Exception as exc:  # a vendor library that fails must not cost the case
+        sources, missing = [], {"telemetry": f"could not open its sources: {describe_error(exc)}"}
     return TelemetrySampler(sources, missing, policy.telemetry_interval).start()
 
 
