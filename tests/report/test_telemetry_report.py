@@ -233,3 +233,12 @@ def test_stored_text_from_sources_is_escaped_everywhere() -> None:
     out = console.export_text()
     assert "\x1b[2J" not in out and "\\x1b[2J" in out
 
+
+
+@pytest.mark.parametrize(("value", "unit", "text"), [
+    (350.2, "W", "350 W"), (3200.0, "W", "3.20 kW"), (0.0123, "J", "12.3 mJ"),
+    (4.5e-6, "J", "4.50 µJ"), (0.0, "J", "0 J"), (2.1e11, "FLOP/J", "210 GFLOP/J"),
+    (3.0e9, "B/J", "3.00 GB/J"), (None, "W", "-"),
+])
+def test_power_energy_and_work_per_joule_read_with_prefixes(value, unit, text) -> None:
+    assert format_value(value, unit) == text
