@@ -39,6 +39,17 @@ class LineSeries:
     y: Sequence[float]
 
 
+@dataclass(frozen=True)
+class Panel:
+    """One quantity over time, in a panel of its own: `y` holds one value per time, None
+    where nothing was read (the line breaks there)."""
+
+    ylabel: str
+    y: Sequence[float | None]
+    color: str | None = None
+    from_zero: bool = False  # the axis starts at 0 (power: a wiggle is not a swing)
+
+
 _MAX_LABEL = 60
 
 
@@ -156,6 +167,41 @@ def line_chart(
             ax.set_title(text(title))
         ax.legend(fontsize="small", frameon=False)
         ax.grid(linewidth=0.3)
+        return _svg(fig, chart_id)
+
+
+def time_chart(
+    chart_id: str,
+    x: Sequence[float],
+    panels: Sequence[Panel],
+    *,
+    xlabel: str,
+    window: tuple[float, float] | None = None,
+    window_label: str = "",
+) -> str:
+    """Small stacked panels sharing one time axis, one per quantity; `window` is shaded in
+    every panel (and named once in the legend by `window_label`)."""
+    from matplotlib.figure import Figure
+
+    shown = [p for p in panels if any(v is not None and math.isfinite(v) for v in p.y)]
+    with _style(chart_id):
+        fig = Figure(figsize=(6.0, 0.6 + 1.35 * max(len(shown), 1)), layout="constrained")
+        axes = fig.subplots(max(len(shown), 1), 1, sharex=True, squeeze=False)[:, 0]
+        for i, (ax, panel) in enumerate(zip(axes, shown, strict=False)):
+            if window is not None:
+                ax.axvspan(window[0], window[1], color="#9ab8d8", alpha=0.25, linewidth=0,
+                           label=text(window_label) if i == 0 and window_label else None)
+            ys = [math.nan if v is None else v for v in panel.y]
+            ax.plot(list(x), ys, linewidth=1.1, marker="o", markersize=1.5,
+                    **({"color": panel.color} if panel.color else {}))
+            ax.set_ylabel(text(panel.ylabel))
+            if panel.from_zero:
+                ax.set_ylim(bottom=0)
+            ax.grid(linewidth=0.3)
+            ax.set_axisbelow(True)
+            if i == 0 and window is not None and window_label:
+                ax.legend(fontsize="small", frameon=False, loc="lower right")
+        axes[-1].set_xlabel(text(xlabel))
         return _svg(fig, chart_id)
 
 

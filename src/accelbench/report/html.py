@@ -20,6 +20,8 @@ from accelbench.core.case import Case
 from accelbench.core.measurement import Measurement
 from accelbench.core.stats import median_ci
 from accelbench.report import charts
+from accelbench.report.energy import ABOUT as ENERGY_ABOUT
+from accelbench.report.energy import case_label, energy_table, has_telemetry, trace
 from accelbench.report.table import COLUMNS, counts, row
 from accelbench.report.tables import BAD, WARN, Table
 from accelbench.report.text import printable
@@ -45,6 +47,9 @@ class RunView:
     charts: list[Chart]
     notes: list[tuple[str, str]]
     profiles: list[tuple[str, list[tuple[str, str]]]] = field(default_factory=list)
+    energy: Table | None = None
+    energy_about: str = ""
+    telemetry: list[Chart] = field(default_factory=list)
 
 
 @dataclass
@@ -137,8 +142,32 @@ def _run_view(run: StoredRun, anchor: str, ids: Any) -> RunView:
         notes += [(f"{r.benchmark} {r.params}", r.note) for r in table_rows if r.note]
     fingerprint = fingerprint_rows(run.fingerprint) or flatten(run.fingerprint)
     started = format_timestamp(record.started_at, seconds=True)
-    return RunView(anchor, record, f"{started} UTC", counts(run.measurements),
+    view = RunView(anchor, record, f"{started} UTC", counts(run.measurements),
                    fingerprint, sections, _run_charts(run, ids), notes)
+    view.energy = energy_table(run.measurements)
+    if view.energy is not None:
+        view.energy_about = ENERGY_ABOUT
+        view.telemetry = [c for m in run.measurements if has_telemetry(m)
+                          for c in [_telemetry_chart(m, ids)] if c is not None]
+    return view
+
+
+def _telemetry_chart(m: Measurement, ids: Any) -> Chart | None:
+    """Power and GFX clock over the case, from its first process's series, the timed
+    window shaded; None when that series has neither."""
+    shown = trace(m)
+    if shown is None:
+        return None
+    panels = [charts.Panel("power (W)", shown.power_w, from_zero=True),
+              charts.Panel("GFX clock (MHz)", shown.clock_mhz, color="#c05020")]
+    svg = charts.time_chart(next(ids), shown.t, panels, xlabel="time (s)",
+                            window=shown.window, window_label="timed")
+    which = (f"process 1 of {shown.processes}" if shown.processes > 1
+             else "its one process")
+    caption = f"From the series of {which}."
+    if shown.window is not None:
+        caption += " Shaded: the timed part."
+    return Chart(f"Power and clock: {case_label(m)}", _markup(svg), caption)
 
 
 def _run_charts(run: StoredRun, ids: Any) -> list[Chart]:

@@ -39,6 +39,9 @@ def run_report(
     profiles: Sequence[Any] = (),
 ) -> str:
     """`record` is a store RunRecord (id, started_at, status, suite, generation_key)."""
+    from accelbench.report.energy import ABOUT as ENERGY_ABOUT
+    from accelbench.report.energy import energy_table
+
     tally = counts(measurements)
     lines = [
         f"# accelbench run {escape(record.id)}",
@@ -57,6 +60,11 @@ def run_report(
     if notes:
         lines += ["", "## Failures and warnings", ""]
         lines += [f"- **{escape(b)}** {escape(p)}: {escape(n)}" for b, p, n in notes]
+    energy = energy_table(measurements)
+    if energy is not None:
+        lines += ["", f"## {escape(energy.title)}", "", escape(ENERGY_ABOUT), ""]
+        lines += markdown_table(energy.header, energy.rows, energy.numeric)
+        lines += [""] + [f"- {escape(n)}" for n in energy.notes]
     if profiles:
         from accelbench.report.profile import profile_markdown
 

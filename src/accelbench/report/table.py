@@ -25,11 +25,13 @@ class Row:
     ok: bool
     noisy: bool
     contended: bool = False
+    throttled: bool = False
 
     @property
     def doubtful(self) -> bool:
-        """Measured, but not to be trusted to its last digit: noisy or contended."""
-        return self.ok and (self.noisy or self.contended)
+        """Measured, but not to be trusted to its last digit: noisy, contended or
+        throttled."""
+        return self.ok and (self.noisy or self.contended or self.throttled)
 
     def cells(self) -> tuple[str, ...]:
         return (self.benchmark, self.params, self.result, self.pct_of_peak, self.ci,
@@ -55,8 +57,14 @@ def row(m: Measurement) -> Row:
     fig = m.primary
     spread = m.spread
     result = format_value(fig.value, fig.unit) if fig else "-"
-    note = "; ".join(m.warnings)
-    flags = [flag for flag, on in (("noisy", m.noisy), ("contended", m.contended)) if on]
+    throttled = m.throttled
+    notes = list(m.warnings)
+    if throttled and not any(w.startswith("throttled") for w in notes):
+        reasons = m.throttle_reasons
+        notes.append(f"throttled: {'; '.join(reasons)}" if reasons else "throttled")
+    note = "; ".join(notes)
+    flags = [flag for flag, on in (("noisy", m.noisy), ("contended", m.contended),
+                                   ("throttled", throttled)) if on]
     status = f"ok ({', '.join(flags)})" if flags else "ok"
     return Row(
         m.case.benchmark,
@@ -70,6 +78,7 @@ def row(m: Measurement) -> Row:
         ok=True,
         noisy=m.noisy,
         contended=m.contended,
+        throttled=throttled,
     )
 
 

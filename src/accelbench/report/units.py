@@ -13,6 +13,9 @@ from collections.abc import Sequence
 from typing import Any
 
 _SI = ((1e15, "P"), (1e12, "T"), (1e9, "G"), (1e6, "M"), (1e3, "k"), (1.0, ""))
+# Power and energy also go below their unit: a small kernel's call takes millijoules.
+_SI_SMALL = (*_SI[:-1], (1.0, ""), (1e-3, "m"), (1e-6, "µ"), (1e-9, "n"))
+_SMALL_UNITS = ("W", "J")
 _TIME = ((1.0, "s"), (1e-3, "ms"), (1e-6, "µs"), (1e-9, "ns"))
 _BINARY = ((1 << 40, "TiB"), (1 << 30, "GiB"), (1 << 20, "MiB"), (1 << 10, "KiB"))
 _SIZE_SUFFIXES = ((1 << 40, "T"), (1 << 30, "G"), (1 << 20, "M"), (1 << 10, "K"))
@@ -32,22 +35,24 @@ def _sig(x: float) -> str:
 
 
 def _si_unit(unit: str) -> bool:
-    return unit.endswith("/s") or unit in ("B", "FLOP")
+    return unit.endswith(("/s", "/J")) or unit in ("B", "FLOP", *_SMALL_UNITS)
 
 
 # -- figures -----------------------------------------------------------------------------
 
 
 def format_value(value: float | None, unit: str) -> str:
-    """`5.52e10, "FLOP/s"` -> "55.2 GFLOP/s"; `4.3e-6, "s"` -> "4.30 µs"."""
+    """`5.52e10, "FLOP/s"` -> "55.2 GFLOP/s"; `4.3e-6, "s"` -> "4.30 µs";
+    `0.0123, "J"` -> "12.3 mJ"; `2.1e11, "FLOP/J"` -> "210 GFLOP/J"."""
     if _absent(value):
         return MISSING
     assert value is not None
     if unit == "s":
         return format_time(value)
     if _si_unit(unit):
-        for scale, prefix in _SI:
-            if abs(value) >= scale or prefix == "":
+        prefixes = _SI_SMALL if unit in _SMALL_UNITS and value != 0 else _SI
+        for scale, prefix in prefixes:
+            if abs(value) >= scale or scale == prefixes[-1][0]:
                 return f"{_sig(value / scale)} {prefix}{unit}"
     return f"{_sig(value)} {unit}".strip()
 
