@@ -25,13 +25,15 @@ def alternate(
     return a_values, p_values
 
 
-def verdict(ours: list[float], plain: list[float], target: float) -> int:
+def verdict(ours: list[float], plain: list[float], target: float,
+            names: tuple[str, str] = ("accelbench", "plain")) -> int:
     """Print the median ratio and each method's spread; 0 when the target is met."""
 
     def spread(xs: list[float]) -> float:
         return statistics.stdev(xs) / statistics.mean(xs) if len(xs) > 1 else 0.0
 
     ratio = statistics.median(a / p for a, p in zip(ours, plain, strict=True))
-    print(f"median ratio accelbench/plain: {ratio:.3f} (target >= {target})")
-    print(f"spread across rounds (CV): accelbench {spread(ours):.1%}, plain {spread(plain):.1%}")
+    mine, theirs = names
+    print(f"median ratio {mine}/{theirs}: {ratio:.3f} (target >= {target})")
+    print(f"spread across rounds (CV): {mine} {spread(ours):.1%}, {theirs} {spread(plain):.1%}")
     return 0 if ratio >= target else 1

@@ -42,6 +42,32 @@ def rated(
                        figures=tuple(figures))
 
 
+def with_telemetry(
+    case: Case, per_call_s: float, amount: float, unit: str, *, rng: np.random.Generator,
+    power_w: float | None = None, throttle: bool = False, n: int = 20, noise: float = 0.005,
+    name: str = "throughput",
+) -> Measurement:
+    """A measurement as the harness stores it: samples around `per_call_s` and the work
+    of one call, so its figures are derived, with one process's telemetry beside it
+    (power `power_w`, a throttle bit set in the timed part when `throttle`); no telemetry
+    when `power_w` is None."""
+    from accelbench.core.measurement import Rate
+    from accelbench.core.telemetry import GFX_CLOCK_MHZ, POWER_W, THROTTLE, Series
+
+    samples = tuple(float(v) for v in per_call_s * (1 + noise * rng.standard_normal(n)))
+    telemetry: tuple[dict[str, object], ...] = ()
+    if power_w is not None:
+        bits = (0, 0, 4, 4, 0, 0) if throttle else (0,) * 6
+        series = Series(interval_s=0.05, t=tuple(0.05 * i for i in range(6)),
+                        channels={POWER_W: (90.0, *(power_w,) * 4, 90.0),
+                                  GFX_CLOCK_MHZ: (2100.0,) * 6, THROTTLE: bits},
+                        sources=("nvml",), throttle_names={2: "power cap"},
+                        window=(0.05, 0.2))
+        telemetry = (series.to_dict(),)
+    return stored_measurement(case, samples=samples, number=10,
+                              rates=(Rate(name, amount, unit),), telemetry=telemetry)
+
+
 def add_run(store: Store, *, host: str, stack: str, started_at: float,
             measurements: Sequence[Measurement], device: str = "cuda:0") -> str:
     fingerprint = {"format_version": 1, "platform": "rocm",

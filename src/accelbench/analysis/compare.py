@@ -3,6 +3,10 @@
 Only like is compared with like: a case is compared when both sides measured it with the
 same benchmark version. A change is reported when it is both statistically significant
 (`significance.difference`) and at least `min_effect` in size, as asv and pyperf do.
+
+What is compared is each case's headline figure, or with `figure` the first figure
+whose name matches that glob (work per joule, say): a case lacking it on either side is
+not compared, and says so. Which way is better comes from the figure itself.
 """
 
 from __future__ import annotations
@@ -41,7 +45,7 @@ class CaseComparison:
     higher_is_better: bool
     a: CaseResults
     b: CaseResults
-    ratio: RatioEstimate  # of the headline figure, B over A
+    ratio: RatioEstimate  # of the compared figure, B over A
     speed: RatioEstimate  # the same as "times faster" (inverted for time figures)
     test: Difference
     verdict: str  # FASTER, SLOWER or SAME
@@ -69,9 +73,9 @@ class CaseComparison:
             "unit": self.unit,
             "higher_is_better": self.higher_is_better,
             "a": {"value": self.a.median, "n": int(self.a.values.size), "runs": self.a.runs,
-                  "contended": self.a.contended},
+                  "contended": self.a.contended, "throttled": self.a.throttled},
             "b": {"value": self.b.median, "n": int(self.b.values.size), "runs": self.b.runs,
-                  "contended": self.b.contended},
+                  "contended": self.b.contended, "throttled": self.b.throttled},
             "ratio": self.ratio.ratio,
             "ratio_ci": [self.ratio.low, self.ratio.high],
             "speedup": self.speed.ratio,
@@ -123,6 +127,8 @@ class Comparison:
     only_b: list[Unpaired] = field(default_factory=list)
     version_differs: list[Unpaired] = field(default_factory=list)
     not_measured: list[Unpaired] = field(default_factory=list)
+    figure_missing: list[Unpaired] = field(default_factory=list)
+    figure: str | None = None  # the glob of the compared figure; None: the headline
 
     @property
     def families(self) -> list[FamilySummary]:
@@ -149,12 +155,14 @@ class Comparison:
             "b": _group_dict(self.b),
             "alpha": self.alpha,
             "min_effect": self.min_effect,
+            "figure": self.figure,
             "cases": [c.to_dict() for c in self.cases],
             "families": [f.to_dict() for f in self.families],
             "only_in_a": [u.to_dict() for u in self.only_a],
             "only_in_b": [u.to_dict() for u in self.only_b],
             "version_differs": [u.to_dict() for u in self.version_differs],
             "not_measured": [u.to_dict() for u in self.not_measured],
+            "figure_missing": [u.to_dict() for u in self.figure_missing],
         }
 
 
@@ -167,10 +175,15 @@ def _group_dict(group: RunGroup) -> dict[str, Any]:
 def compare(
     a: RunGroup, b: RunGroup, *, min_effect: float = DEFAULT_MIN_EFFECT,
     alpha: float = DEFAULT_ALPHA, cases: CasePattern | None = None,
+    figure: str | None = None,
 ) -> Comparison:
-    side_a = _filtered(collect(a.runs), cases)
-    side_b = _filtered(collect(b.runs), cases)
-    result = Comparison(a, b, alpha, min_effect, [])
+    """B over A, case by case, in the headline figure or the first figure matching the
+    glob `figure`."""
+    side_a = _filtered(collect(a.runs, figure), cases)
+    side_b = _filtered(collect(b.runs, figure), cases)
+    result = Comparison(a, b, alpha, min_effect, [], figure=figure)
+    # Measured, with a headline figure; with a chosen figure, its absence is said apart.
+    ready = _usable if figure is None else (lambda e: e.measured)
     for key in sorted(side_a.keys() | side_b.keys(), key=lambda k: _sort_key(side_a, side_b, k)):
         ea, eb = side_a.get(key), side_b.get(key)
         if eb is None:
@@ -180,13 +193,30 @@ def compare(
         elif ea.version != eb.version:
             result.version_differs.append(_unpaired(
                 ea, f"benchmark version differs: {ea.version} in A, {eb.version} in B"))
-        elif not _usable(ea) or not _usable(eb):
-            side, entry = ("A", ea) if not _usable(ea) else ("B", eb)
+        elif not ready(ea) or not ready(eb):
+            side, entry = ("A", ea) if not ready(ea) else ("B", eb)
             reason = entry.reasons[-1] if entry.reasons else "no headline figure"
             result.not_measured.append(_unpaired(entry, f"not measured in {side}: {reason}"))
+        elif (missing := _figure_missing(ea, eb, figure)) is not None:
+            result.figure_missing.append(_unpaired(eb, missing))
         else:
             result.cases.append(compare_case(ea, eb, alpha=alpha, min_effect=min_effect))
     return result
+
+
+def _figure_missing(a: CaseResults, b: CaseResults, pattern: str | None) -> str | None:
+    """Why a case measured on both sides has no figure to compare, or None."""
+    for side, entry in (("A", a), ("B", b)):
+        if entry.figure is not None and not entry.values.size:
+            return f"figure {entry.figure.name} has no value in {side}"
+        if not _usable(entry):
+            names = ", ".join(entry.figure_names) or "none"
+            return f"no figure {pattern!r} in {side} (its figures: {names})"
+    fa, fb = a.figure, b.figure
+    assert fa is not None and fb is not None
+    if fa.name != fb.name:
+        return f"figure {pattern!r} is {fa.name} in A, {fb.name} in B"
+    return None
 
 
 def compare_case(
@@ -198,6 +228,10 @@ def compare_case(
     ratio = ratio_of_medians(a.values, b.values, confidence=1.0 - alpha)
     speed = ratio if figure.higher_is_better else ratio.inverted()
     test = difference(a.values, b.values, alpha)
+    if a.figure_pattern is not None and min(a.values.size, b.values.size) < 2:
+        # A chosen figure stated once per measurement (power, say), one run on a side:
+        # one value bounds nothing, so no difference is called significant.
+        test = Difference(None, "ci-overlap", False)
     change = speed.ratio - 1.0
     verdict = SAME
     if test.significant and abs(change) >= min_effect - 1e-12 and math.isfinite(change):

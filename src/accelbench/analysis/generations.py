@@ -62,6 +62,7 @@ class Cell:
             "speedup_ci": [rel.low, rel.high] if rel else None,
             "note": self.note or None,
             "contended": self.results.contended,
+            "throttled": self.results.throttled,
         }
 
 

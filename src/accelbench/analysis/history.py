@@ -43,11 +43,13 @@ class Point:
     samples: int
     noisy: bool
     contended: bool = False
+    throttled: bool = False
 
     def to_dict(self) -> dict[str, Any]:
         return {"run": self.run_id, "started_at": self.started_at, "host": self.host,
                 "value": self.value, "ci": [self.ci_low, self.ci_high],
-                "samples": self.samples, "noisy": self.noisy, "contended": self.contended}
+                "samples": self.samples, "noisy": self.noisy, "contended": self.contended,
+                "throttled": self.throttled}
 
 
 @dataclass(frozen=True)
@@ -157,7 +159,7 @@ def _point(run: StoredRun, m: Measurement) -> Point:
     low, high, _ = median_ci(values) if values.size else (np.nan, np.nan, False)
     return Point(run.record.id, run.record.started_at, run.record.host,
                  float(np.median(values)) if values.size else np.nan, low, high,
-                 len(m.samples), m.noisy, m.contended)
+                 len(m.samples), m.noisy, m.contended, m.throttled)
 
 
 def _series(case: Case, generation_key: str, figure: Figure, points: list[Point],

@@ -15,10 +15,11 @@ from __future__ import annotations
 
 import dataclasses
 import fnmatch
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from accelbench.core.case import Case
+from accelbench.core.measurement import Measurement
 from accelbench.core.names import STATUS_SKIPPED
 from accelbench.core.untrusted import short
 from accelbench.errors import UserError
@@ -135,12 +136,25 @@ def exclude_contended(runs: Sequence[StoredRun]) -> list[StoredRun]:
     """The runs with each figure measured on a busy host set aside: such a measurement
     stays, as not measured, with what made the host busy as its reason, so a comparison
     says why a case is missing instead of quietly losing it."""
+    return _set_aside(runs, lambda m: m.contended, lambda m: "excluded, measured on a "
+                      f"busy host: {'; '.join(m.contention) or 'contended'}")
+
+
+def exclude_throttled(runs: Sequence[StoredRun]) -> list[StoredRun]:
+    """The runs with each figure measured while the device throttled set aside, as
+    `exclude_contended` does: the measurement stays, as not measured, with what throttled
+    the device (a throttle reason, a sagging clock) as its reason."""
+    return _set_aside(runs, lambda m: m.throttled, lambda m: "excluded, measured while the "
+                      f"device throttled: {'; '.join(m.throttle_reasons) or 'throttled'}")
+
+
+def _set_aside(runs: Sequence[StoredRun], test: Callable[[Measurement], bool],
+               reason: Callable[[Measurement], str]) -> list[StoredRun]:
     out = []
     for run in runs:
         measurements = tuple(
-            dataclasses.replace(m, status=STATUS_SKIPPED, reason="excluded, measured on a "
-                                f"busy host: {'; '.join(m.contention) or 'contended'}")
-            if m.ok and m.contended else m
+            dataclasses.replace(m, status=STATUS_SKIPPED, reason=reason(m))
+            if m.ok and test(m) else m
             for m in run.measurements)
         out.append(dataclasses.replace(run, measurements=measurements))
     return out

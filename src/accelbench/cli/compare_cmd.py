@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import argparse
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 from accelbench.cli.options import (
     add_exclude_contended,
+    add_exclude_throttled,
     add_json,
     add_store,
     name_arg,
@@ -15,6 +18,9 @@ from accelbench.cli.options import (
     print_json,
     probability,
 )
+
+if TYPE_CHECKING:
+    from accelbench.store import StoredRun
 
 NAME = "compare"
 HELP = "compare two runs (or two sets of runs, e.g. two stacks) case by case"
@@ -32,7 +38,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="exit with 1 when a case is significantly slower by PCT%% or more")
     parser.add_argument("--case", type=name_arg, metavar="PATTERN",
                         help="only cases matching 'BENCH [NAME=GLOB ...]', e.g. 'gemm dtype=bf16'")
+    parser.add_argument("--figure", type=name_arg, metavar="NAME",
+                        help="compare this figure (a name or glob, e.g. 'throughput_per_joule' "
+                        "or '*_per_joule') instead of each case's headline one; cases "
+                        "without it are listed as not compared")
     add_exclude_contended(parser)
+    add_exclude_throttled(parser)
     add_store(parser)
     add_json(parser)
 
@@ -47,11 +58,31 @@ def check_percent(value: float | None, option: str, allow_zero: bool = True) -> 
                         "and below 100")
 
 
+def check_figure_found(pattern: str, *sides: Sequence[StoredRun]) -> None:
+    """Refuse a --figure that no measured case of either side has: a typo would otherwise
+    list every case as not compared."""
+    from accelbench.analysis.values import matching_figure
+    from accelbench.errors import UserError
+
+    names: dict[str, None] = {}
+    for m in (m for runs in sides for run in runs for m in run.measurements if m.ok):
+        if matching_figure(m, pattern) is not None:
+            return
+        names.update(dict.fromkeys(f.name for f in m.figures))
+    raise UserError(f"no measured case has a figure matching --figure {pattern!r} "
+                    f"(figures: {', '.join(names) or 'none'})")
+
+
 def run(args: argparse.Namespace) -> int:
     import dataclasses
 
     from accelbench.analysis.compare import compare
-    from accelbench.analysis.select import exclude_contended, parse_case_pattern, select_group
+    from accelbench.analysis.select import (
+        exclude_contended,
+        exclude_throttled,
+        parse_case_pattern,
+        select_group,
+    )
     from accelbench.errors import EXIT_CASE_FAILED, UserError
 
     check_percent(args.min_effect, "--min-effect")
@@ -65,7 +96,13 @@ def run(args: argparse.Namespace) -> int:
     if args.exclude_contended:
         a = dataclasses.replace(a, runs=tuple(exclude_contended(a.runs)))
         b = dataclasses.replace(b, runs=tuple(exclude_contended(b.runs)))
-    result = compare(a, b, min_effect=args.min_effect / 100, alpha=args.alpha, cases=pattern)
+    if args.exclude_throttled:
+        a = dataclasses.replace(a, runs=tuple(exclude_throttled(a.runs)))
+        b = dataclasses.replace(b, runs=tuple(exclude_throttled(b.runs)))
+    if args.figure is not None:
+        check_figure_found(args.figure, a.runs, b.runs)
+    result = compare(a, b, min_effect=args.min_effect / 100, alpha=args.alpha, cases=pattern,
+                     figure=args.figure)
     gate = args.fail_on_regression
     regressions = result.regressions(gate / 100) if gate is not None else []
     if args.json:

@@ -6,6 +6,7 @@ import argparse
 
 from accelbench.cli.options import (
     add_exclude_contended,
+    add_exclude_throttled,
     add_json,
     add_store,
     name_arg,
@@ -39,13 +40,19 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--chart", type=path_arg, metavar="FILE",
                         help="also write the chart as an SVG file")
     add_exclude_contended(parser)
+    add_exclude_throttled(parser)
     add_store(parser)
     add_json(parser)
 
 
 def run(args: argparse.Namespace) -> int:
     from accelbench.analysis.generations import generations
-    from accelbench.analysis.select import exclude_contended, parse_case_pattern, select_runs
+    from accelbench.analysis.select import (
+        exclude_contended,
+        exclude_throttled,
+        parse_case_pattern,
+        select_runs,
+    )
     from accelbench.core.registry import FAMILIES
     from accelbench.errors import UserError
 
@@ -56,6 +63,8 @@ def run(args: argparse.Namespace) -> int:
         runs = select_runs(store, args.runs)
     if args.exclude_contended:
         runs = exclude_contended(runs)
+    if args.exclude_throttled:
+        runs = exclude_throttled(runs)
     result = generations(
         runs, baseline=args.baseline, family=args.family, models=split_list(args.model),
         dtypes=split_list(args.dtype), mode=None if args.mode == "all" else args.mode,

@@ -6,6 +6,7 @@ import argparse
 
 from accelbench.cli.options import (
     add_exclude_contended,
+    add_exclude_throttled,
     add_json,
     add_store,
     name_arg,
@@ -33,13 +34,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--fail-on-regression", action="store_true",
                         help="exit with 1 when a series ends on a regression")
     add_exclude_contended(parser)
+    add_exclude_throttled(parser)
     add_store(parser)
     add_json(parser)
 
 
 def run(args: argparse.Namespace) -> int:
     from accelbench.analysis.history import case_matcher, history
-    from accelbench.analysis.select import exclude_contended, select_runs
+    from accelbench.analysis.select import exclude_contended, exclude_throttled, select_runs
     from accelbench.cli.compare_cmd import check_percent
     from accelbench.errors import EXIT_CASE_FAILED, UserError
 
@@ -51,6 +53,8 @@ def run(args: argparse.Namespace) -> int:
         runs = select_runs(store, [])
     if args.exclude_contended:
         runs = exclude_contended(runs)
+    if args.exclude_throttled:
+        runs = exclude_throttled(runs)
     series = history(runs, wanted, stacks=args.stack, hosts=args.host, limit=args.limit,
                      min_effect=args.min_effect / 100)
     down = [s for s in series if s.latest_regression is not None]

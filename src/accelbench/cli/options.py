@@ -126,6 +126,12 @@ def add_exclude_contended(parser: argparse.ArgumentParser) -> None:
                         "work (they are marked 'contended' otherwise)")
 
 
+def add_exclude_throttled(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--exclude-throttled", action="store_true",
+                        help="leave out figures measured while the device throttled (power, "
+                        "thermal or clock capping; they are marked 'throttled' otherwise)")
+
+
 def add_telemetry(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--telemetry-interval", type=positive_seconds, metavar="S",
                         help="read power, energy, clocks and throttle reasons of the device "

@@ -28,16 +28,22 @@ from accelbench.report.units import (
 
 def comparison_tables(c: Comparison) -> list[Table]:
     pct = f"{100 * (1 - c.alpha):g}%"
+    chosen = c.figure is not None  # a figure other than the headline: shown per case
     rows, styles = [], []
     for case in c.cases:
         verdict = case.verdict
+        if chosen:  # work per joule is not faster but better: say it in the figure's terms
+            verdict = {FASTER: "better", SLOWER: "worse"}.get(verdict, verdict)
         if case.below_min_effect:
             verdict += f" (below {100 * c.min_effect:g}%)"
-        busy = [side for side, r in (("A", case.a), ("B", case.b)) if r.contended]
-        if busy:
-            verdict += f" (contended in {' and '.join(busy)})"
+        sides = (("A", case.a), ("B", case.b))
+        for mark, marked in (("contended", [s for s, r in sides if r.contended]),
+                             ("throttled", [s for s, r in sides if r.throttled])):
+            if marked:
+                verdict += f" ({mark} in {' and '.join(marked)})"
         rows.append((
             case.label,
+            *((case.figure,) if chosen else ()),
             format_value(case.a.median, case.unit),
             format_value(case.b.median, case.unit),
             format_ratio(case.ratio.ratio, case.ratio.low, case.ratio.high),
@@ -47,27 +53,40 @@ def comparison_tables(c: Comparison) -> list[Table]:
         ))
         styles.append(GOOD if case.verdict == FASTER else BAD if case.verdict == SLOWER
                       else None)
+    compared, change, overall = "the headline figure", "in speed, + is faster", "speed"
+    if chosen:
+        compared = ", ".join(sorted({case.figure for case in c.cases})) or repr(c.figure)
+        change = ("+ is better (more of a figure where higher is better, less of one where "
+                  "lower is)")
+        overall = f"{compared}, > 1 is better"
     notes = [
-        f"B/A: ratio of medians of the headline figure with its {pct} CI "
-        f"(bootstrap; order statistics under 5 samples); change: in speed, + is faster. "
+        f"B/A: ratio of medians of {compared} with its {pct} CI "
+        f"(bootstrap; order statistics under 5 samples); change: {change}. "
         f"p: Mann-Whitney U, 'ci': too few samples, CIs of the medians compared. "
         f"A change is reported when p < {c.alpha:g} and it is at least "
         f"{100 * c.min_effect:g}%."
     ]
+    if any(case.a.throttled or case.b.throttled for case in c.cases):
+        notes.append("throttled: measured while the device throttled (power, thermal or "
+                     "clock capping); --exclude-throttled leaves such figures out.")
+    shift = 1 if chosen else 0
     main = Table(
         f"B: {c.b.label} ({', '.join(c.b.generation_keys)}) vs "
         f"A: {c.a.label} ({', '.join(c.a.generation_keys)})",
-        ("Case", "A", "B", f"B/A [{pct} CI]", "Change", "p", "Verdict"),
-        rows, notes, frozenset({1, 2, 3, 4, 5}), styles,
+        ("Case", *(("Figure",) if chosen else ()), "A", "B", f"B/A [{pct} CI]", "Change", "p",
+         "Verdict"),
+        rows, notes, frozenset(i + shift for i in (1, 2, 3, 4, 5)), styles,
     )
     families = Table(
-        "Geometric mean per family (speed, B over A)",
-        ("Family", "Cases", "Geometric mean", "Faster", "Slower"),
+        f"Geometric mean per family ({overall}, B over A)",
+        ("Family", "Cases", "Geometric mean",
+         *(("Better", "Worse") if chosen else ("Faster", "Slower"))),
         [(f.family, str(f.n), format_ratio(f.geomean), str(f.faster), str(f.slower))
          for f in c.families],
         numeric=frozenset({1, 2, 3, 4}),
     )
-    unpaired = [*c.only_a, *c.only_b, *c.version_differs, *c.not_measured]
+    unpaired = [*c.only_a, *c.only_b, *c.version_differs, *c.not_measured,
+                *c.figure_missing]
     tables = [main, families]
     if unpaired:
         tables.append(Table("Not compared", ("Case", "Why"),
@@ -103,6 +122,8 @@ def generations_table(g: Generations) -> Table:
                 text += f" ({cell.note})"
             if cell.results.contended:
                 text += " (contended)"
+            if cell.results.throttled:
+                text += " (throttled)"
             cells.append(text)
         rows.append((row.label, row.dtype, row.figure, *cells))
     filters = ", ".join(
@@ -132,6 +153,8 @@ def history_tables(series: Sequence[Series]) -> list[Table]:
             mark = change.describe() if change else ""
             if p.contended:
                 mark = f"{mark} (contended)".strip()
+            if p.throttled:
+                mark = f"{mark} (throttled)".strip()
             rows.append((p.run_id, format_timestamp(p.started_at), p.host,
                          format_value(p.value, s.unit),
                          f"[{format_value(p.ci_low, s.unit)}, {format_value(p.ci_high, s.unit)}]",
