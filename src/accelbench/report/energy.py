@@ -33,8 +33,17 @@ ABOUT = ("Over the timed part of each case, from the telemetry sampled beside it
 
 
 def has_telemetry(m: Measurement) -> bool:
-    """A measured case with at least one process's telemetry."""
-    return m.ok and bool(m.telemetry)
+    """A measured case whose telemetry read something a row or a chart shows: power,
+    energy, a clock or a throttle state. Host-only readings in a VM (no RAPL, no GPU)
+    make none, and an all-empty table on every CPU run would say nothing; what was
+    missing and why stays in the record."""
+    if not (m.ok and m.telemetry):
+        return False
+    energy = m.energy
+    return energy is not None and any(
+        value is not None for value in (energy.mean_power_w, energy.energy_j,
+                                        energy.cpu_mean_power_w, energy.clock_median_mhz,
+                                        energy.throttled))
 
 
 def case_label(m: Measurement) -> str:
