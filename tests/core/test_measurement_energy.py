@@ -47,8 +47,10 @@ def test_power_energy_per_call_and_work_per_joule_follow_from_the_series() -> No
 def test_a_throttle_bit_or_a_clock_sag_in_the_timed_part_marks_the_case() -> None:
     bit = _measurement(_series(600.0, throttle=(0, 0, 4, 4, 0, 0)))
     assert bit.throttled and bit.throttle_reasons == ("HW slowdown",)
-    sag = _measurement(_series(600.0, clock=(2100.0, 2100.0, 2100.0, 1500.0, 2100.0, 2100.0)))
+    sag = _measurement(_series(600.0, clock=(2100.0, 2100.0, 1500.0, 1600.0, 2100.0, 2100.0)))
     assert sag.throttled and "GFX clock fell to 1500 MHz" in sag.throttle_reasons[0]
+    dip = _measurement(_series(600.0, clock=(2100.0, 1200.0, 2100.0, 2100.0, 2100.0, 2100.0)))
+    assert not dip.throttled  # one low reading: the clock ramping up, not throttling
     outside = _measurement(_series(600.0, throttle=(4, 0, 0, 0, 0, 4)))
     assert not outside.throttled  # before and after the timed part does not count
 
@@ -78,3 +80,61 @@ def test_a_cpu_case_takes_the_package_power_and_no_telemetry_adds_no_figure() ->
     assert m.figure("power").value == pytest.approx(60.0)
     bare = Measurement(cpu, "ok", timings=m.timings, rates=m.rates)
     assert bare.energy is None and bare.figure("power") is None
+
+
+def test_a_stored_series_that_cannot_be_read_leaves_the_measurement_readable() -> None:
+    good = _series(600.0).to_dict()
+    newer = {**good, "format_version": 99}
+    m = _measurement(_series(600.0), _series(600.0))
+    m = Measurement(m.case, m.status, timings=m.timings, rates=m.rates,
+                    telemetry=(good, newer))
+    assert len(m.series) == 1 and "process 2 left out" in m.telemetry_problems[0]
+    assert m.figure("power").value == pytest.approx(600.0)
+    assert any("left out" in note for note in m.energy.notes)
+
+
+def test_work_per_joule_of_a_rate_over_the_mean_uses_the_mean_time() -> None:
+    series = _series(400.0)
+    timing = Timing((1.0, 1.0, 1.0, 4.0), 1, 0, "converged")  # median 1 s, mean 1.75 s
+    m = Measurement(CASE, "ok", timings=(timing,),
+                    rates=(Rate("throughput", 64.0, "sample/s", over="mean"),),
+                    telemetry=(series.to_dict(),))
+    assert m.figure("energy_per_call").value == pytest.approx(400.0 * 1.75)
+    assert m.figure("throughput_per_joule").value == pytest.approx(64.0 / (400.0 * 1.75))
+    assert m.figure("throughput_per_joule").value == pytest.approx(
+        m.figure("throughput").value / m.figure("power").value)
+
+
+def test_a_case_on_several_ranks_gets_the_power_of_its_device_only() -> None:
+    case = Case.make("train-ddp", "v", "model",
+                     {"model": "bert", "world_size": 2, "backend": "nccl"}, "cuda:0")
+    m = Measurement(case, "ok", timings=(Timing((1.0,) * 5, 1, 0, "converged"),),
+                    rates=(Rate("throughput", 64.0, "sample/s", over="mean"),),
+                    telemetry=(_series(400.0).to_dict(),))
+    assert m.figure("power") is not None
+    assert m.figure("throughput_per_joule") is None and m.figure("energy_per_call") is None
+
+
+def test_a_64_bit_throttle_mask_keeps_every_bit_through_the_record() -> None:
+    from accelbench.core.telemetry import THROTTLE
+
+    mask = 2**57 + 1
+    series = Series(interval_s=0.1, t=(0.0, 0.1), channels={THROTTLE: (mask, mask)})
+    again = Series.from_dict(json.loads(json.dumps(series.to_dict())))
+    assert again.channel(THROTTLE) == (mask, mask)
+
+
+def test_a_copied_context_still_marks_the_timed_part() -> None:
+    import dataclasses
+
+    from accelbench.core.context import CaseContext
+    from accelbench.core.timing import PerfCounterClock, TimingPolicy
+    from accelbench.env.device import DeviceInfo
+
+    marks: list[tuple[float, float]] = []
+    ctx = CaseContext(DeviceInfo("cpu", None, "cpu", "test"), PerfCounterClock(),
+                      TimingPolicy(warmup_time=0.001, max_time=0.01, min_samples=2),
+                      on_timed=lambda a, b: marks.append((a, b)))
+    copy = dataclasses.replace(ctx, flush=None)  # as collectives do with their own clock
+    copy.time(lambda: None)
+    assert len(marks) == 1 and marks[0][0] <= marks[0][1]

@@ -263,8 +263,18 @@ def test_a_counter_going_backwards_with_no_known_wrap_drops_that_pair() -> None:
     energy = summarize(series)
     assert energy.energy_counter_j == pytest.approx(200.0)
     assert energy.energy_integral_j == pytest.approx(300.0)
-    assert energy.counter_suspect and energy.energy_j == pytest.approx(300.0)
+    # The counter's power over the time it covers agrees with the sampled power: it is
+    # trusted, and its energy is taken over the whole window.
+    assert not energy.counter_suspect and energy.energy_j == pytest.approx(300.0)
     assert any("went backwards 1 time(s) with no known wrap" in n for n in energy.notes)
+
+
+def test_a_missed_power_reading_does_not_make_a_sound_counter_suspect() -> None:
+    t = tuple(0.1 * i for i in range(21))
+    power = tuple(None if i == 10 else 300.0 for i in range(21))
+    counter = tuple(1000.0 + 30.0 * i for i in range(21))
+    energy = summarize(Series(interval_s=0.1, t=t, channels={POWER_W: power, ENERGY_J: counter}))
+    assert not energy.counter_suspect and energy.energy_j == pytest.approx(600.0)
 
 
 def test_amdsmi_raising_mid_case_ends_that_source_and_keeps_what_was_read() -> None:

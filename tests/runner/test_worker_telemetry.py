@@ -49,6 +49,7 @@ def test_no_telemetry_when_the_policy_asks_for_none() -> None:
     ({"CUDA_VISIBLE_DEVICES": "4,5,6"}, 1, 5),
     ({"HIP_VISIBLE_DEVICES": "2"}, 0, 2),
     ({"CUDA_VISIBLE_DEVICES": "GPU-8a3c,GPU-77aa"}, 1, 1),  # UUIDs: left as they are
+    ({"ROCR_VISIBLE_DEVICES": "2,3", "HIP_VISIBLE_DEVICES": "1"}, 0, 3),  # HIP within ROCR
 ])
 def test_the_vendor_index_follows_the_visible_devices(env, index, expected) -> None:
     assert vendor_index(index, env) == expected
@@ -68,3 +69,18 @@ def test_a_telemetry_library_that_fails_to_open_costs_nothing_but_its_readings(m
     assert m.ok
     series = Series.from_dict(m.telemetry[0])
     assert "libamd_smi.so" in series.missing["telemetry"] and series.sources == ()
+
+
+def test_a_vendor_library_failing_its_own_way_costs_only_itself(tmp_path) -> None:
+    from accelbench.env.telemetry import open_sources
+
+    def importer(name):
+        raise RuntimeError(f"{name}: driver/library version mismatch")
+
+    def runner(*args, **kwargs):
+        raise FileNotFoundError("amd-smi")
+
+    sources, missing = open_sources("cuda", 0, importer=importer, runner=runner,
+                                    sysfs=tmp_path, procfs=tmp_path)
+    assert [s.name for s in sources] == ["host"]
+    assert "version mismatch" in missing["nvml"] and "version mismatch" in missing["amdsmi"]

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from time import perf_counter
 from typing import Any
 
 from accelbench.core.timing import SOLO, Clock, Coordinator, Timing, TimingPolicy, measure
@@ -38,9 +39,18 @@ class CaseContext:
     flush: Callable[[], Any] | None = None  # clears device caches; used when policy asks
     dist: DistInfo | None = None  # set when the case runs on every rank of a job
     coordinator: Coordinator = SOLO  # keeps the ranks' timing decisions in step
+    # Told the start and end (perf_counter) of each timed part, warm-up included: the
+    # telemetry beside the case reads power and clocks over it. A field, so that the
+    # copies a benchmark makes with dataclasses.replace keep it.
+    on_timed: Callable[[float, float], None] | None = None
 
     def time(self, fn: Callable[[], Any]) -> Timing:
-        return measure(fn, self.clock, self.policy, self.flush, self.coordinator)
+        start = perf_counter()
+        try:
+            return measure(fn, self.clock, self.policy, self.flush, self.coordinator)
+        finally:
+            if self.on_timed is not None:
+                self.on_timed(start, perf_counter())
 
     def peak_flops(self, dtype: str) -> float | None:
         """Published dense peak of this device for dtype, in FLOP/s (None if unknown)."""

@@ -182,8 +182,9 @@ def _throttle(
             reasons.append(series.throttle_names.get(bit, f"throttle bit {bit}"))
         bit += 1
     if clocks:
-        peak, low = max(clocks), min(clocks)
-        if peak > 0 and low < peak * (1.0 - CLOCK_SAG_FRACTION):
+        peak = max(clocks)
+        low = _sustained_low(clocks, peak * (1.0 - CLOCK_SAG_FRACTION))
+        if peak > 0 and low is not None:
             reasons.append(
                 f"GFX clock fell to {low:.0f} MHz, {100 * (1 - low / peak):.0f}% below "
                 f"the window's peak of {peak:.0f} MHz"
@@ -191,6 +192,22 @@ def _throttle(
     if THROTTLE not in series.channels and not clocks:
         return None, ()
     return bool(reasons), tuple(reasons)
+
+
+def _sustained_low(clocks: Sequence[float], below: float) -> float | None:
+    """The lowest clock of a sag below `below` that lasts two readings or more in a row,
+    else None: one low reading is a clock ramping up from idle as the work starts, or a
+    pause between kernels, not throttling."""
+    lowest: float | None = None
+    run: list[float] = []
+    for clock in (*clocks, math.inf):
+        if clock < below:
+            run.append(clock)
+            continue
+        if len(run) >= 2:
+            lowest = min(run) if lowest is None else min(lowest, *run)
+        run = []
+    return lowest
 
 
 def summarize(series: Series) -> Energy:
@@ -225,7 +242,14 @@ def summarize(series: Series) -> Energy:
     suspect: bool | None = None
     energy = counter_j if counter_j is not None else integral_j
     if counter_j is not None and integral_j is not None and integral_j > 0:
-        disagreement = abs(counter_j - integral_j) / integral_j
+        # Compared as mean powers, each over the time it covers: a missed power reading
+        # leaves a gap in the integral that the counter does not have.
+        assert counter is not None and integral is not None
+        counter_w, integral_w = counter_j / counter.span_s, integral_j / integral[1]
+        disagreement = abs(counter_w - integral_w) / integral_w
+        span = times[-1] - times[0]
+        if counter.span_s < span:  # intervals the counter left out: its power over all
+            energy = counter_w * span
         suspect = disagreement > ENERGY_DISAGREEMENT
         if suspect:
             energy = integral_j

@@ -220,18 +220,37 @@ class Measurement:
 
     @cached_property
     def series(self) -> tuple[Series, ...]:
-        """The telemetry of each process, read back."""
+        """The telemetry of each process that can be read back; one that cannot (written
+        by a newer accelbench, or damaged) is left out and said in `telemetry_problems`,
+        so the measurement itself stays readable."""
+        return self._read_telemetry[0]
+
+    @property
+    def telemetry_problems(self) -> tuple[str, ...]:
+        return self._read_telemetry[1]
+
+    @cached_property
+    def _read_telemetry(self) -> tuple[tuple[Series, ...], tuple[str, ...]]:
         from accelbench.core.telemetry import Series
 
-        return tuple(Series.from_dict(d) for d in self.telemetry)
+        series, problems = [], []
+        for index, data in enumerate(self.telemetry):
+            try:
+                series.append(Series.from_dict(data))
+            except (ValueError, TypeError, KeyError) as exc:
+                problems.append(f"telemetry of process {index + 1} left out: {exc}")
+        return tuple(series), tuple(problems)
 
     @cached_property
     def energy(self) -> Energy | None:
         """Power, energy, clocks and throttling over the timed part, over the processes
-        (core.energy.combine); None without telemetry."""
+        (core.energy.combine); None without readable telemetry."""
         from accelbench.core.energy import combine, summarize
 
-        return combine([summarize(s) for s in self.series])
+        energy = combine([summarize(s) for s in self.series])
+        if energy is not None and self.telemetry_problems:
+            energy = replace(energy, notes=(*energy.notes, *self.telemetry_problems))
+        return energy
 
     @property
     def throttled(self) -> bool:
@@ -255,15 +274,25 @@ class Measurement:
         return energy.cpu_mean_power_w if self.case.device.startswith("cpu") else None
 
     def _energy_figures(self, spread: Spread) -> list[Figure]:
+        """Mean power; and, where this process's device did all the work, energy per call
+        and each rate's work per joule, over the same time per call as the rate (the mean
+        for rates over the mean). A case on several ranks counts the work of all of them
+        but reads the power of one device: it gets the power only."""
         power = self.power_w
         if power is None or not math.isfinite(power) or power <= 0:
             return []
-        per_call = power * spread.center
-        out = [Figure("power", power, "W", False), Figure("energy_per_call", per_call, "J",
-                                                         False)]
-        if per_call > 0:
-            out += [Figure(f"{r.name}_per_joule", r.amount / per_call, _per_joule(r.unit),
-                           True) for r in self.rates]
+        out = [Figure("power", power, "W", False)]
+        world = self.case.param_dict.get("world_size", 1)
+        if isinstance(world, int) and world > 1:
+            return out
+
+        def per_call(over: str) -> float:
+            return power * (self._mean_per_call if over == "mean" else spread.center)
+
+        out.append(Figure("energy_per_call", per_call(self.rates[0].over if self.rates
+                                                       else "median"), "J", False))
+        out += [Figure(f"{r.name}_per_joule", r.amount / per_call(r.over), _per_joule(r.unit),
+                       True) for r in self.rates if per_call(r.over) > 0]
         return out
 
     @property

@@ -177,7 +177,8 @@ def _number(value: object, what: str) -> float:
         raise TypeError(f"series {what}: expected a number, got {value!r}")
     if not math.isfinite(value):
         raise ValueError(f"series {what}: {value!r} is not finite")
-    return float(value)
+    # An integer stays one: a 64-bit throttle bitmask would lose its low bits as a float.
+    return value if isinstance(value, int) else float(value)
 
 
 def _str(value: object, what: str) -> str:

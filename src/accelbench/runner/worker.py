@@ -27,7 +27,7 @@ from accelbench.core.measurement import (
     from_result,
     not_measured,
 )
-from accelbench.core.timing import SOLO, Coordinator, Timing, TimingPolicy, noise_warnings
+from accelbench.core.timing import SOLO, Coordinator, TimingPolicy, noise_warnings
 from accelbench.env.device import DeviceInfo
 from accelbench.runner.messages import (
     CaseMeasured,
@@ -78,10 +78,10 @@ def execute_case(
     try:
         threads = _use_threads(device, planned.case.param_dict)
         ctx = make_context(device, policy, dist, coordinator)
+        if telemetry is not None:
+            ctx.on_timed = telemetry.mark_window
         if adapt is not None:
             ctx = adapt(ctx)
-        if telemetry is not None:
-            ctx = _marking(ctx, telemetry)
         result = planned.benchmark.load()(ctx, dict(planned.params))
         notes = judge(ctx, result) if judge else noise_warnings(result.timing, policy)
         outcome = from_result(case, result, notes, started, time.perf_counter() - t0)
@@ -135,30 +135,30 @@ def _telemetry_sampler(policy: TimingPolicy, device: DeviceInfo) -> TelemetrySam
     from now on; None when the policy asks for none."""
     if policy.telemetry_interval <= 0:
         return None
-    from accelbench.env.telemetry import TelemetrySampler, open_sources, vendor_index
+    from accelbench.env.telemetry import (
+        SOURCE_NAMES,
+        TelemetrySampler,
+        open_sources,
+        vendor_index,
+    )
 
+    index = vendor_index(device.index)
+    known = _UNAVAILABLE.setdefault((device.type, index), {})
+    wanted = [s for s in policy.telemetry_sources or SOURCE_NAMES if s not in known]
     try:
-        sources, missing = open_sources(device.type, vendor_index(device.index),
-                                        include=policy.telemetry_sources or None)
+        sources, missing = open_sources(device.type, index, include=wanted)
     except Exception as exc:  # a vendor library that fails must not cost the case
         sources, missing = [], {"telemetry": f"could not open its sources: {describe_error(exc)}"}
-    return TelemetrySampler(sources, missing, policy.telemetry_interval).start()
+    opened = {source.name for source in sources}
+    known.update({name: why for name, why in missing.items()
+                  if name in _VENDOR_SOURCES and name not in opened})
+    return TelemetrySampler(sources, {**known, **missing}, policy.telemetry_interval).start()
 
 
-def _marking(ctx: CaseContext, telemetry: TelemetrySampler) -> CaseContext:
-    """The context with its `time` marking the timed part (warm-up and samples) in the
-    telemetry, so that power and clocks are read over what was timed, not the set-up."""
-    timed = ctx.time
-
-    def time_and_mark(fn: Callable[[], Any]) -> Timing:
-        start = time.perf_counter()
-        try:
-            return timed(fn)
-        finally:
-            telemetry.mark_window(start, time.perf_counter())
-
-    ctx.time = time_and_mark  # type: ignore[method-assign]
-    return ctx
+# Vendor sources that did not open in this worker process, per device, with why: they are
+# not tried again for every case (an amd-smi that hangs would cost its timeout each time).
+_VENDOR_SOURCES = ("nvml", "amdsmi", "amd-smi")
+_UNAVAILABLE: dict[tuple[str, int | None], dict[str, str]] = {}
 
 
 def _children(pid: int) -> set[int]:

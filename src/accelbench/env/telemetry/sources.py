@@ -74,15 +74,23 @@ def vendor_index(torch_index: int | None, environ: Mapping[str, str] | None = No
     if torch_index is None:
         return None
     env = os.environ if environ is None else environ
-    for name in VISIBLE_DEVICES:
-        value = env.get(name)
+    # ROCm applies ROCR_VISIBLE_DEVICES first, then HIP_VISIBLE_DEVICES (or, where that is
+    # not set, CUDA_VISIBLE_DEVICES) to what is left; CUDA reads CUDA_VISIBLE_DEVICES.
+    layers = [env.get("ROCR_VISIBLE_DEVICES"),
+              env.get("HIP_VISIBLE_DEVICES") or env.get("CUDA_VISIBLE_DEVICES")]
+    visible: list[int] | None = None  # None: every device, in the library's order
+    for value in layers:
         if not value:
             continue
         items = [item.strip() for item in value.split(",")]
-        if all(item.isdigit() for item in items) and torch_index < len(items):
-            return int(items[torch_index])
+        if not all(item.isdigit() for item in items):
+            return torch_index  # UUIDs: no index arithmetic can say which device
+        chosen = [int(item) for item in items]
+        visible = chosen if visible is None else [visible[i] for i in chosen
+                                                  if i < len(visible)]
+    if visible is None or torch_index >= len(visible):
         return torch_index
-    return torch_index
+    return visible[torch_index]
 
 
 def open_sources(
@@ -134,6 +142,9 @@ def open_sources(
                 source = openers[name]()
             except SourceUnavailable as exc:
                 missing[name] = str(exc)
+                continue
+            except Exception as exc:  # a library failing its own way costs only itself
+                missing[name] = f"could not open: {type(exc).__name__}: {exc}".splitlines()[0]
                 continue
             if _answers(source):
                 sources.append(source)
