@@ -132,6 +132,18 @@ def add_exclude_throttled(parser: argparse.ArgumentParser) -> None:
                         "thermal or clock capping; they are marked 'throttled' otherwise)")
 
 
+def add_ranks(parser: argparse.ArgumentParser) -> None:
+    """The options of commands that start ranks with torchrun, beside --nproc-per-node."""
+    from accelbench.core.names import BACKENDS
+
+    parser.add_argument("--oversubscribe", action="store_true",
+                        help="start more CPU ranks than this node has cores or memory for "
+                        "(refused otherwise)")
+    parser.add_argument("--backend", choices=BACKENDS,
+                        help="torch.distributed backend (default: nccl on GPUs — RCCL on "
+                        "ROCm — and gloo on the CPU)")
+
+
 def add_telemetry(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--telemetry-interval", type=positive_seconds, metavar="S",
                         help="read power, energy, clocks and throttle reasons of the device "

@@ -10,6 +10,7 @@ from accelbench.cli.options import (
     StoreOnFirstUse,
     add_device,
     add_json,
+    add_ranks,
     add_store,
     name_arg,
     non_negative_int,
@@ -18,7 +19,6 @@ from accelbench.cli.options import (
     positive_int,
     print_json,
 )
-from accelbench.core.names import BACKENDS
 from accelbench.errors import UserError
 
 if TYPE_CHECKING:
@@ -46,12 +46,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--nproc-per-node", type=positive_int, default=1, metavar="N",
                         help="profile on N ranks started here with torchrun (collectives, "
                         "data-parallel training); each rank writes its own trace")
-    parser.add_argument("--oversubscribe", action="store_true",
-                        help="start more CPU ranks than this node has cores or memory for "
-                        "(refused otherwise)")
-    parser.add_argument("--backend", choices=BACKENDS,
-                        help="torch.distributed backend (default: nccl on GPUs — RCCL on "
-                        "ROCm — and gloo on the CPU)")
+    add_ranks(parser)
     parser.add_argument("--output", type=path_arg, metavar="DIR",
                         help="directory for the traces, one folder per run "
                         "(default: profiles/ beside the store)")

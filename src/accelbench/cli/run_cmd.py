@@ -12,6 +12,7 @@ from accelbench.cli.options import (
     StoreOnFirstUse,
     add_device,
     add_json,
+    add_ranks,
     add_store,
     add_telemetry,
     name_arg,
@@ -25,7 +26,6 @@ from accelbench.cli.options import (
     split_list,
     telemetry_settings,
 )
-from accelbench.core.names import BACKENDS
 from accelbench.errors import UserError
 
 if TYPE_CHECKING:
@@ -57,12 +57,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="ranks for distributed benchmarks (collectives, data-parallel "
                         "training), started on this node with torchrun (default: as the "
                         "suite says, else 1)")
-    parser.add_argument("--oversubscribe", action="store_true",
-                        help="start more CPU ranks than this node has cores or memory for "
-                        "(refused otherwise)")
-    parser.add_argument("--backend", choices=BACKENDS,
-                        help="torch.distributed backend (default: nccl on GPUs — RCCL on "
-                        "ROCm — and gloo on the CPU)")
+    add_ranks(parser)
     parser.add_argument("--threads", type=positive_int, metavar="N",
                         help="CPU threads per process for CPU cases (default: the host's "
                         "free cores); part of each CPU case's identity")

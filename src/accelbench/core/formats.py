@@ -12,19 +12,20 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from accelbench.errors import StoreError, UserError
+from accelbench.errors import StoreError
 
 Upgrade = Callable[[dict[str, Any]], dict[str, Any]]
 
 
 def read_version(
     data: object, what: str, newest: int, *, default: int | None = 1,
-    error: type[UserError] = StoreError,
+    error: Callable[[str], Exception] = StoreError,
 ) -> int:
     """The format_version of `data`, checked; `what` names the format in messages.
 
     A record without one is of version `default` (None: it must have one). `error` is
-    the error raised: the store's, or plain usage for files a user writes by hand."""
+    the error raised: the store's, plain usage for files a user writes by hand, or a
+    ValueError for a part of a record that its record reads on its own."""
     if not isinstance(data, dict):
         raise error(f"{what} is not a JSON object")
     version = data.get("format_version", default)
@@ -40,7 +41,7 @@ def read_version(
 
 def upgrade(
     data: object, what: str, newest: int, upgrades: Mapping[int, Upgrade], *,
-    default: int | None = 1, error: type[UserError] = StoreError,
+    default: int | None = 1, error: Callable[[str], Exception] = StoreError,
 ) -> dict[str, Any]:
     """`data` in format `newest`: checked, then upgraded one version at a time
     (`upgrades[v]` turns version v into v + 1). The input is not modified."""

@@ -16,6 +16,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from accelbench.core.formats import read_version
+
 SERIES_FORMAT = 1
 
 # Channels, with their unit in the name. Counters (ENERGY_J, CPU_ENERGY_J) are stored as
@@ -114,14 +116,8 @@ class Series:
         or was written by a newer accelbench than this one."""
         if not isinstance(data, Mapping):
             raise TypeError(f"a series is a dict, not {type(data).__name__}")
-        version = data.get("format_version")
-        if not isinstance(version, int) or isinstance(version, bool) or version < 1:
-            raise ValueError(f"series format_version {version!r} is not a positive integer")
-        if version > SERIES_FORMAT:
-            raise ValueError(
-                f"series format {version} is newer than this accelbench reads "
-                f"({SERIES_FORMAT}): upgrade accelbench to read it"
-            )
+        read_version(dict(data), "telemetry series", SERIES_FORMAT, default=None,
+                     error=ValueError)
         interval = _number(data.get("interval_s"), "interval_s")
         if not interval > 0 or not math.isfinite(interval):
             raise ValueError(f"series interval_s must be positive, got {interval}")
