@@ -29,6 +29,9 @@ class ProfiledCase:
     trace_paths: tuple[Path, ...]
 
 
+PROFILE_POLICY = TimingPolicy(telemetry_interval=0.0)
+
+
 def profile_case(
     planned: PlannedCase,
     device: DeviceInfo,
@@ -54,7 +57,9 @@ def profile_case(
                              "so there was nothing to profile")
         return (PROFILED_WARNING,)
 
-    outcome = execute_case(planned, device, TimingPolicy(), dist, coordinator,
+    # No telemetry under the profiler: its figures carry the profiler's overhead anyway,
+    # and a sampling thread would run beside the profiler's own tracing threads.
+    outcome = execute_case(planned, device, PROFILE_POLICY, dist, coordinator,
                            adapt=adapt, judge=judge)
     captures = profiled[0].captures if profiled else []
     traces = captures[0].trace_paths if captures else ()
