@@ -39,7 +39,7 @@ class FakeWorker:
     log: ClassVar[list[tuple[int, str]]] = []  # (process id, case), in the order measured
     fail: ClassVar[set[tuple[str, int]]] = set()  # (benchmark, process number) that fail
 
-    def __init__(self) -> None:
+    def __init__(self, env=None) -> None:
         self.id = next(_ids)
         rng = np.random.default_rng(self.id)
         self.factor = float(np.exp(rng.normal(0.0, 0.1)))

@@ -20,11 +20,13 @@ from typing import TYPE_CHECKING, Any, TypeAlias
 
 from accelbench.core.case import Case
 from accelbench.core.params import Param, resolve_params
+from accelbench.core.worker_env import NONE, WorkerEnv
 from accelbench.errors import UserError
 
 if TYPE_CHECKING:
     from accelbench.core.context import CaseContext
     from accelbench.core.measurement import CaseResult
+    from accelbench.env.device import DeviceInfo
 
 # What a benchmark's entry point is: it measures one case from its resolved parameters.
 MeasureFn: TypeAlias = "Callable[[CaseContext, dict[str, Any]], CaseResult]"
@@ -54,6 +56,9 @@ class Benchmark:
     # in the process that would change what a later case measures (PyTorch keeps the
     # convolution algorithm it picked for a problem for the life of the process).
     worker_key: Callable[[Mapping[str, Any]], str] | None = None
+    # What a case's worker process must start with, from the case's parameters and the
+    # device (see core.worker_env): switches that libraries read once, when they load.
+    worker_env: Callable[[Mapping[str, Any], DeviceInfo], WorkerEnv] | None = None
 
     def __post_init__(self) -> None:
         if self.family not in FAMILIES:
@@ -95,6 +100,15 @@ class Benchmark:
         warmup=0, config=) are not shown in tables; the identity keeps them anyway."""
         shown = [name for name, value in params.items() if not self._off_default(name, value)]
         return Case.make(self.name, self.version, self.family, dict(params), device, shown)
+
+    def environment(self, params: Mapping[str, Any], device: DeviceInfo) -> WorkerEnv:
+        """The environment this case's worker process starts with (before the user's own)."""
+        return self.worker_env(params, device) if self.worker_env else NONE
+
+    def worker_identity(self, params: Mapping[str, Any], device: DeviceInfo) -> tuple[str, str]:
+        """Cases with different identities never share a worker process."""
+        key = self.worker_key(params) if self.worker_key else ""
+        return key, self.environment(params, device).describe()
 
     def _off_default(self, name: str, value: Any) -> bool:
         declared = self.param(name)

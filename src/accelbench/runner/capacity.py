@@ -41,16 +41,18 @@ def node_resources() -> NodeResources:
 
 
 def check_ranks(ranks: int, device_type: str, device_count: int, oversubscribe: bool = False,
-                resources: NodeResources | None = None) -> str | None:
+                resources: NodeResources | None = None, first: int = 0) -> str | None:
     """Refuse (UserError) a rank count this node cannot hold, with the reason; with
     `oversubscribe`, CPU limits become a warning, returned. GPU ranks need a device
-    each whatever is asked (a rank without one cannot start)."""
+    each whatever is asked (a rank without one cannot start): rank r uses GPU
+    `first + r`, `first` being the index --device names."""
     if ranks <= 1:
         return None
     if device_type != "cpu":
-        if ranks > device_count:
-            raise UserError(f"{ranks} ranks need {ranks} GPUs (one each); this node has "
-                            f"{device_count}: lower --nproc-per-node")
+        if first + ranks > device_count:
+            start = f" from {device_type}:{first}" if first else ""
+            raise UserError(f"{ranks} ranks need {ranks} GPUs (one each){start}; this node "
+                            f"has {device_count}: lower --nproc-per-node")
         return None
     node = resources or node_resources()
     problems = []

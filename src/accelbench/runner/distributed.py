@@ -50,8 +50,9 @@ def info_from_env(backend: str, environ: Mapping[str, str] | None = None) -> Dis
     )
 
 
-def init_group(backend: str, device_type: str, timeout_s: float) -> DistInfo:
-    """Join the job's default process group; each rank on its own local device."""
+def init_group(backend: str, device_type: str, timeout_s: float, first: int = 0) -> DistInfo:
+    """Join the job's default process group; each rank on its own local device, rank r
+    on GPU `first + r`."""
     import torch
     import torch.distributed as dist
 
@@ -61,11 +62,13 @@ def init_group(backend: str, device_type: str, timeout_s: float) -> DistInfo:
     if backend == "nccl" and not dist.is_nccl_available():
         raise DeviceError("the nccl backend (RCCL/NCCL) is not available in this PyTorch build")
     if device_type == "cuda":
-        if info.local_rank >= torch.cuda.device_count():
+        index = first + info.local_rank
+        if index >= torch.cuda.device_count():
             raise DeviceError(
-                f"local rank {info.local_rank} has no GPU: {torch.cuda.device_count()} visible"
+                f"local rank {info.local_rank} has no GPU (it would use cuda:{index}): "
+                f"{torch.cuda.device_count()} visible"
             )
-        torch.cuda.set_device(info.local_rank)
+        torch.cuda.set_device(index)
     if not dist.is_initialized():
         dist.init_process_group(backend, timeout=dt.timedelta(seconds=timeout_s))
     return info

@@ -23,6 +23,7 @@ from typing import Any
 
 from accelbench.core.measurement import STATUS_FAILED, Measurement, not_measured
 from accelbench.core.timing import TimingPolicy
+from accelbench.core.worker_env import NONE, WorkerEnv
 from accelbench.env.device import DeviceInfo
 from accelbench.runner.lifeline import (
     end_job,
@@ -31,14 +32,19 @@ from accelbench.runner.lifeline import (
     parent_death_preexec,
 )
 from accelbench.runner.plan import PlannedCase
+from accelbench.runner.worker_env import worker_environment
 
 STARTUP_TIMEOUT_S = 300.0  # every rank imports torch and joins the group
 
 
 class RankGroup:
-    def __init__(self, nproc_per_node: int, backend: str) -> None:
+    """`nproc_per_node` ranks of one torchrun job on this node, started with `env` set
+    (see core.worker_env: the fresh folders it asks for live as long as each job)."""
+
+    def __init__(self, nproc_per_node: int, backend: str, env: WorkerEnv = NONE) -> None:
         self.nproc_per_node = nproc_per_node
         self.backend = backend
+        self.env = env
 
     def command(self, job: Path, results: Path) -> list[str]:
         return [
@@ -70,7 +76,8 @@ class RankGroup:
                 with job.open("wb") as f:
                     pickle.dump({"cases": list(remaining), "device": device, "policy": policy,
                                  "backend": self.backend, "group_timeout_s": group_timeout}, f)
-                finished = self._follow(remaining, results, log, job, timeout_for,
+                _, environ = worker_environment(self.env, Path(tmp) / f"env-{attempt}")
+                finished = self._follow(remaining, results, log, job, environ, timeout_for,
                                         _shifted_start(on_start, done),
                                         _shifted_result(on_result, done))
                 done += finished
@@ -81,6 +88,7 @@ class RankGroup:
         results: Path,
         log: Path,
         job: Path,
+        environ: dict[str, str],
         timeout_for: Callable[[PlannedCase], float],
         on_start: Callable[[int], None],
         on_result: Callable[[int, Measurement], None],
@@ -94,7 +102,8 @@ class RankGroup:
             # ranks itself.
             process = subprocess.Popen(
                 self.command(job, results), stdout=log_file, stderr=subprocess.STDOUT,
-                stdin=subprocess.DEVNULL, start_new_session=True, env=owner_environment(),
+                stdin=subprocess.DEVNULL, start_new_session=True,
+                env={**owner_environment(), **environ},
                 preexec_fn=parent_death_preexec(signal.SIGTERM),
             )
         lines = _LineReader(results)

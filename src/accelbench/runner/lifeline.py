@@ -238,11 +238,19 @@ def exit_with_owner(owner: int) -> None:
 def owned_folder() -> Iterator[Path]:
     """A temporary folder named and marked with this process, removed on the way out;
     if this process is killed, `remove_orphaned_folders` removes it later."""
-    pid = os.getpid()
-    with tempfile.TemporaryDirectory(prefix=f"{FOLDER_PREFIX}{pid}-") as tmp:
-        path = Path(tmp)
-        (path / OWNER_FILE).write_text(f"{pid} {start_time(pid)}\n")
+    path = new_owned_folder()
+    try:
         yield path
+    finally:
+        shutil.rmtree(path, ignore_errors=True)
+
+
+def new_owned_folder() -> Path:
+    """A temporary folder like `owned_folder`'s, for its owner to remove."""
+    pid = os.getpid()
+    path = Path(tempfile.mkdtemp(prefix=f"{FOLDER_PREFIX}{pid}-"))
+    (path / OWNER_FILE).write_text(f"{pid} {start_time(pid)}\n")
+    return path
 
 
 def remove_orphaned_folders(parent: Path | None = None) -> list[Path]:

@@ -20,7 +20,7 @@ from accelbench.core.dtypes import DTYPES
 from accelbench.core.names import BACKENDS
 from accelbench.core.registry import Benchmark, Registry
 from accelbench.core.timing import TimingPolicy
-from accelbench.env.device import DeviceInfo
+from accelbench.env.device import DeviceInfo, parse_device_spec
 from accelbench.errors import UserError
 
 if sys.version_info >= (3, 11):
@@ -230,13 +230,33 @@ def expand(
                 params = bench.resolve(dict(zip(keys, combo, strict=True)))
                 case = bench.case(params, device.torch_device)
                 planned.setdefault(case, PlannedCase(bench, case, params, ranks))
-    return list(planned.values())
+    return by_worker(list(planned.values()), device)
+
+
+def by_worker(cases: list[PlannedCase], device: DeviceInfo) -> list[PlannedCase]:
+    """The cases with those of one benchmark that share a worker process next to each
+    other, benchmarks and cases otherwise in plan order: a worker key or environment
+    alternating within a grid (conv's `search` is its innermost axis) would start a
+    fresh worker, with torch and the GPU libraries to load, for every case."""
+    first_of: dict[object, int] = {}
+    for case in cases:
+        first_of.setdefault(case.benchmark.name, len(first_of))
+        identity = (case.benchmark.name, case.benchmark.worker_identity(case.params, device))
+        first_of.setdefault(identity, len(first_of))
+
+    def order(case: PlannedCase) -> tuple[int, int]:
+        identity = (case.benchmark.name, case.benchmark.worker_identity(case.params, device))
+        return first_of[case.benchmark.name], first_of[identity]
+
+    return sorted(cases, key=order)
 
 
 def _ranks(request: Request, entry: SuiteEntry, device: DeviceInfo, device_count: int) -> int:
     if request.nproc_per_node is not None:
         return request.nproc_per_node
     if entry.ranks == "devices":
-        return max(1, device_count) if device.type != "cpu" else 1
+        # A device named with its index (--device cuda:1) is one device.
+        _, index = parse_device_spec(request.device)
+        return max(1, device_count) if device.type != "cpu" and index is None else 1
     return int(entry.ranks or 1)
 

@@ -27,10 +27,11 @@ __all__ = ["combine", "main", "rank_device", "run_cases_as_rank", "running"]
 
 
 def rank_device(device: DeviceInfo, info: DistInfo) -> DeviceInfo:
-    """Each rank measures on its own local GPU; CPU ranks share the CPU."""
+    """Each rank measures on its own local GPU, counted from the one the job was asked
+    for (--device cuda:1: rank 0 on cuda:1, rank 1 on cuda:2); CPU ranks share the CPU."""
     if device.type == "cpu":
         return device
-    return dataclasses.replace(device, index=info.local_rank)
+    return dataclasses.replace(device, index=(device.index or 0) + info.local_rank)
 
 
 def run_cases_as_rank(
@@ -92,7 +93,8 @@ def main(argv: Sequence[str]) -> int:
     job_path, results_path = argv
     with open(job_path, "rb") as f:
         job: dict[str, Any] = pickle.load(f)
-    info = init_group(job["backend"], job["device"].type, job["group_timeout_s"])
+    info = init_group(job["backend"], job["device"].type, job["group_timeout_s"],
+                      job["device"].index or 0)
     device = rank_device(job["device"], info)
     # Every rank appends whole lines, rank 0 its results, each rank its failures: one
     # write(2) per line on an O_APPEND descriptor, so lines of different ranks never mix.

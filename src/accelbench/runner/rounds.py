@@ -98,7 +98,7 @@ def run_in_workers(rounds: Rounds, slot: WorkerSlot, device: DeviceInfo,
                 slot.replace()  # every round in fresh processes
             for offset in rounds.pending():
                 planned = rounds.segment[offset]
-                worker = slot.for_case(planned)
+                worker = slot.for_case(planned, device)
                 rounds.started(offset)
                 waited = rounds.wait_quiet()
                 part = _measure(slot, worker, planned, device, policy, timeout_for(planned))
@@ -152,7 +152,12 @@ def run_distributed(
                       f"--nproc-per-node {planned.benchmark.min_ranks} or under torchrun")
             rounds.add(offset, not_measured(planned.case, STATUS_SKIPPED, reason,
                                             time.time(), 0.0))
-    group = RankGroup(ranks, backend)
+    import os
+
+    from accelbench.core.worker_env import combined
+
+    env = combined(c.benchmark.environment(c.params, device) for c in rounds.segment)
+    group = RankGroup(ranks, backend, env.for_user(os.environ))
     try:
         for _ in range(rounds.count):
             runnable = rounds.pending()

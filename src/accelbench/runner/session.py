@@ -9,7 +9,8 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
-from accelbench.env.device import DeviceInfo
+from accelbench.core.worker_env import WorkerEnv
+from accelbench.env.device import DeviceInfo, parse_device_spec
 from accelbench.errors import EXIT_INTERNAL, UserError
 from accelbench.runner.messages import (
     FingerprintRead,
@@ -35,7 +36,7 @@ def run_session(
     argv: Sequence[str] = (),
     listener: Listener | None = None,
     case_timeout: float | None = None,
-    worker_factory: Callable[[], Worker] = Worker,
+    worker_factory: Callable[[WorkerEnv], Worker] = Worker,
 ) -> Outcome:
     """`worker_factory` starts a worker process (tests give a fake)."""
     from accelbench.env.fingerprint import Fingerprint
@@ -74,15 +75,19 @@ def run_session(
                     skip_all(rounds, refused[segment[0].ranks])
                 elif segment[0].benchmark.distributed:
                     assert backend is not None
+                    # The ranks get the devices to themselves: a worker would hold a
+                    # context on the first GPU (less memory for rank 0, and no start at
+                    # all in exclusive-process mode).
+                    slot.release()
                     run_distributed(rounds, device, valid.policy, backend, timeout_for)
                 else:
                     run_in_workers(rounds, slot, device, valid.policy, timeout_for)
         except KeyboardInterrupt as stop:
             recorder.interrupt(stop)
-            slot.worker.kill()
+            slot.kill()
         return recorder.finish()
     finally:
-        slot.worker.stop()
+        slot.release()
 
 
 def _segments(cases: Sequence[PlannedCase]) -> list[tuple[int, list[PlannedCase]]]:
@@ -107,10 +112,12 @@ def _refused_ranks(cases: Sequence[PlannedCase], device: DeviceInfo, device_coun
 
     from accelbench.runner.capacity import check_ranks
 
+    _, first = parse_device_spec(request.device)
     refused = {}
     for ranks in sorted({c.ranks for c in cases if c.benchmark.distributed}):
         try:
-            warning = check_ranks(ranks, device.type, device_count, request.oversubscribe)
+            warning = check_ranks(ranks, device.type, device_count, request.oversubscribe,
+                                  first=first or 0)
         except UserError as exc:
             if request.nproc_per_node is not None:
                 raise

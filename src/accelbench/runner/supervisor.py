@@ -4,14 +4,18 @@ from __future__ import annotations
 
 import multiprocessing
 import os
+import shutil
 import signal
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 
+from accelbench.core.worker_env import NONE, WorkerEnv
+from accelbench.env.device import DeviceInfo
 from accelbench.runner.messages import Reply, Request, Stop
 from accelbench.runner.plan import PlannedCase
 from accelbench.runner.worker import worker_main
+from accelbench.runner.worker_env import worker_environment
 
 
 class WorkerLost(Exception):
@@ -19,14 +23,19 @@ class WorkerLost(Exception):
 
 
 class Worker:
-    def __init__(self) -> None:
+    """One worker process, started with `env` set before anything in it imports torch;
+    the fresh folders `env` asks for live as long as the process."""
+
+    def __init__(self, env: WorkerEnv = NONE) -> None:
         ctx = multiprocessing.get_context("spawn")
+        self._folder, environ = worker_environment(env)
         self._conn, child = ctx.Pipe()
         # The worker ends with this process, even in the middle of a case: it watches
         # this pid, and, started from the main thread (which lives as long as the
         # process), it also gets a parent-death signal.
         on_main_thread = threading.current_thread() is threading.main_thread()
-        self._process = ctx.Process(target=worker_main, args=(child, os.getpid(), on_main_thread),
+        self._process = ctx.Process(target=worker_main,
+                                    args=(child, os.getpid(), on_main_thread, environ),
                                     daemon=True, name="accelbench-worker")
         self._process.start()
         child.close()
@@ -82,6 +91,9 @@ class Worker:
                 self._process.kill()
                 self._process.join(timeout=5)
         self._conn.close()
+        if self._folder is not None:
+            shutil.rmtree(self._folder, ignore_errors=True)
+            self._folder = None
 
     def stop(self) -> None:
         """Ask the worker to finish, then make sure it has."""
@@ -95,24 +107,49 @@ class Worker:
 
 
 class WorkerSlot:
-    """The worker process the next case runs in: replaced when it is lost, and when a
-    case's worker key differs from those of the cases it already ran."""
+    """The worker process the next case runs in, started when a case needs it: replaced
+    when it is lost, when a case's worker key differs from those of the cases it already
+    ran, and when a case needs another environment."""
 
-    def __init__(self, factory: Callable[[], Worker]) -> None:
+    def __init__(self, factory: Callable[[WorkerEnv], Worker],
+                 environ: Mapping[str, str] | None = None) -> None:
         self._factory = factory
-        self.worker = factory()
+        self._environ = os.environ if environ is None else environ
+        self._worker: Worker | None = None
+        self._env = NONE
         self._keys: set[str] = set()
+        self.starts = 0  # worker processes started, for the record and the tests
 
-    def for_case(self, planned: PlannedCase) -> Worker:
-        worker_key = planned.benchmark.worker_key
-        key = worker_key(planned.params) if worker_key else ""
-        if key and self._keys - {key}:
-            self.replace()
+    @property
+    def worker(self) -> Worker:
+        if self._worker is None:
+            self._worker = self._factory(self._env)
+            self.starts += 1
+        return self._worker
+
+    def for_case(self, planned: PlannedCase, device: DeviceInfo) -> Worker:
+        key, _ = planned.benchmark.worker_identity(planned.params, device)
+        env = planned.benchmark.environment(planned.params, device).for_user(self._environ)
+        if env != self._env or (key and self._keys - {key}):
+            self.release()
+            self._env = env
         if key:
             self._keys.add(key)
         return self.worker
 
     def replace(self) -> None:
-        self.worker.stop()
-        self.worker = self._factory()
+        """A fresh process, with the same environment, for the cases that follow."""
+        self.release()
+
+    def release(self) -> None:
+        """Stop the worker, if one runs (a distributed job is about to use the devices);
+        the next case starts a fresh one."""
+        if self._worker is not None:
+            self._worker.stop()
+            self._worker = None
         self._keys = set()
+
+    def kill(self) -> None:
+        if self._worker is not None:
+            self._worker.kill()
+            self._worker = None

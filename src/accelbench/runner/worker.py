@@ -190,12 +190,14 @@ def describe_error(exc: BaseException) -> str:
 
 
 def worker_main(conn: Connection, owner: int | None = None,
-                death_signal: bool = False) -> None:
+                death_signal: bool = False, environ: Mapping[str, str] | None = None) -> None:
     """Entry point of the worker process: answer requests until told to stop.
 
     With `owner` (the supervisor's pid), the process ends as soon as the owner is gone:
     the pipe's end would tell it only after the case it is measuring, which may hang.
+    `environ` is set first, before anything imports torch (see core.worker_env).
     """
+    os.environ.update(environ or {})
     from accelbench.runner.lifeline import die_with_parent, exit_with_owner
 
     if death_signal:

@@ -38,6 +38,7 @@ from accelbench.core.context import CaseContext
 from accelbench.core.dtypes import DTYPES, unsupported_reason
 from accelbench.core.measurement import CaseFailed, CaseResult, CaseSkipped, Figure, Rate
 from accelbench.core.params import Param
+from accelbench.core.worker_env import FRESH_DIRS_VARIABLE, NONE, WorkerEnv
 from accelbench.core.registry import Benchmark
 from accelbench.env.device import DeviceInfo
 
@@ -113,6 +114,7 @@ def measure(ctx: CaseContext, params: dict[str, Any]) -> CaseResult:
         )
     device = torch.device(ctx.device.torch_device)
     tolerance = TOLERANCE[dtype]
+    databases = miopen_databases(os.environ) if ctx.device.platform == "rocm" else None
 
     with conv_settings(torch, search, dtype):
         deterministic = bool(torch.backends.cudnn.deterministic)
@@ -184,6 +186,8 @@ def measure(ctx: CaseContext, params: dict[str, Any]) -> CaseResult:
         details["search_time_s"] = search_time
         details["search_time_formula"] = "first call - median steady-state call"
     details["algorithm_cache"] = "warm" if cache_note else "cold"
+    if databases is not None:
+        details["miopen_databases"] = databases
     figures = [Figure("first_call_time", first_call, "s", higher_is_better=False)]
     if search:
         figures.insert(0, Figure("search_time", search_time, "s", higher_is_better=False))
@@ -430,6 +434,41 @@ def _check(error: float, tolerance: float, dtype: str, where: str) -> None:
         )
 
 
+# MIOpen's find database, its tuning (performance) database and its compiled-kernel
+# cache: on disk, kept across processes and runs.
+MIOPEN_DATABASES = ("MIOPEN_USER_DB_PATH", "MIOPEN_CUSTOM_CACHE_DIR")
+
+
+def miopen_worker_env(params: Mapping[str, Any], device: DeviceInfo) -> WorkerEnv:
+    """On ROCm, each conv worker starts with MIOpen's databases in fresh empty folders:
+    otherwise one search run's tuned kernels serve every later case, searched or not,
+    and a rerun's search costs nothing. A database the user names is theirs to reuse."""
+    return WorkerEnv.of(fresh_dirs=MIOPEN_DATABASES) if device.platform == "rocm" else NONE
+
+
+def miopen_databases(environ: Mapping[str, str]) -> dict[str, str]:
+    """What each MIOpen database held when the case began: "cold" (a fresh folder of
+    this worker, empty), "warm" (a fresh folder that earlier cases of this worker wrote
+    to), "user's, reused" (a folder the user named) or MIOpen's default folder, which
+    earlier runs may have filled."""
+    fresh = set(filter(None, environ.get(FRESH_DIRS_VARIABLE, "").split(",")))
+    out = {}
+    for name in MIOPEN_DATABASES:
+        path = environ.get(name)
+        if path is None:
+            out[name] = "unset: MIOpen's default folder, which earlier runs may have filled"
+        elif name in fresh:
+            try:
+                entries = sum(1 for _ in os.scandir(path))
+            except OSError:
+                entries = 0
+            out[name] = (f"warm: a fresh folder for this worker, holding {entries} entries "
+                         "of earlier cases") if entries else "cold: a fresh empty folder"
+        else:
+            out[name] = f"user's, reused: {path}"
+    return out
+
+
 def search_worker_key(params: Mapping[str, Any]) -> str:
     """Search-on and search-off cases run in separate workers: once a process has chosen
     an algorithm for a problem, either way, PyTorch reuses it whatever the setting."""
@@ -479,4 +518,5 @@ BENCHMARK = Benchmark(
     devices=("cpu", "cuda"),
     timeout_s=600.0,
     worker_key=search_worker_key,
+    worker_env=miopen_worker_env,
 )
