@@ -401,3 +401,33 @@ def test_suites_hold_the_layer_sets() -> None:
     assert {c.params["direction"] for c in cases} == set(conv.DIRECTIONS)
     assert {c.params["layout"] for c in cases} == set(conv.LAYOUTS)
     assert {"fp16", "bf16"} <= {c.params["dtype"] for c in cases}
+
+
+# --- MIOpen's on-disk databases ----------------------------------------------------------
+
+def test_rocm_conv_workers_start_with_empty_miopen_databases() -> None:
+    env = conv.miopen_worker_env({"search": True}, MI300X)
+    assert env.fresh_dirs == ("MIOPEN_CUSTOM_CACHE_DIR", "MIOPEN_USER_DB_PATH")
+    assert conv.miopen_worker_env({"search": False}, MI300X) == env
+    assert not conv.miopen_worker_env({"search": True}, H100)
+    # A database the user names is theirs: the worker keeps it.
+    assert not env.for_user({"MIOPEN_USER_DB_PATH": "/db", "MIOPEN_CUSTOM_CACHE_DIR": "/c"})
+
+
+def test_the_state_of_each_miopen_database_is_recorded(tmp_path) -> None:
+    db, cache = tmp_path / "db", tmp_path / "cache"
+    db.mkdir()
+    cache.mkdir()
+    environ = {"MIOPEN_USER_DB_PATH": str(db), "MIOPEN_CUSTOM_CACHE_DIR": str(cache),
+               "ACCELBENCH_FRESH_DIRS": "MIOPEN_CUSTOM_CACHE_DIR,MIOPEN_USER_DB_PATH"}
+    assert conv.miopen_databases(environ) == {
+        "MIOPEN_USER_DB_PATH": "cold: a fresh empty folder",
+        "MIOPEN_CUSTOM_CACHE_DIR": "cold: a fresh empty folder",
+    }
+    (db / "gfx942_304.HIP.3_2_0.ufdb.txt").write_text("entry\n")
+    state = conv.miopen_databases(environ)
+    assert state["MIOPEN_USER_DB_PATH"].startswith("warm: a fresh folder for this worker, "
+                                                   "holding 1 entries")
+    users = conv.miopen_databases({"MIOPEN_USER_DB_PATH": "/scratch/db"})
+    assert users["MIOPEN_USER_DB_PATH"] == "user's, reused: /scratch/db"
+    assert users["MIOPEN_CUSTOM_CACHE_DIR"].startswith("unset: MIOpen's default folder")

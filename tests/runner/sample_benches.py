@@ -128,3 +128,32 @@ DIST_REGISTRY = Registry([
     _dist("dist_hangs", dist_rank1_hangs, timeout=8.0),
     _dist("dist_fails", dist_rank1_fails),
 ])
+
+
+def environ_probe(ctx, params):
+    """Reports the environment the worker started with, and what its fresh folder held."""
+    from accelbench.core.worker_env import FRESH_DIRS_VARIABLE
+
+    folder = os.environ.get("SAMPLE_FRESH")
+    timing = ctx.time(lambda: None)
+    return CaseResult(timing, details={
+        "pid": os.getpid(),
+        "value": os.environ.get("SAMPLE_VALUE"),
+        "folder": folder,
+        "folder_entries": sorted(os.listdir(folder)) if folder else None,
+        "fresh": os.environ.get(FRESH_DIRS_VARIABLE),
+    })
+
+
+def probe_env(params, device):
+    from accelbench.core.worker_env import WorkerEnv
+
+    return WorkerEnv.of({"SAMPLE_VALUE": params["value"]}, fresh_dirs=("SAMPLE_FRESH",))
+
+
+ENV_REGISTRY = Registry([
+    Benchmark("environ_probe", "validation", "test: worker environment",
+              "sample_benches:environ_probe", (Param("value", "str", "a"),),
+              worker_env=probe_env),
+    _decl("pid", pid),
+])

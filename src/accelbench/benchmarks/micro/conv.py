@@ -38,8 +38,8 @@ from accelbench.core.context import CaseContext
 from accelbench.core.dtypes import DTYPES, unsupported_reason
 from accelbench.core.measurement import CaseFailed, CaseResult, CaseSkipped, Figure, Rate
 from accelbench.core.params import Param
-from accelbench.core.worker_env import FRESH_DIRS_VARIABLE, NONE, WorkerEnv
 from accelbench.core.registry import Benchmark
+from accelbench.core.worker_env import FRESH_DIRS_VARIABLE, NONE, WorkerEnv
 from accelbench.env.device import DeviceInfo
 
 if TYPE_CHECKING:
