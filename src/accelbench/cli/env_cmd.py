@@ -22,6 +22,7 @@ def run(args: argparse.Namespace) -> int:
     parse_device_spec(args.device)
     fingerprint = collect(args.device)
     data = fingerprint.to_dict()
+    _warn_if_unsupported((data.get("torch") or {}).get("version"))
     if args.json:
         print_json({**data, "generation_key": fingerprint.generation_key,
                     "fingerprint_id": fingerprint.fingerprint_id})
@@ -32,3 +33,14 @@ def run(args: argparse.Namespace) -> int:
     table = key_value_table(rows(data), title=f"Stack: {fingerprint.generation_key}")
     console().print(table)
     return 0
+
+
+def _warn_if_unsupported(version: str | None) -> None:
+    """The stack is shown whatever it is; a PyTorch too old to measure on is said."""
+    import sys
+
+    from accelbench.env.torch_floor import unsupported_torch
+
+    reason = unsupported_torch(version)
+    if reason:
+        print(f"accelbench: warning: {reason}", file=sys.stderr)

@@ -83,7 +83,9 @@ def join_as_rank(device: str, backend: str | None, timeout_s: float) -> tuple[Di
     import torch
 
     from accelbench.env.device import parse_device_spec
+    from accelbench.env.torch_floor import require_supported_torch
 
+    require_supported_torch(str(torch.__version__))
     kind, index = parse_device_spec(device)
     if index is not None:
         raise UserError("under torchrun each rank uses its local GPU: use --device cuda or cpu")

@@ -223,7 +223,9 @@ def answer(message: Request) -> Reply:
     try:
         if isinstance(message, ReadFingerprint):
             from accelbench.env.fingerprint import collect
+            from accelbench.env.torch_floor import require_supported_torch
 
+            require_supported_torch()
             return FingerprintRead(collect(message.device).to_dict())
         if isinstance(message, MeasureCase):
             measurement = execute_case(message.planned, message.device, message.policy)

@@ -160,6 +160,6 @@ def make_optimizer(torch: ModuleType, spec: ModelSpec, params: Iterable[nn.Param
     if device_type in ("cuda", "cpu"):
         try:
             return kind(params, fused=True, **settings)
-        except RuntimeError:  # no fused kernel for these parameters on this build
+        except (RuntimeError, TypeError):  # no fused kernel for these parameters here
             pass
     return kind(params, **settings)
