@@ -4,6 +4,7 @@ distributed jobs; the user's own variables win."""
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 from sample_benches import ENV_REGISTRY
@@ -217,3 +218,18 @@ def test_ranks_from_a_named_gpu_must_fit_on_the_node() -> None:
     assert check_ranks(2, "cuda", 8, first=6) is None
     with pytest.raises(UserError, match=r"2 ranks need 2 GPUs \(one each\) from cuda:7"):
         check_ranks(2, "cuda", 8, first=7)
+
+
+def test_a_case_run_in_this_process_gets_the_environment_for_its_duration(monkeypatch) -> None:
+    from accelbench.runner.worker_env import applied
+
+    monkeypatch.setenv("SAMPLE_KEPT", "before")
+    monkeypatch.delenv("SAMPLE_VALUE", raising=False)
+    with applied(WorkerEnv.of({"SAMPLE_VALUE": "x", "SAMPLE_KEPT": "during"},
+                              ("SAMPLE_FRESH",))):
+        folder = Path(os.environ["SAMPLE_FRESH"])
+        assert os.environ["SAMPLE_VALUE"] == "x" and os.environ["SAMPLE_KEPT"] == "during"
+        assert folder.is_dir() and not any(folder.iterdir())
+    assert "SAMPLE_VALUE" not in os.environ and "SAMPLE_FRESH" not in os.environ
+    assert os.environ["SAMPLE_KEPT"] == "before"
+    assert not folder.exists()

@@ -93,15 +93,22 @@ def profile_session(
     """Profile the one case of `valid` (from `check_request`); `output` is the traces'
     parent directory (default: `profiles/` beside the store), each run writing into
     `<output>/<run id>/`."""
-    from accelbench.env.fingerprint import collect
-    from accelbench.profile.case import profile_case
+    import os
 
+    from accelbench.env.fingerprint import collect
+    from accelbench.env.torch_floor import require_supported_torch
+    from accelbench.profile.case import profile_case
+    from accelbench.runner.worker_env import applied
+
+    require_supported_torch()
     fingerprint = collect(valid.request.device)
     planned = plan_one(valid, fingerprint.device)
+    env = planned.benchmark.environment(planned.params, fingerprint.device)
     recorder = RunRecorder(store, fingerprint, SUITE, argv)
     trace_dir = (Path(output) if output else default_output(store.path)) / recorder.run_id
     try:
-        profiled = profile_case(planned, fingerprint.device, schedule, trace_dir)
+        with applied(env.for_user(os.environ)):
+            profiled = profile_case(planned, fingerprint.device, schedule, trace_dir)
         recorder.record(0, profiled.measurement)
         outcome = ProfileOutcome(recorder.run_id, fingerprint, profiled.measurement,
                                  trace_dir, profiled.trace_paths)
