@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from accelbench.benchmarks.collectives import bench as collectives
 from accelbench.benchmarks.micro import attention, conv, gemm, launch, memory
-from accelbench.benchmarks.models import infer, train
+from accelbench.benchmarks.models import generate, infer, infer_engine, train
 from accelbench.core.registry import Registry
 
 REGISTRY = Registry([
@@ -21,6 +21,8 @@ REGISTRY = Registry([
     train.BENCHMARK,
     train.DDP_BENCHMARK,
     infer.BENCHMARK,
+    infer_engine.BENCHMARK,
+    generate.BENCHMARK,
 ])
 
 __all__ = ["REGISTRY"]

@@ -50,6 +50,7 @@ def check_finite(value: float, what: str) -> None:
 INSTALL_HINTS = {
     "transformers": "pip install transformers (or accelbench[models])",
     "torchvision": "install torchvision from the same package index as your torch build",
+    "diffusers": "pip install 'accelbench[diffusion]'",
 }
 
 
@@ -95,4 +96,6 @@ def setup_details(setup: ModelSetup, n_params: int) -> dict[str, Any]:
         details["seq"] = setup.seq
     if spec.is_vision:
         details["image"] = setup.image
+    if spec.is_unet:
+        details["latent"] = spec.shape["latent"]
     return details

@@ -10,8 +10,8 @@
   count once per sequence: 2*P per sample, not per token.
 - LSTM, per sample, forward: T * sum over layers of 8*h*(i + h) (four gates, input and
   recurrent matmuls) plus the head's 2*h*c.
-- CNNs and ViT: the forward pass counted once by torch.utils.flop_counter on the meta
-  device (matmuls, convolutions, attention), nothing allocated; training is 3x.
+- CNNs, ViT and the UNet: the forward pass counted once by torch.utils.flop_counter on
+  the meta device (matmuls, convolutions, attention), nothing allocated; training is 3x.
 
 Model FLOPs are a property of the model and the batch, not of the implementation:
 recomputation or skipped work do not change them.
@@ -95,9 +95,15 @@ def counted_flops(torch: ModuleType, spec: zoo.ModelSpec, image: int) -> ModelFl
 
     with torch.device("meta"):
         model = zoo.build(spec, image).eval()  # batch norm takes a batch of one in eval
-        x = torch.empty(1, 3, image, image)
+        if spec.is_unet:
+            s = spec.shape
+            args: tuple[object, ...] = (torch.empty(1, 4, s["latent"], s["latent"]),
+                                        torch.empty(1), torch.empty(1, s["context_len"],
+                                                                    s["context"]))
+        else:
+            args = (torch.empty(1, 3, image, image),)
     counter = FlopCounterMode(display=False)
     with counter, torch.no_grad():
-        model(x)
+        model(*args)
     return ModelFlops(float(counter.get_total_flops()),
                       "forward counted by torch.utils.flop_counter (batch 1); training 3x")

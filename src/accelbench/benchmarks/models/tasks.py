@@ -6,6 +6,8 @@
   (transformers' LM head and shifted cross-entropy).
 - image-classification (CNNs, ViT) and sequence-classification (LSTM): cross-entropy
   over the classes.
+- denoising (Stable Diffusion's UNet): one denoising step: a noisy latent, a timestep
+  and the text condition in, the predicted noise out; MSE against random noise.
 - With SuperBench's head (`head="superbench"`), BERT, GPT-2 and LLaMA are classifiers
   instead: cross-entropy of their 100 class scores against random labels. Their token
   ids are drawn from [0, 128), as SuperBench's random data set draws them.
@@ -89,6 +91,15 @@ def make_batch(
             labels = torch.where(masked, ids, torch.full_like(ids, -100))
             inputs = torch.where(masked, torch.full_like(ids, min(103, s["vocab"] - 1)), ids)
             tensors = {"input_ids": inputs, "labels": labels}
+    elif spec.task == "denoising":
+        latent, shape = s["latent"], (batch, 4, s["latent"], s["latent"])
+        tensors = {
+            "sample": torch.randn(*shape, generator=gen).to(float_dtype),
+            "timestep": torch.randint(0, 1000, (batch,), generator=gen).to(float_dtype),
+            "encoder_hidden_states": torch.randn(batch, s["context_len"], s["context"],
+                                                 generator=gen).to(float_dtype),
+            "labels": torch.randn(batch, 4, latent, latent, generator=gen).to(float_dtype),
+        }
     elif spec.task == "sequence-classification":
         x = torch.randn(batch, seq, s["input"], generator=gen).to(float_dtype)
         tensors = {"x": x, "labels": torch.randint(0, s["classes"], (batch,), generator=gen)}
@@ -114,6 +125,9 @@ def loss(torch: ModuleType, spec: ModelSpec, model: Callable[..., Any],
         scores = model(inputs["input_ids"])
     elif spec.is_language_model:
         return model(input_ids=inputs["input_ids"], labels=inputs["labels"]).loss
+    elif spec.is_unet:
+        predicted = forward(spec, model, inputs)
+        return torch.nn.functional.mse_loss(predicted.float(), inputs["labels"].float())
     else:
         scores = model(inputs["x"])
     return torch.nn.functional.cross_entropy(scores, inputs["labels"])
@@ -123,7 +137,18 @@ def forward(spec: ModelSpec, model: Callable[..., Any], inputs: dict[str, Tensor
     """The inference forward pass: logits for every position (LMs) or class scores."""
     if spec.is_language_model:
         return model(input_ids=inputs["input_ids"]).logits
+    if spec.is_unet:
+        return model(*(inputs[name] for name in input_names(spec))).sample
     return model(inputs["x"])
+
+
+def input_names(spec: ModelSpec) -> tuple[str, ...]:
+    """The model inputs of a batch, in the order its forward pass takes them."""
+    if spec.is_language_model:
+        return ("input_ids",)
+    if spec.is_unet:
+        return ("sample", "timestep", "encoder_hidden_states")
+    return ("x",)
 
 
 OPTIMIZER_FUSED, OPTIMIZER_SUPERBENCH = "", "superbench"  # "": fused where available

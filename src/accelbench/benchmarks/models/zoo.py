@@ -1,8 +1,9 @@
 """The model zoo: named shapes of real architectures, built with random weights.
 
 Every model is built from a configuration: transformers' config classes for BERT, GPT-2
-and LLaMA, torchvision's constructors (``weights=None``) for the CNNs and ViT, and
-torch.nn for the LSTM. Nothing is ever downloaded. Each architecture also has a tiny
+and LLaMA, torchvision's constructors (``weights=None``) for the CNNs and ViT,
+torch.nn for the LSTM, and diffusers' UNet2DConditionModel for Stable Diffusion's UNet
+(one denoising step of the latent). Nothing is ever downloaded. Each architecture also has a tiny
 variant (``<arch>-tiny``) small enough to train for real on a laptop CPU in seconds.
 
 BERT, GPT-2 and LLaMA can also be built with SuperBench's head instead of their own
@@ -35,6 +36,7 @@ TASKS = {
     "densenet": "image-classification",
     "vgg": "image-classification",
     "vit": "image-classification",
+    "unet": "denoising",
 }
 LANGUAGE_MODELS = ("bert", "gpt2", "llama")
 CNNS = ("resnet", "densenet", "vgg")
@@ -55,6 +57,7 @@ OVERRIDES: Mapping[str, tuple[str, ...]] = MappingProxyType({
     "densenet": ("classes",),
     "vgg": ("classes",),
     "vit": ("layers", "hidden", "heads", "mlp", "patch", "classes"),
+    "unet": ("latent", "context", "context_len"),
 })
 
 
@@ -85,7 +88,11 @@ class ModelSpec:
 
     @property
     def uses_seq(self) -> bool:
-        return not self.is_vision
+        return self.is_language_model or self.arch == "lstm"
+
+    @property
+    def is_unet(self) -> bool:
+        return self.arch == "unet"
 
     def classifies_with(self, head: str) -> bool:
         """Whether `head` replaces this language model's own head with a classifier."""
@@ -99,7 +106,8 @@ class ModelSpec:
             return (f"SuperBench's: a linear layer of {SUPERBENCH_CLASSES} classes on "
                     f"{where}; cross-entropy against random labels")
         own = {"masked-lm": "masked-LM head and loss (15% of tokens masked)",
-               "causal-lm": "LM head and next-token loss"}
+               "causal-lm": "LM head and next-token loss",
+               "denoising": "predicted noise of one denoising step; MSE against random noise"}
         return own.get(self.task, f"its own classifier ({self.shape.get('classes')} classes)")
 
     def with_overrides(self, overrides: Mapping[str, int]) -> ModelSpec:
@@ -159,6 +167,10 @@ MODELS: Mapping[str, ModelSpec] = MappingProxyType({s.name: s for s in (
     _spec("vgg-tiny", "vgg", True, depth=0, classes=10),
     _spec("vit-b16", "vit", layers=12, hidden=768, heads=12, mlp=3072, patch=16, classes=1000),
     _spec("vit-tiny", "vit", True, layers=2, hidden=32, heads=2, mlp=64, patch=8, classes=10),
+    # Stable Diffusion 1.x's UNet: a 64x64x4 latent (512x512 images), CLIP ViT-L/14's 77
+    # tokens of 768 as the text condition; diffusers' default blocks (320..1280 channels).
+    _spec("sd-unet", "unet", latent=64, context=768, context_len=77),
+    _spec("sd-unet-tiny", "unet", True, latent=8, context=16, context_len=8),
 )})
 
 MODEL_NAMES: tuple[str, ...] = tuple(MODELS)
@@ -212,9 +224,11 @@ def build(spec: ModelSpec, image: int = 224, head: str = HEAD_TASK) -> nn.Module
 
 
 def _offline() -> None:
-    # Built from configs, transformers has nothing to fetch; make sure it never tries.
+    # Built from configs, transformers and diffusers have nothing to fetch; make sure
+    # they never try.
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+    os.environ.setdefault("DIFFUSERS_OFFLINE", "1")
 
 
 def _bert_config(spec: ModelSpec) -> Any:
@@ -360,9 +374,25 @@ def _vit(spec: ModelSpec, image: int) -> nn.Module:
                              num_classes=s["classes"])
 
 
+def _unet(spec: ModelSpec, image: int) -> nn.Module:
+    """diffusers' UNet2DConditionModel from its config: Stable Diffusion 1.x's blocks (the
+    class's defaults), or a tiny one with the same block types at a small width."""
+    _offline()
+    from diffusers import UNet2DConditionModel
+
+    s = spec.shape
+    if not spec.tiny:
+        return UNet2DConditionModel(sample_size=s["latent"], cross_attention_dim=s["context"])
+    return UNet2DConditionModel(
+        sample_size=s["latent"], layers_per_block=1, block_out_channels=(16, 32),
+        down_block_types=("CrossAttnDownBlock2D", "DownBlock2D"),
+        up_block_types=("UpBlock2D", "CrossAttnUpBlock2D"),
+        cross_attention_dim=s["context"], attention_head_dim=4, norm_num_groups=8)
+
+
 _BUILDERS: Mapping[str, Callable[[ModelSpec, int], nn.Module]] = MappingProxyType({
     "bert": _bert, "gpt2": _gpt2, "llama": _llama, "lstm": _lstm, "resnet": _resnet,
-    "densenet": _densenet, "vgg": _vgg, "vit": _vit,
+    "densenet": _densenet, "vgg": _vgg, "vit": _vit, "unet": _unet,
 })
 
 
