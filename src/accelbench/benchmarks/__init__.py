@@ -9,6 +9,7 @@ from __future__ import annotations
 from accelbench.benchmarks.collectives import bench as collectives
 from accelbench.benchmarks.micro import attention, conv, gemm, launch, memory
 from accelbench.benchmarks.models import generate, infer, infer_engine, train
+from accelbench.benchmarks.serving import bench as serve
 from accelbench.core.registry import Registry
 
 REGISTRY = Registry([
@@ -23,6 +24,7 @@ REGISTRY = Registry([
     infer.BENCHMARK,
     infer_engine.BENCHMARK,
     generate.BENCHMARK,
+    serve.BENCHMARK,
 ])
 
 __all__ = ["REGISTRY"]

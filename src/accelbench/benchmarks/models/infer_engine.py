@@ -13,8 +13,10 @@ with its interval, is derived from the eager case of the same run when read
 
 from __future__ import annotations
 
+import contextlib
 import tempfile
 import time
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, replace
 from pathlib import Path
 from types import ModuleType
@@ -23,21 +25,20 @@ from typing import TYPE_CHECKING, Any
 from accelbench.benchmarks.models import MODEL_SOURCES, checks, engines, flops, tasks
 from accelbench.benchmarks.models.engines import parity
 from accelbench.benchmarks.models.engines.onnxrt import PROVIDER_NAMES, provider_problem
+from accelbench.benchmarks.models.flops import ModelFlops
 from accelbench.benchmarks.models.infer import latency_samples
 from accelbench.benchmarks.models.memory import PeakMemory
 from accelbench.benchmarks.models.params import model_params
 from accelbench.benchmarks.models.precision import Precision, math_mode
 from accelbench.benchmarks.models.results import Work, model_result
-from accelbench.benchmarks.models.trainer import build_model
+from accelbench.benchmarks.models.trainer import ModelSetup, build_model
 from accelbench.core.context import CaseContext
 from accelbench.core.measurement import CaseFailed, CaseResult, CaseSkipped
 from accelbench.core.params import Param
 from accelbench.core.registry import Benchmark
-from accelbench.core.timing import Timing
 
 if TYPE_CHECKING:
     import torch
-    from torch import Tensor
 
 # What `infer` has that engines do not take: a whole-model cast is what the graph
 # engines do for fp16/bf16 anyway, and torch.compile is an engine here.
@@ -64,19 +65,65 @@ def engine_options(params: dict[str, Any]) -> engines.Options:
 
 
 @dataclass(frozen=True)
-class Ran:
-    """What the timed part of a case gives back."""
+class Ready:
+    """An engine made ready for a case, its output checked against eager fp32."""
 
-    timing: Timing
-    latencies: list[float]
-    first_call: float
-    steady: float
+    setup: ModelSetup
+    engine: str
+    options: engines.Options
+    prepared: engines.Prepared
+    example: tuple[Any, ...]  # the seeded batch the parity was checked on
     check: parity.Parity
-    details: dict[str, Any]
-    lazy: bool
+    prepare_s: float
+    first_call: float  # the first call after preparing (a lazy engine compiles in it)
+    steady: float  # the second call
+    n_params: int
+    model_flops: ModelFlops
+    device: Any
+
+    def call(self) -> Any:
+        return self.prepared.run(self.example)
+
+    @property
+    def compile_time(self) -> float | None:
+        if self.engine == engines.EAGER:
+            return None
+        lazy = max(0.0, self.first_call - self.steady) if self.prepared.lazy else 0.0
+        return self.prepare_s + lazy
+
+    def details(self) -> dict[str, Any]:
+        setup, extra = self.setup, self.prepared.details
+        out = {
+            **checks.setup_details(setup, self.n_params),
+            "mode": "inference",
+            "engine": self.engine,
+            **engines.describe_options(self.engine, self.options),
+            "engine_details": dict(extra),
+            "precision_applied": extra.get("precision_applied", setup.precision.label),
+            "parity": self.check.to_dict(),
+            "first_call_s": self.first_call,
+            "prepare_s": self.prepare_s,
+        }
+        if self.engine != engines.EAGER:
+            out["compile_time"] = (
+                "the time to make the engine ready (compile, trace and freeze, export and "
+                "session, quantisation): " + ("its preparation plus the first call less a "
+                                              "steady one" if self.prepared.lazy
+                                              else "its preparation"))
+        return out
+
+    @property
+    def warnings(self) -> tuple[str, ...]:
+        warning = self.prepared.details.get("provider_warning")
+        return (warning,) if warning else ()
 
 
-def measure(ctx: CaseContext, params: dict[str, Any]) -> CaseResult:
+@contextlib.contextmanager
+def ready_engine(ctx: CaseContext, params: dict[str, Any], batch: int | None = None
+                 ) -> Iterator[Ready]:
+    """The case's engine, prepared for `batch` (default: the case's) and checked for
+    parity on a seeded batch, inside the precision's math mode; CaseSkipped, or
+    CaseFailed with the figures when the engine is out of tolerance (never timed)."""
     import torch
 
     from accelbench.benchmarks.models.engines.wrap import TensorModule
@@ -88,10 +135,11 @@ def measure(ctx: CaseContext, params: dict[str, Any]) -> CaseResult:
         raise CaseSkipped(unused)
     setup = checks.setup_from_params(ctx, {**params, "cast": False, "channels_last": False,
                                            "compile": False, "h2d": False})
+    if batch is not None:
+        setup = setup.with_batch(batch)
     spec, precision = setup.spec, setup.precision
     device = torch.device(ctx.device.torch_device)
     engine = engines.get(name)
-    meter = PeakMemory(torch, device)
     fp32 = Precision("fp32")
     prepared = None
     with tempfile.TemporaryDirectory(prefix="accelbench-engine-") as workdir:
@@ -101,9 +149,9 @@ def measure(ctx: CaseContext, params: dict[str, Any]) -> CaseResult:
             module = TensorModule(spec, model).eval()
             n_params = sum(p.numel() for p in model.parameters())
             model_flops = flops.model_flops(torch, spec, model, setup.seq, setup.image)
-            batch = tasks.make_batch(torch, spec, setup.batch, setup.seq, setup.image, device,
-                                     torch.float32, seed=1000)
-            example = tuple(batch.tensors[n] for n in tasks.input_names(spec))
+            batch_ = tasks.make_batch(torch, spec, setup.batch, setup.seq, setup.image,
+                                      device, torch.float32, seed=1000)
+            example = tuple(batch_.tensors[n] for n in tasks.input_names(spec))
             with math_mode(torch, fp32), torch.inference_mode():
                 reference = module(*example).float().clone()
             job = engines.Job(torch, module, example, tasks.input_names(spec), device,
@@ -116,79 +164,62 @@ def measure(ctx: CaseContext, params: dict[str, Any]) -> CaseResult:
                 with torch.no_grad():
                     prepared = engine.prepare(job)
                 prepare_s = time.perf_counter() - started
-                tol = parity.tolerance(name, precision.dtype)
                 with torch.inference_mode():
-                    ran = run_engine(ctx, torch, device, prepared, example, reference, tol,
-                                     classes=spec.task in CLASSIFIER_TASKS,
-                                     steps=params["steps_per_window"])
-            peak_memory, memory_details = meter.peak()
+                    first_call, out = _timed_call(torch, device, lambda: prepared.run(example))
+                    output = prepared.output(out) if prepared.output is not None else out
+                    check = parity.measure(torch, reference, output,
+                                           parity.tolerance(name, precision.dtype),
+                                           classes=spec.task in CLASSIFIER_TASKS)
+                    del out, output, reference
+                    if not check.ok:
+                        raise CaseFailed(check.reason())
+                    steady, _ = _timed_call(torch, device, lambda: prepared.run(example))
+                yield Ready(setup, name, options, prepared, example, check, prepare_s,
+                            first_call, steady, n_params, model_flops, device)
         finally:
             if prepared is not None and prepared.cleanup is not None:
                 prepared.cleanup()
-            model = module = batch = example = reference = prepared = None  # type: ignore[assignment]
+            model = module = batch_ = example = prepared = None  # type: ignore[assignment]
 
+
+def _timed_call(torch: ModuleType, device: Any, fn: Callable[[], Any]) -> tuple[float, Any]:
+    started = time.perf_counter()
+    out = fn()
+    _sync(torch, device)
+    return time.perf_counter() - started, out
+
+
+def measure(ctx: CaseContext, params: dict[str, Any]) -> CaseResult:
+    import torch
+
+    device = torch.device(ctx.device.torch_device)
+    meter = PeakMemory(torch, device)
     steps = params["steps_per_window"]
+    with ready_engine(ctx, params) as ready, torch.inference_mode():
+        call = ready.call
+
+        def window() -> None:
+            for _ in range(steps):
+                call()
+
+        timing = ctx.time(window)
+        latencies = latency_samples(ctx, call)
+        peak_memory, memory_details = meter.peak()
+    setup = ready.setup
     samples = setup.batch * steps
-    tokens = samples * setup.seq if spec.is_language_model else 0
-    work = Work(samples, tokens, model_flops.per_step(samples, training=False), steps)
+    tokens = samples * setup.seq if setup.spec.is_language_model else 0
+    work = Work(samples, tokens, ready.model_flops.per_step(samples, training=False), steps)
     details = {
-        **checks.setup_details(setup, n_params),
+        **ready.details(),
         **memory_details,
-        "mode": "inference",
-        "engine": name,
-        **engines.describe_options(name, options),
-        "engine_details": ran.details,
-        "precision_applied": ran.details.get("precision_applied", precision.label),
-        "parity": ran.check.to_dict(),
-        "model_flop_formula": model_flops.formula.replace("; training 3x", ""),
-        "latency": f"p50/p90/p99 over {len(ran.latencies)} single synchronised calls",
-        "first_call_s": ran.first_call,
-        "prepare_s": prepare_s,
+        "model_flop_formula": ready.model_flops.formula.replace("; training 3x", ""),
+        "latency": f"p50/p90/p99 over {len(latencies)} single synchronised calls",
     }
-    compile_time = None
-    if name != engines.EAGER:
-        compile_time = prepare_s + (max(0.0, ran.first_call - ran.steady) if ran.lazy else 0.0)
-        details["compile_time"] = (
-            "the time to make the engine ready (compile, trace and freeze, export and "
-            "session, quantisation): " + ("its preparation plus the first call less a "
-                                          "steady one" if ran.lazy else "its preparation"))
-    warnings = (ran.details["provider_warning"],) if "provider_warning" in ran.details else ()
     return model_result(
-        timing=ran.timing, work=work, peak_flops=ctx.peak_flops(precision.dtype),
-        peak_memory=peak_memory, step_times=ran.latencies, compile_time=compile_time,
-        details=details, time_name="window_time", warnings=warnings,
+        timing=timing, work=work, peak_flops=ctx.peak_flops(setup.precision.dtype),
+        peak_memory=peak_memory, step_times=latencies, compile_time=ready.compile_time,
+        details=details, time_name="window_time", warnings=ready.warnings,
     )
-
-
-def run_engine(ctx: CaseContext, torch: ModuleType, device: torch.device,
-               prepared: engines.Prepared, example: tuple[Tensor, ...], reference: Tensor,
-               tol: parity.Tolerance, classes: bool, steps: int) -> Ran:
-    """Parity first (CaseFailed when out of tolerance: never timed), then the timing."""
-    def call() -> Any:
-        return prepared.run(example)
-
-    started = time.perf_counter()
-    out = call()
-    _sync(torch, device)
-    first_call = time.perf_counter() - started
-    output = prepared.output(out) if prepared.output is not None else out
-    check = parity.measure(torch, reference, output, tol, classes)
-    if not check.ok:
-        raise CaseFailed(check.reason())
-    del out, output
-    started = time.perf_counter()
-    call()
-    _sync(torch, device)
-    steady = time.perf_counter() - started
-
-    def window() -> None:
-        for _ in range(steps):
-            call()
-
-    timing = ctx.time(window)
-    latencies = latency_samples(ctx, call)
-    return Ran(timing, latencies, first_call, steady, check, dict(prepared.details),
-               prepared.lazy)
 
 
 def _sync(torch: ModuleType, device: torch.device) -> None:
