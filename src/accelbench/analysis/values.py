@@ -206,11 +206,12 @@ def _natural(value: object) -> tuple[int, float, str]:
 
 def case_mode(case: Case) -> str | None:
     """"train" or "infer" for a model case: its "mode" parameter, else what its benchmark
-    is named for (train, train-ddp, infer); None for other cases."""
+    is named for (train, train-ddp, infer, infer-engine; generate and serve infer); None
+    for other cases."""
     mode = case.param_dict.get("mode")
     if mode is not None:
         return str(mode)
     for name in ("train", "infer"):
         if case.benchmark.startswith(name):
             return name
-    return None
+    return "infer" if case.benchmark in ("generate", "serve") else None

@@ -198,6 +198,7 @@ def _write_report(args: argparse.Namespace, store: Any, outcome: Any) -> Path | 
 def _finish(args: argparse.Namespace, outcome: Outcome, store_location: Path,
             report: Path | None) -> int:
     from accelbench.report.collectives import collectives_table
+    from accelbench.report.engines import engines_tables
     from accelbench.report.tables import render_rich
     from accelbench.report.terminal import console, results_table, text
 
@@ -217,6 +218,7 @@ def _finish(args: argparse.Namespace, outcome: Outcome, store_location: Path,
         sweeps = collectives_table(outcome.measurements)
         if sweeps is not None:
             render_rich([sweeps], out)
+        render_rich(engines_tables(outcome.measurements), out)
         failed = len(outcome.failed)
         summary = f"{len(outcome.measurements)} cases, {failed} failed" + (
             " (interrupted)" if outcome.interrupted else "")

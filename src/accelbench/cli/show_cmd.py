@@ -26,6 +26,7 @@ def run(args: argparse.Namespace) -> int:
         print_json(export_json([stored]))
         return 0
     from accelbench.report.collectives import collectives_table
+    from accelbench.report.engines import engines_tables
     from accelbench.report.fingerprint import rows
     from accelbench.report.table import counts
     from accelbench.report.tables import render_rich
@@ -43,4 +44,5 @@ def run(args: argparse.Namespace) -> int:
     sweeps = collectives_table(stored.measurements)
     if sweeps is not None:
         render_rich([sweeps], out)
+    render_rich(engines_tables(stored.measurements), out)
     return 0

@@ -15,6 +15,7 @@ from itertools import count
 from typing import Any
 
 from accelbench import __version__
+from accelbench.analysis.engines import engine_groups
 from accelbench.analysis.values import case_mode
 from accelbench.core.case import Case
 from accelbench.core.measurement import Measurement
@@ -22,6 +23,7 @@ from accelbench.core.stats import median_ci
 from accelbench.report import charts
 from accelbench.report.energy import ABOUT as ENERGY_ABOUT
 from accelbench.report.energy import case_label, energy_table, has_telemetry, trace
+from accelbench.report.engines import engines_tables
 from accelbench.report.table import COLUMNS, counts, row
 from accelbench.report.tables import BAD, WARN, Table
 from accelbench.report.text import printable
@@ -50,6 +52,7 @@ class RunView:
     energy: Table | None = None
     energy_about: str = ""
     telemetry: list[Chart] = field(default_factory=list)
+    engines: list[Table] = field(default_factory=list)
 
 
 @dataclass
@@ -144,6 +147,7 @@ def _run_view(run: StoredRun, anchor: str, ids: Any) -> RunView:
     started = format_timestamp(record.started_at, seconds=True)
     view = RunView(anchor, record, f"{started} UTC", counts(run.measurements),
                    fingerprint, sections, _run_charts(run, ids), notes)
+    view.engines = engines_tables(run.measurements)
     view.energy = energy_table(run.measurements)
     if view.energy is not None:
         view.energy_about = ENERGY_ABOUT
@@ -183,11 +187,26 @@ def _run_charts(run: StoredRun, ids: Any) -> list[Chart]:
                    and _is_size(m.case.param_dict.get("bytes"))]
     if collectives:
         out.append(_collective_chart(collectives, next(ids)))
-    models = [m for m in ok if m.case.family == "model"]
+    models = [m for m in ok if m.case.family == "model"
+              and m.primary is not None and m.primary.higher_is_better]
     for mode in dict.fromkeys(case_mode(m.case) for m in models):
         chosen = [m for m in models if case_mode(m.case) == mode]
         out.append(_model_chart(mode or "", chosen, next(ids)))
+    out += [_engine_chart(g, next(ids)) for g in engine_groups(run.measurements)
+            if sum(r.measurement.ok for r in g.rows) > 1]
     return out
+
+
+def _engine_chart(group: Any, chart_id: str) -> Chart:
+    """Each engine's speed-up over eager in one group (model, precision, batch)."""
+    from accelbench.report.engines import group_title, speedup_series
+
+    labels, values, errors = speedup_series(group)
+    svg = charts.bar_chart(chart_id, labels, [charts.BarSeries("speed-up", values, errors)],
+                           ylabel="speed-up over eager (x)", reference=1.0, horizontal=True)
+    return Chart(f"Speed-up over eager: {group_title(group).removeprefix('Engines: ')}",
+                 _markup(svg), "Above 1: faster than eager. Whiskers: 95% CI of the ratio. "
+                 "Missing bars: the engine failed or was skipped.")
 
 
 def _is_size(value: object) -> bool:

@@ -60,6 +60,12 @@ def run_report(
     if notes:
         lines += ["", "## Failures and warnings", ""]
         lines += [f"- **{escape(b)}** {escape(p)}: {escape(n)}" for b, p, n in notes]
+    from accelbench.report.engines import engines_tables
+    from accelbench.report.tables import render_markdown
+
+    engines = engines_tables(measurements)
+    if engines:
+        lines += ["", render_markdown(engines, level=2).rstrip()]
     energy = energy_table(measurements)
     if energy is not None:
         lines += ["", f"## {escape(energy.title)}", "", escape(ENERGY_ABOUT), ""]

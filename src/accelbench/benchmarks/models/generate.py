@@ -237,6 +237,6 @@ BENCHMARK = Benchmark(
               choices=engines.ENGINE_NAMES),
     ),
     devices=("cpu", "cuda"),
-    timeout_s=1800.0,
+    timeout_s=900.0,
     sources=(*MODEL_SOURCES, "accelbench.benchmarks.models.engines.parity"),
 )

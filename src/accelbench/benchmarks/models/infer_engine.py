@@ -164,8 +164,10 @@ def ready_engine(ctx: CaseContext, params: dict[str, Any], batch: int | None = N
                 with torch.no_grad():
                     prepared = engine.prepare(job)
                 prepare_s = time.perf_counter() - started
+                ready_to_run = prepared
                 with torch.inference_mode():
-                    first_call, out = _timed_call(torch, device, lambda: prepared.run(example))
+                    first_call, out = _timed_call(torch, device,
+                                                  lambda: ready_to_run.run(example))
                     output = prepared.output(out) if prepared.output is not None else out
                     check = parity.measure(torch, reference, output,
                                            parity.tolerance(name, precision.dtype),
@@ -173,7 +175,7 @@ def ready_engine(ctx: CaseContext, params: dict[str, Any], batch: int | None = N
                     del out, output, reference
                     if not check.ok:
                         raise CaseFailed(check.reason())
-                    steady, _ = _timed_call(torch, device, lambda: prepared.run(example))
+                    steady, _ = _timed_call(torch, device, lambda: ready_to_run.run(example))
                 yield Ready(setup, name, options, prepared, example, check, prepare_s,
                             first_call, steady, n_params, model_flops, device)
         finally:
@@ -235,6 +237,6 @@ BENCHMARK = Benchmark(
     entry="accelbench.benchmarks.models.infer_engine:measure",
     params=(*(p for p in model_params(batch=1) if p.name in _SHARED), *ENGINE_PARAMS),
     devices=("cpu", "cuda"),
-    timeout_s=1800.0,
+    timeout_s=900.0,
     sources=(*MODEL_SOURCES, *engines.ENGINE_SOURCES, "accelbench.benchmarks.models.infer"),
 )

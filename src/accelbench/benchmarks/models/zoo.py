@@ -381,13 +381,16 @@ def _unet(spec: ModelSpec, image: int) -> nn.Module:
     from diffusers import UNet2DConditionModel
 
     s = spec.shape
+    unet: Any = UNet2DConditionModel  # diffusers annotates its config decorator loosely
     if not spec.tiny:
-        return UNet2DConditionModel(sample_size=s["latent"], cross_attention_dim=s["context"])
-    return UNet2DConditionModel(
+        model: nn.Module = unet(sample_size=s["latent"], cross_attention_dim=s["context"])
+        return model
+    model = unet(
         sample_size=s["latent"], layers_per_block=1, block_out_channels=(16, 32),
         down_block_types=("CrossAttnDownBlock2D", "DownBlock2D"),
         up_block_types=("UpBlock2D", "CrossAttnUpBlock2D"),
         cross_attention_dim=s["context"], attention_head_dim=4, norm_num_groups=8)
+    return model
 
 
 _BUILDERS: Mapping[str, Callable[[ModelSpec, int], nn.Module]] = MappingProxyType({

@@ -21,7 +21,7 @@ validity and early-stopping verdicts and the settings of every test are stored.
 from __future__ import annotations
 
 import statistics
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from accelbench.benchmarks.models import MODEL_SOURCES, engines, tasks
@@ -181,8 +181,10 @@ def _latencies(outcome: loadgen.Outcome, *named: tuple[str, str]) -> list[Figure
 
 def _calibrate(ctx: CaseContext, run_batch: Any, settings: Settings) -> list[float]:
     """The seconds of a few engine calls of the scenario's batch."""
-    return [ctx.clock.time(lambda i=i: run_batch([i % settings.samples]), 1)
-            for i in range(CALIBRATION_CALLS)]
+    def call(index: int) -> Callable[[], None]:
+        return lambda: run_batch([index % settings.samples])
+
+    return [ctx.clock.time(call(i), 1) for i in range(CALIBRATION_CALLS)]
 
 
 def _hints(settings: Settings, service: list[float]) -> Settings:
@@ -276,7 +278,7 @@ BENCHMARK = Benchmark(
     params=(*(p for p in model_params(batch=1) if p.name in _SHARED), *ENGINE_PARAMS,
             *SERVE_PARAMS),
     devices=("cpu", "cuda"),
-    timeout_s=3600.0,
+    timeout_s=900.0,
     sources=(*MODEL_SOURCES, *engines.ENGINE_SOURCES, "accelbench.benchmarks.models.infer",
              "accelbench.benchmarks.models.infer_engine",
              *(f"accelbench.benchmarks.serving.{m}"

@@ -71,7 +71,7 @@ class Job:
     module: nn.Module  # fp32, eval mode, on the device: forward(*tensors) -> Tensor
     example: tuple[Tensor, ...]  # the inputs, in the order the module takes them
     input_names: tuple[str, ...]
-    device: torch.device
+    device: Any  # torch.device
     precision: Precision
     options: Options
     workdir: Path  # for exported files; removed after the case

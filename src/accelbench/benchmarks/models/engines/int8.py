@@ -17,6 +17,7 @@ cannot run on this device the case is skipped with the reason.
 from __future__ import annotations
 
 import copy
+import importlib
 import time
 import warnings
 from typing import Any
@@ -90,10 +91,11 @@ def _pt2e_api() -> tuple[Any, Any, Any, str]:
         return prepare_pt2e, convert_pt2e, x86, "torchao.quantization.pt2e"
     except ImportError:
         pass
-    try:
-        from torch.ao.quantization.quantize_pt2e import convert_pt2e, prepare_pt2e
-        from torch.ao.quantization.quantizer import x86_inductor_quantizer as x86
-        return prepare_pt2e, convert_pt2e, x86, "torch.ao.quantization"
+    try:  # before PyTorch 2.10 (imported by name: later releases no longer have it)
+        pt2e = importlib.import_module("torch.ao.quantization.quantize_pt2e")
+        x86 = importlib.import_module(
+            "torch.ao.quantization.quantizer.x86_inductor_quantizer")
+        return pt2e.prepare_pt2e, pt2e.convert_pt2e, x86, "torch.ao.quantization"
     except ImportError:
         raise CaseSkipped("int8=pt2e needs PT2E quantisation, which moved from PyTorch to "
                           f"torchao: {install_line('torchao')}") from None
@@ -105,7 +107,10 @@ def _pt2e(job: Job) -> Prepared:
     try:
         with warnings.catch_warnings(), torch.no_grad():
             warnings.simplefilter("ignore")
-            exported = torch.export.export(copy.deepcopy(job.module), job.example).module()
+            # strict: a module called at several places (ResNet blocks reuse their ReLU)
+            # gets a partition per call, which the quantizer's fusion patterns need.
+            exported = torch.export.export(copy.deepcopy(job.module), job.example,
+                                           strict=True).module()
             quantizer = x86.X86InductorQuantizer()
             quantizer.set_global(x86.get_default_x86_inductor_quantization_config())
             observed = prepare_pt2e(exported, quantizer)

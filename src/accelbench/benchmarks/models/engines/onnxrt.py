@@ -105,7 +105,7 @@ def export(job: Job, module: Any, example: tuple[Any, ...], path: Path) -> Expor
     torch = job.torch
     names = list(job.input_names)
     started = time.perf_counter()
-    reasons = []
+    reasons: list[str] = []
     for dynamo in (True, False):
         try:
             with quiet(), torch.no_grad():
@@ -230,11 +230,9 @@ class OnnxRuntime:
         }
         if exported.fallback:
             details["exporter_fallback_reason"] = exported.fallback
-        warnings_ = ()
         if used[0] != PROVIDERS[provider]:
-            warnings_ = (f"ONNX Runtime fell back to {used[0]} from {PROVIDERS[provider]}",)
-        if warnings_:
-            details["provider_warning"] = warnings_[0]
+            details["provider_warning"] = (f"ONNX Runtime fell back to {used[0]} from "
+                                           f"{PROVIDERS[provider]}")
         return Prepared(run, details, output=output)
 
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import copy
 import warnings
+from typing import Any
 
 from accelbench.benchmarks.models.engines import TORCHSCRIPT, Job, Prepared
 from accelbench.core.measurement import CaseFailed
@@ -36,7 +37,7 @@ class TorchScript:
                              f"{_first_line(exc)}") from None
         dtype = cast_dtype(job)
 
-        def run(inputs: tuple[object, ...]) -> object:
+        def run(inputs: tuple[Any, ...]) -> Any:
             return frozen(*cast_inputs(job, inputs, dtype))
 
         return Prepared(run, {"steps": "torch.jit.trace, torch.jit.freeze, "
@@ -44,13 +45,13 @@ class TorchScript:
                               "precision_applied": _applied(job)})
 
 
-def cast_dtype(job: Job) -> object | None:
+def cast_dtype(job: Job) -> Any:
     """The half type the model is cast to for fp16/bf16, or None (fp32, tf32)."""
     return job.precision.torch_dtype(job.torch) if job.precision.dtype in ("fp16", "bf16") \
         else None
 
 
-def cast_for(job: Job) -> tuple[object, tuple[object, ...]]:
+def cast_for(job: Job) -> tuple[Any, tuple[Any, ...]]:
     """A copy of the model and the example, cast to the half type when there is one."""
     dtype = cast_dtype(job)
     if dtype is None:
@@ -58,10 +59,10 @@ def cast_for(job: Job) -> tuple[object, tuple[object, ...]]:
     return copy.deepcopy(job.module).to(dtype), tuple(cast_inputs(job, job.example, dtype))
 
 
-def cast_inputs(job: Job, inputs: tuple[object, ...], dtype: object | None) -> list[object]:
+def cast_inputs(job: Job, inputs: tuple[Any, ...], dtype: Any) -> list[Any]:
     if dtype is None:
         return list(inputs)
-    return [t.to(dtype) if t.is_floating_point() else t for t in inputs]  # type: ignore[attr-defined]
+    return [t.to(dtype) if t.is_floating_point() else t for t in inputs]
 
 
 def _applied(job: Job) -> str:

@@ -1,0 +1,113 @@
+"""The engines tables (`analysis.engines`): per model, precision and batch, each engine's
+latency, throughput, time to get ready, speed-up over eager and output parity; and a
+chart of the speed-ups."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable
+from dataclasses import replace
+from typing import Any
+
+from accelbench.analysis.engines import EngineGroup, EngineRow, engine_groups
+from accelbench.core.measurement import Measurement
+from accelbench.report.tables import BAD, WARN, Table
+from accelbench.report.units import format_factor, format_params, format_value
+
+HEADER = ("Engine", "Status", "Latency p50", "Throughput", "Ready in", "Speed-up over eager",
+          "Parity (max rel, cosine, top-1)", "Tolerance", "Providers")
+NOTE = ("Speed-up: eager's time per call over the engine's, in the same run, with the 95% "
+        "interval of the ratio of medians. Parity: against eager fp32 on the same device, "
+        "same weights and batch; max rel is the largest error over the output's largest "
+        "magnitude. A case out of tolerance fails with its figures and is not timed.")
+
+
+def engines_tables(measurements: Iterable[Measurement]) -> list[Table]:
+    """One table per group; the note on how to read them under the last."""
+    tables = [group_table(g) for g in engine_groups(measurements)]
+    if tables:
+        tables[-1] = replace(tables[-1], notes=[NOTE])
+    return tables
+
+
+def group_title(g: EngineGroup) -> str:
+    return f"Engines: {g.benchmark} {format_params(g.shown)} on {g.device}"
+
+
+def group_table(g: EngineGroup) -> Table:
+    rows, styles = [], []
+    for r in g.rows:
+        rows.append(_cells(r))
+        m = r.measurement
+        styles.append(None if m.ok and not m.warnings else WARN if m.ok else BAD)
+    return Table(group_title(g), HEADER, rows,
+                 numeric=frozenset({2, 3, 4, 5}), styles=styles)
+
+
+def _cells(r: EngineRow) -> tuple[str, ...]:
+    m = r.measurement
+    latency = m.figure("p50") or m.figure("ttft")
+    rate = m.primary if m.primary and m.primary.higher_is_better else None
+    ready = m.figure("compile_time")
+    status = m.status if m.ok else f"{m.status}: {m.reason or ''}"
+    return (
+        r.engine, status,
+        format_value(latency.value if latency else None, "s"),
+        format_value(rate.value if rate else None, rate.unit if rate else ""),
+        format_value(ready.value if ready else None, "s"),
+        _speedup(r), _parity(r.parity), _tolerance(r.parity), r.providers or "-",
+    )
+
+
+def _speedup(r: EngineRow) -> str:
+    s = r.speedup
+    if s is None:
+        return "1.00x (reference)" if r.engine == "eager" and r.measurement.ok else "-"
+    text = format_factor(s.ratio)
+    if math.isfinite(s.low) and math.isfinite(s.high):
+        text += f" [{s.low:.2f}, {s.high:.2f}]"
+    return text
+
+
+def _parity(p: dict[str, Any] | None) -> str:
+    if not p:
+        return "-"
+    parts = [_num(p.get("max_rel"), ".2g"), _num(p.get("cosine"), ".6f")]
+    if p.get("top1") is not None:
+        parts.append(_num(p.get("top1"), ".1%"))
+    return ", ".join(parts)
+
+
+def _tolerance(p: dict[str, Any] | None) -> str:
+    tol = p.get("tolerance") if p else None
+    if not isinstance(tol, dict):
+        return "-"
+    return (f"<= {_num(tol.get('max_rel'), 'g')}, >= {_num(tol.get('cosine'), 'g')}, "
+            f">= {_num(tol.get('top1'), '.0%')}")
+
+
+def _num(value: Any, spec: str) -> str:
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return str(value) if value is not None else "-"
+    return format(value, spec)
+
+
+def speedup_series(g: EngineGroup) -> tuple[list[str], list[float | None],
+                                            list[tuple[float, float] | None]]:
+    """Labels, speed-ups and their intervals of a group's engines (eager is 1)."""
+    labels: list[str] = []
+    values: list[float | None] = []
+    errors: list[tuple[float, float] | None] = []
+    for r in g.rows:
+        labels.append(r.engine)
+        s = r.speedup
+        if s is not None:
+            values.append(s.ratio)
+            errors.append((s.low, s.high))
+        elif r.engine == "eager" and r.measurement.ok:
+            values.append(1.0)
+            errors.append(None)
+        else:
+            values.append(None)
+            errors.append(None)
+    return labels, values, errors
