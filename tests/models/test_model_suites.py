@@ -52,3 +52,28 @@ def test_generations_uses_superbench_settings() -> None:
     assert {(c["dtype"], c["cast"]) for c in cases} == {("fp32", False), ("fp16", True)}
     ddp = _model_cases("generations", MI250X, "train-ddp")
     assert len(ddp) == len(cases)
+
+
+def test_quick_has_a_short_engines_slice_beside_eager_per_device_class() -> None:
+    for device in (CPU, MI250X):
+        engines = _model_cases("quick", device, "infer-engine")
+        assert {c["engine"] for c in engines} >= {"eager", "onnxruntime"}
+        assert len({(c["model"], c["dtype"], c["batch"]) for c in engines}) == 1  # paired
+        serve = _model_cases("quick", device, "serve")
+        assert serve and all(c["min_duration"] for c in serve)  # short LoadGen tests
+    assert all(c["model"].endswith("-tiny") for c in _model_cases("quick", CPU, "infer-engine"))
+
+
+def test_standard_runs_every_engine_on_the_issue_models_and_all_four_scenarios() -> None:
+    engines = _model_cases("standard", MI250X, "infer-engine")
+    for model in ("bert-base", "resnet50", "vit-b16"):
+        assert {c["engine"] for c in engines if c["model"] == model} >= {
+            "eager", "compile", "compile-max-autotune", "torchscript", "onnxruntime"}
+    assert {c["engine"] for c in engines if c["model"] == "sd-unet"} >= {"eager", "compile"}
+    assert any(c["engine"] == "int8" for c in engines)
+    for device in (CPU, MI250X):
+        serve = _model_cases("standard", device, "serve")
+        assert {c["scenario"] for c in serve} == {"single-stream", "multi-stream", "offline",
+                                                 "server"}
+        assert all(c["min_duration"] == "" for c in serve)  # LoadGen's own defaults
+        assert _model_cases("standard", device, "generate")

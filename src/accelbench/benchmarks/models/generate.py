@@ -72,6 +72,7 @@ def measure(ctx: CaseContext, params: dict[str, Any]) -> CaseResult:
     try:
         model = checks.built(torch, spec.name, lambda: build_model(
             torch, replace(setup, precision=fp32), device).eval())
+        n_params = sum(p.numel() for p in model.parameters())
         gen = torch.Generator(device="cpu").manual_seed(1000)
         ids = torch.randint(0, spec.shape["vocab"], (setup.batch, prompt),
                             generator=gen).to(device)
@@ -134,7 +135,7 @@ def measure(ctx: CaseContext, params: dict[str, Any]) -> CaseResult:
         figures.append(Figure("compile_time", max(0.0, first_call - steady), "s",
                               higher_is_better=False))
     details = {
-        **checks.setup_details(setup, sum(p.numel() for p in build_meta(torch, spec))),
+        **checks.setup_details(setup, n_params),
         **memory_details,
         "mode": "inference",
         "engine": name,
@@ -149,13 +150,6 @@ def measure(ctx: CaseContext, params: dict[str, Any]) -> CaseResult:
     del details["seq"]
     return CaseResult(timing, rates=(Rate("tokens", float(generated), "token/s", over="mean"),),
                       figures=tuple(figures), details=details, time_name="generation_time")
-
-
-def build_meta(torch: ModuleType, spec: Any) -> Any:
-    from accelbench.benchmarks.models import zoo
-
-    with torch.device("meta"):
-        return zoo.build(spec).parameters()
 
 
 def _parity(torch: ModuleType, model: Any, ids: Tensor, tokens: Tensor, logits: list[Tensor],

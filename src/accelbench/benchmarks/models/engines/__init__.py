@@ -27,7 +27,6 @@ from types import MappingProxyType, ModuleType
 from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
-    import torch
     from torch import Tensor, nn
 
     from accelbench.benchmarks.models.precision import Precision
