@@ -125,6 +125,15 @@ def test_smallest_attainable_p_is_the_extreme_split(n1, n2) -> None:
         assert _exact_p(pooled[:n1], pooled[n1:]) >= min_attainable_p(n1, n2) - 1e-12
 
 
+def test_a_thousand_samples_a_side_are_tested_without_overflow() -> None:
+    # C(2000, 1000) is about 1e600, far beyond a float: the p-value floor is 0 there.
+    assert min_attainable_p(1000, 1000) == 0.0
+    assert min_attainable_p(40, 40) == pytest.approx(2 / math.comb(80, 40))
+    rng = np.random.default_rng(5)
+    shifted = difference(rng.normal(10, 1, 1000), rng.normal(10.5, 1, 1000))
+    assert shifted.test == "mann-whitney" and shifted.significant
+
+
 def test_too_few_samples_fall_back_to_interval_overlap() -> None:
     # 3 + 3 samples: the smallest attainable p is 2/20 = 0.1, above alpha. With 3
     # samples no order-statistic interval reaches 95% (the widest covers 1 - 2/8 =

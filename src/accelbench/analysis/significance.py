@@ -82,8 +82,12 @@ def ratio_of_medians(
 
 
 def min_attainable_p(n1: int, n2: int) -> float:
-    """The smallest two-sided p-value an exact Mann-Whitney test can give for n1, n2."""
-    return min(1.0, 2.0 / math.comb(n1 + n2, n1))
+    """The smallest two-sided p-value an exact Mann-Whitney test can give for n1, n2.
+
+    2 / C(n1 + n2, n1), through the logarithm of the binomial coefficient: with a
+    thousand samples a side the coefficient itself is far beyond a float."""
+    log_ways = math.lgamma(n1 + n2 + 1) - math.lgamma(n1 + 1) - math.lgamma(n2 + 1)
+    return min(1.0, 2.0 * math.exp(-log_ways))
 
 
 def difference(a: Samples, b: Samples, alpha: float = 0.05) -> Difference:

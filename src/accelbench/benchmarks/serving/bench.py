@@ -44,7 +44,7 @@ from accelbench.core.registry import Benchmark
 from accelbench.core.timing import Timing
 
 CALIBRATION_CALLS = 5
-MAX_KEPT_SAMPLES = 2000  # service times kept in the record
+MAX_KEPT_SAMPLES = 1000  # service times kept in the record
 _SHARED = ("model", "dtype", "seq", "image", "config")
 
 
