@@ -77,11 +77,11 @@ setup() {
   fi
   timeout 300 "$py" -m pip install --quiet --upgrade pip || return 1
   if grep -q '^include-system-site-packages = true' "$venv/pyvenv.cfg"; then
-    # Keep the PyTorch found there: pin it, and leave out the pinned torch, torchvision
-    # and the one test-only package that depends on torch.
+    # Keep the PyTorch found there: pin it, and take the shared pins without the pinned
+    # torch and torchvision and without the one test-only package that depends on torch.
     timeout 120 "$py" -c 'import torch; print(f"torch=={torch.__version__}")' \
       >"$out/constraints.txt" || return 1
-    grep -Ev '^(torch|torchvision|HolisticTraceAnalysis)==' requirements-dev.txt \
+    grep -Ev '^HolisticTraceAnalysis==' requirements-common.txt \
       >"$out/requirements.txt" || return 1
     timeout 900 "$py" -m pip install --quiet -r "$out/requirements.txt" \
       -c "$out/constraints.txt" || return 1
