@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
@@ -146,19 +146,29 @@ def cpu_only_torch() -> SimpleNamespace:
     return fake_torch(version="2.5.1+cpu", props=[], config=CUDA_CONFIG)
 
 
-def replay(node: str | None) -> Callable[[Sequence[str]], str | None]:
-    """A vendor-tool runner that answers from tests/fixtures/vendor/<node>/."""
+def replay(node: str | None) -> vendor_tools.Runner:
+    """A vendor-tool runner that answers from tests/fixtures/vendor/<node>/; a command with
+    no recording there is a tool that is not installed."""
 
-    def run(argv: Sequence[str]) -> str | None:
+    def run(argv: Sequence[str], timeout: float) -> vendor_tools.ToolRun:
         name = _FIXTURE_FILES.get(tuple(argv))
         path = VENDOR_FIXTURES / node / name if node and name else None
-        return path.read_text(encoding="utf-8") if path and path.exists() else None
+        if path is None or not path.exists():
+            return vendor_tools.ToolRun(problem=vendor_tools.MISSING)
+        return vendor_tools.ToolRun(path.read_text(encoding="utf-8"))
 
     return run
 
 
-def no_tools(argv: Sequence[str]) -> str | None:
-    return None
+def no_tools(argv: Sequence[str], timeout: float) -> vendor_tools.ToolRun:
+    return vendor_tools.ToolRun(problem=vendor_tools.MISSING)
+
+
+def answer(text: str | None) -> vendor_tools.ToolRun:
+    """What a runner returns for a tool that printed `text` (None: it failed)."""
+    if text is None:
+        return vendor_tools.ToolRun(problem=vendor_tools.FAILED, detail="exit status 1")
+    return vendor_tools.ToolRun(text)
 
 
 @pytest.fixture
@@ -171,6 +181,7 @@ def fakes() -> SimpleNamespace:
         cpu_only=cpu_only_torch,
         replay=replay,
         no_tools=no_tools,
+        answer=answer,
         fixtures=VENDOR_FIXTURES,
         rocm_config=ROCM_CONFIG,
     )

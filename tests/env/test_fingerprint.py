@@ -145,8 +145,8 @@ def test_mi250x_on_rocm_6_2(fakes):
 def test_rocm_driver_falls_back_on_rocm_smi(fakes):
     replay = fakes.replay("mi250x-rocm6.2")
 
-    def without_amd_smi(argv):
-        return None if argv[0] == "amd-smi" else replay(argv)
+    def without_amd_smi(argv, timeout):
+        return fakes.no_tools(argv, timeout) if argv[0] == "amd-smi" else replay(argv, timeout)
 
     fp = collect("cuda:1", torch_module=fakes.mi250x(), run=without_amd_smi, environ={})
     assert fp.device.index == 1
@@ -154,6 +154,7 @@ def test_rocm_driver_falls_back_on_rocm_smi(fakes):
         "driver_version": "6.8.5",
         "products": ["AMD Instinct MI250X"] * 8,
         "tool": "rocm-smi",
+        "problems": ["amd-smi: not installed"],
     }
 
 
@@ -208,9 +209,9 @@ def test_h100_on_cuda_12_4(fakes):
     assert lookup(fp.device).name == "NVIDIA H100 SXM5"
 
 
-def test_a_fingerprint_survives_a_missing_vendor_tool(fakes):
+def test_a_fingerprint_survives_a_missing_vendor_tool_and_says_so(fakes):
     fp = collect("cuda", torch_module=fakes.h100(), run=fakes.no_tools, environ={})
-    assert fp.data["driver"] == {}
+    assert fp.data["driver"] == {"problems": ["nvidia-smi: not installed"]}
     assert fp.generation_key == "NVIDIA H100 80GB HBM3 | CUDA 12.4 | PyTorch 2.5.1"
 
 
@@ -344,3 +345,30 @@ def test_library_versions_are_decoded():
     assert fp_module._miopen_version(3002000) == "3.2.0"
     assert fp_module._dotted((2, 20, 5)) == "2.20.5"
     assert fp_module._dotted((2, 21, 5, "+cuda12.4")) == "2.21.5+cuda12.4"
+
+
+# --- vendor tools that time out ---------------------------------------------------------
+
+
+def test_a_timed_out_vendor_tool_is_named_in_the_fingerprint_and_stored(fakes, tmp_path):
+    from accelbench.env.vendor_tools import NVIDIA_SMI_QUERY, TIMED_OUT, ToolRun
+    from accelbench.store import Store, export_json, load_json
+
+    def run(argv, timeout):
+        if tuple(argv) == NVIDIA_SMI_QUERY:
+            return ToolRun(problem=TIMED_OUT, detail=f"no answer within {timeout:g} s")
+        return fakes.replay("h100-cuda12.4")(argv, timeout)
+
+    fp = collect("cuda", torch_module=fakes.h100(), run=run, environ={})
+    assert fp.data["driver"] == {
+        "problems": ["nvidia-smi --query-gpu: timed out (no answer within 20 s)"]
+    }
+    with Store.open(tmp_path / "results.sqlite") as store:
+        run_id = store.begin_run(fingerprint=fp.to_dict(), fingerprint_id=fp.fingerprint_id,
+                                 generation_key=fp.generation_key, device="cuda:0",
+                                 suite=None, argv=["run"], host="h100-01",
+                                 accelbench_version="0.1.0")
+        store.finish_run(run_id, "complete")
+        stored = store.load_run(run_id)
+    (again,) = load_json(json.loads(json.dumps(export_json([stored]))))
+    assert Fingerprint.from_dict(again.fingerprint) == fp

@@ -19,6 +19,10 @@ def fingerprints(fakes):
         "cuda": collect(
             "cuda", torch_module=fakes.h100(), run=fakes.replay("h100-cuda12.4"), environ=env
         ).to_dict(),
+        # A ROCm node without vendor tools.
+        "no-tools": collect(
+            "cuda", torch_module=fakes.mi250x(), run=fakes.no_tools, environ=env
+        ).to_dict(),
     }
 
 
@@ -65,6 +69,13 @@ def test_rows_for_a_rocm_node(fingerprints):
     assert table["CUDA_VISIBLE_DEVICES"] == '""'
     assert table["PyTorch debug build"] == "no"
     assert "CUDA version (PyTorch build)" not in table
+
+
+def test_rows_say_why_the_driver_fields_are_empty(fingerprints):
+    assert "Vendor tools not read" not in dict(rows(fingerprints["rocm"]))
+    table = dict(rows(fingerprints["no-tools"]))
+    assert table["Vendor tools not read"] == "amd-smi: not installed, rocm-smi: not installed"
+    assert "Driver" not in table
 
 
 def test_rows_come_in_display_order(fingerprints):

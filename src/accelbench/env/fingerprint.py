@@ -26,7 +26,8 @@ from accelbench.env.device import DeviceInfo, parse_device_spec
 from accelbench.errors import DeviceError, StoreError
 
 # Format history of Fingerprint.to_dict():
-#   1: first version.
+#   1: first version. Keys added since, absent from older fingerprints (which still load):
+#      driver.problems (vendor tools that gave nothing, and why).
 FORMAT_VERSION = 1
 
 # Environment variables that change what a benchmark measures: library selection and

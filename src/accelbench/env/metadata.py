@@ -58,6 +58,7 @@ KEYS: tuple[MetadataKey, ...] = (
     MetadataKey("driver.products", "Devices (vendor tool)", kind=COUNTED),
     MetadataKey("driver.vbios_versions", "VBIOS"),
     MetadataKey("driver.tool", "Driver read with"),
+    MetadataKey("driver.problems", "Vendor tools not read"),
     MetadataKey("torch.version", "PyTorch"),
     MetadataKey("torch.git_version", "PyTorch commit"),
     MetadataKey("torch.debug", "PyTorch debug build"),
