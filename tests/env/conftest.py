@@ -122,6 +122,20 @@ def mi300x_torch(count: int = 8) -> SimpleNamespace:
     )
 
 
+def rocm_torch(name: str, gcn_arch: str, memory: int, cus: int, count: int = 8
+               ) -> SimpleNamespace:
+    """PyTorch 2.6.0 for ROCm 6.3 on `count` GPUs that report these properties."""
+    gpu = rocm_props(name, gcn_arch, memory, cus, 4 << 20)
+    return fake_torch(
+        version="2.6.0+rocm6.3",
+        props=[gpu] * count,
+        hip="6.3.42131-fa1d09cbd",
+        cudnn=3003000,
+        nccl=(2, 21, 5),
+        config=ROCM_CONFIG,
+    )
+
+
 def h100_torch(count: int = 8) -> SimpleNamespace:
     """PyTorch 2.5.1 for CUDA 12.4 on H100 SXM5."""
     gpu = SimpleNamespace(
@@ -177,6 +191,7 @@ def fakes() -> SimpleNamespace:
     return SimpleNamespace(
         mi250x=mi250x_torch,
         mi300x=mi300x_torch,
+        rocm=rocm_torch,
         h100=h100_torch,
         cpu_only=cpu_only_torch,
         replay=replay,
