@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
@@ -122,6 +122,20 @@ def mi300x_torch(count: int = 8) -> SimpleNamespace:
     )
 
 
+def rocm_torch(name: str, gcn_arch: str, memory: int, cus: int, count: int = 8
+               ) -> SimpleNamespace:
+    """PyTorch 2.6.0 for ROCm 6.3 on `count` GPUs that report these properties."""
+    gpu = rocm_props(name, gcn_arch, memory, cus, 4 << 20)
+    return fake_torch(
+        version="2.6.0+rocm6.3",
+        props=[gpu] * count,
+        hip="6.3.42131-fa1d09cbd",
+        cudnn=3003000,
+        nccl=(2, 21, 5),
+        config=ROCM_CONFIG,
+    )
+
+
 def h100_torch(count: int = 8) -> SimpleNamespace:
     """PyTorch 2.5.1 for CUDA 12.4 on H100 SXM5."""
     gpu = SimpleNamespace(
@@ -146,19 +160,29 @@ def cpu_only_torch() -> SimpleNamespace:
     return fake_torch(version="2.5.1+cpu", props=[], config=CUDA_CONFIG)
 
 
-def replay(node: str | None) -> Callable[[Sequence[str]], str | None]:
-    """A vendor-tool runner that answers from tests/fixtures/vendor/<node>/."""
+def replay(node: str | None) -> vendor_tools.Runner:
+    """A vendor-tool runner that answers from tests/fixtures/vendor/<node>/; a command with
+    no recording there is a tool that is not installed."""
 
-    def run(argv: Sequence[str]) -> str | None:
+    def run(argv: Sequence[str], timeout: float) -> vendor_tools.ToolRun:
         name = _FIXTURE_FILES.get(tuple(argv))
         path = VENDOR_FIXTURES / node / name if node and name else None
-        return path.read_text(encoding="utf-8") if path and path.exists() else None
+        if path is None or not path.exists():
+            return vendor_tools.ToolRun(problem=vendor_tools.MISSING)
+        return vendor_tools.ToolRun(path.read_text(encoding="utf-8"))
 
     return run
 
 
-def no_tools(argv: Sequence[str]) -> str | None:
-    return None
+def no_tools(argv: Sequence[str], timeout: float) -> vendor_tools.ToolRun:
+    return vendor_tools.ToolRun(problem=vendor_tools.MISSING)
+
+
+def answer(text: str | None) -> vendor_tools.ToolRun:
+    """What a runner returns for a tool that printed `text` (None: it failed)."""
+    if text is None:
+        return vendor_tools.ToolRun(problem=vendor_tools.FAILED, detail="exit status 1")
+    return vendor_tools.ToolRun(text)
 
 
 @pytest.fixture
@@ -167,10 +191,12 @@ def fakes() -> SimpleNamespace:
     return SimpleNamespace(
         mi250x=mi250x_torch,
         mi300x=mi300x_torch,
+        rocm=rocm_torch,
         h100=h100_torch,
         cpu_only=cpu_only_torch,
         replay=replay,
         no_tools=no_tools,
+        answer=answer,
         fixtures=VENDOR_FIXTURES,
         rocm_config=ROCM_CONFIG,
     )

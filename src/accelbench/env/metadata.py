@@ -40,6 +40,7 @@ class MetadataKey:
 # In display order: the device, the stack from runtime down to libraries, then the host.
 KEYS: tuple[MetadataKey, ...] = (
     MetadataKey("device.name", "Device"),
+    MetadataKey("device.market_name", "Device (vendor tool)"),
     MetadataKey("device.type", "Device type"),
     MetadataKey("device.index", "Device index"),
     MetadataKey("device.arch", "Architecture"),
@@ -47,6 +48,10 @@ KEYS: tuple[MetadataKey, ...] = (
     MetadataKey("device.compute_units", "Compute units"),
     MetadataKey("device.l2_cache_bytes", "L2 cache", unit="B", kind=BYTES),
     MetadataKey("devices.names", "Devices visible", kind=COUNTED),
+    MetadataKey("product.label", "Identified as"),
+    MetadataKey("product.identified_by", "Identified by"),
+    MetadataKey("product.peaks", "Published peaks"),
+    MetadataKey("product.no_peaks", "No published peaks"),
     MetadataKey("platform", "Platform"),
     MetadataKey("runtime.name", "Runtime"),
     MetadataKey("runtime.hip", "HIP version (PyTorch build)"),
@@ -58,6 +63,7 @@ KEYS: tuple[MetadataKey, ...] = (
     MetadataKey("driver.products", "Devices (vendor tool)", kind=COUNTED),
     MetadataKey("driver.vbios_versions", "VBIOS"),
     MetadataKey("driver.tool", "Driver read with"),
+    MetadataKey("driver.problems", "Vendor tools not read"),
     MetadataKey("torch.version", "PyTorch"),
     MetadataKey("torch.git_version", "PyTorch commit"),
     MetadataKey("torch.debug", "PyTorch debug build"),
