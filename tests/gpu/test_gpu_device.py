@@ -43,7 +43,10 @@ def test_the_fingerprint_describes_the_gpu_pytorch_sees():
     assert runtime["version"] == (torch.version.hip if rocm else torch.version.cuda)
     assert data["libraries"]["conv"]["name"] == ("MIOpen" if rocm else "cuDNN")
     assert data["libraries"]["collective"]["name"] == ("RCCL" if rocm else "NCCL")
-    assert fp.generation_key.startswith(f"{fp.device.name} | {runtime['name']} ")
+    # The device part is the product identified (on ROCm from the architecture, compute
+    # units and memory, whatever name the driver reports).
+    product = (data.get("product") or {}).get("label") or fp.device.name
+    assert fp.generation_key.startswith(f"{product} | {runtime['name']} ")
 
 
 def test_auto_picks_the_first_gpu():
