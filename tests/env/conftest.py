@@ -111,15 +111,7 @@ def mi250x_torch(count: int = 2) -> SimpleNamespace:
 
 def mi300x_torch(count: int = 8) -> SimpleNamespace:
     """PyTorch 2.6.0 for ROCm 6.3 on MI300X."""
-    gpu = rocm_props("AMD Instinct MI300X", "gfx942:sramecc+:xnack-", 205822885888, 304, 4 << 20)
-    return fake_torch(
-        version="2.6.0+rocm6.3",
-        props=[gpu] * count,
-        hip="6.3.42131-fa1d09cbd",
-        cudnn=3003000,
-        nccl=(2, 21, 5),
-        config=ROCM_CONFIG,
-    )
+    return rocm_torch("AMD Instinct MI300X", "gfx942:sramecc+:xnack-", 205822885888, 304, count)
 
 
 def rocm_torch(name: str, gcn_arch: str, memory: int, cus: int, count: int = 8
