@@ -84,7 +84,8 @@ def fake_torch(
     )
 
 
-def rocm_props(name: str, gcn_arch: str, memory: int, cus: int, l2: int) -> SimpleNamespace:
+def rocm_props(name: str, gcn_arch: str, memory: int, cus: int, l2: int,
+               integrated: bool = False) -> SimpleNamespace:
     return SimpleNamespace(
         name=name,
         gcnArchName=gcn_arch,
@@ -93,6 +94,7 @@ def rocm_props(name: str, gcn_arch: str, memory: int, cus: int, l2: int) -> Simp
         major=9,
         minor=0,
         L2_cache_size=l2,
+        is_integrated=integrated,
     )
 
 
@@ -112,6 +114,22 @@ def mi250x_torch(count: int = 2) -> SimpleNamespace:
 def mi300x_torch(count: int = 8) -> SimpleNamespace:
     """PyTorch 2.6.0 for ROCm 6.3 on MI300X."""
     return rocm_torch("AMD Instinct MI300X", "gfx942:sramecc+:xnack-", 205822885888, 304, count)
+
+
+def mi300a_torch(xnack: bool, count: int = 4) -> SimpleNamespace:
+    """PyTorch 2.6.0 for ROCm 6.3 on MI300A APUs, with XNACK on or off (gcnArchName says
+    which is in effect); the GPU of an APU sees the memory the OS lends it."""
+    feature = "xnack+" if xnack else "xnack-"
+    gpu = rocm_props("AMD Instinct MI300A", f"gfx942:sramecc+:{feature}", 110 << 30, 228,
+                     4 << 20, integrated=True)
+    return fake_torch(
+        version="2.6.0+rocm6.3",
+        props=[gpu] * count,
+        hip="6.3.42131-fa1d09cbd",
+        cudnn=3003000,
+        nccl=(2, 21, 5),
+        config=ROCM_CONFIG,
+    )
 
 
 def rocm_torch(name: str, gcn_arch: str, memory: int, cus: int, count: int = 8
@@ -137,6 +155,7 @@ def h100_torch(count: int = 8) -> SimpleNamespace:
         major=9,
         minor=0,
         L2_cache_size=50 << 20,
+        is_integrated=False,
     )
     return fake_torch(
         version="2.5.1+cu124",
@@ -183,6 +202,7 @@ def fakes() -> SimpleNamespace:
     return SimpleNamespace(
         mi250x=mi250x_torch,
         mi300x=mi300x_torch,
+        mi300a=mi300a_torch,
         rocm=rocm_torch,
         h100=h100_torch,
         cpu_only=cpu_only_torch,

@@ -22,14 +22,15 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from accelbench.env import peaks, product, vendor_tools
+from accelbench.env import apu, peaks, product, vendor_tools
 from accelbench.env.device import DeviceInfo, parse_device_spec
 from accelbench.errors import DeviceError, StoreError
 
 # Format history of Fingerprint.to_dict():
 #   1: first version. Keys added since, absent from older fingerprints (which still load):
 #      device.market_name; "product" (what the GPU was identified as, and why it has no
-#      published peaks if so); driver.problems (vendor tools that gave nothing, and why).
+#      published peaks if so); driver.problems (vendor tools that gave nothing, and why);
+#      "memory_model" (an APU or not, and XNACK on AMD GPUs: env.apu).
 FORMAT_VERSION = 1
 
 # Environment variables that change what a benchmark measures: library selection and
@@ -534,6 +535,10 @@ def collect(
     }
     if gpu:
         data["product"] = _product(selected)
+        props = _call(_attr(torch_module, "cuda.get_device_properties"), selected.index or 0)
+        model = apu.memory_model(props, selected, environ)
+        if model is not None:
+            data["memory_model"] = model.to_dict()
     providers = onnxruntime_providers(packages)
     if providers is not None:
         data["onnxruntime_providers"] = providers

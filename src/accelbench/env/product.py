@@ -274,3 +274,12 @@ def generation_name(device: DeviceInfo) -> str:
     if device.platform == "rocm":
         return identify(device).label
     return device.name
+
+
+def shares_host_memory(device: DeviceInfo) -> str | None:
+    """The product, when `device` is identified as an APU whose CPU and GPU share one
+    memory (the MI300A); None otherwise."""
+    found = identify(device).fit
+    if found is None or found.name not in _BY_NAME:
+        return None
+    return found.name if _BY_NAME[found.name].unified_memory else None
