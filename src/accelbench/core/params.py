@@ -37,6 +37,8 @@ class Param:
     # a parameter whose one value holds commas (`-p config=layers=4,hidden=256`) says
     # False, and a grid of it is given by repeating -p.
     grid: bool = True
+    # Left at its default, a table does not show it (a scale of 1 that changes nothing).
+    quiet_default: bool = False
 
     def __post_init__(self) -> None:
         if self.kind not in _KINDS:
