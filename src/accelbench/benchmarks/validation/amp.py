@@ -37,7 +37,7 @@ if TYPE_CHECKING:
 AMP_DTYPES = ("fp16", "bf16")
 SAMPLES, FEATURES, HIDDEN, CLASSES = 512, 32, 64, 8
 LEARNING_RATE = 0.01
-LOSS_THRESHOLD = 0.25  # the last loss, as a share of the first
+LOSS_THRESHOLD = 0.05  # the last loss, as a share of the first
 DISTANCE = {"fp16": 0.02, "bf16": 0.05}  # from the fp32 curve, as a share of the first loss
 
 
