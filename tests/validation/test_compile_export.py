@@ -7,7 +7,7 @@ import importlib.util
 
 import pytest
 import torch
-from conftest import CPU, figures, run_check
+from validation_helpers import CPU, figures, run_check
 
 from accelbench.benchmarks.validation import export, torch_compile
 

@@ -7,7 +7,7 @@ import os
 
 import pytest
 import torch
-from conftest import figures, run_check
+from validation_helpers import figures, run_check
 
 from accelbench.benchmarks.validation import determinism
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 import torch
-from conftest import figures, run_check
+from validation_helpers import figures, run_check
 
 from accelbench.benchmarks.validation import numerics
 from accelbench.core.context import CaseContext

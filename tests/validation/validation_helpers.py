@@ -1,13 +1,10 @@
-"""Validation checks run in this process, on the CPU, for real: `check(bench, **params)`
+"""Validation checks run in this process, on the CPU, for real: `run_check(bench, **params)`
 plans the case as the runner does and runs it through the worker's own `execute_case`,
 so a failed or skipped check becomes the very record a run would store."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import Any
-
-import pytest
 
 from accelbench.core.measurement import Measurement
 from accelbench.core.registry import Benchmark
@@ -24,11 +21,6 @@ def run_check(bench: Benchmark, device: DeviceInfo = CPU, **given: Any) -> Measu
     params = bench.resolve(given)
     planned = PlannedCase(bench, bench.case(params, device.torch_device), params)
     return execute_case(planned, device, QUIET)
-
-
-@pytest.fixture
-def check() -> Callable[..., Measurement]:
-    return run_check
 
 
 def figures(m: Measurement) -> dict[str, float]:
