@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import replace
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from accelbench.benchmarks.validation.modes import require_precision
@@ -59,78 +59,111 @@ def measure(ctx: CaseContext, params: dict[str, Any]) -> CaseResult:
     rows, cols = torch.randperm(n, generator=generator)[:16], torch.randperm(
         n, generator=generator)[:16]
     flop = 2.0 * n ** 3
-    intervals: list[dict[str, float]] = []
-    worst = 0.0
-    checks = calls = 0
+
     with matmul_precision(torch, dtype):
         ops = make_operands(torch, device, dtype, n, n, n, 1, 0, fp8_torch_name(ctx.device))
-        start = time.perf_counter()
-        batch = 1
-        while time.perf_counter() - start < seconds:
-            began, done = time.perf_counter(), 0
-            while True:
-                t0 = time.perf_counter()
-                for _ in range(batch):
-                    ops.call()
-                sync()
-                calls += batch
-                done += batch
-                if calls // params["check_every"] > checks:
-                    checks = calls // params["check_every"]
-                    error = relative_error(torch, ops, rows, cols)
-                    worst = max(worst, error)
-                    if not error <= tolerance:
-                        _wrong(error, tolerance, dtype, calls, len(intervals), started=start,
-                               intervals=intervals, flop=flop)
-                if time.perf_counter() - t0 < BATCH_SECONDS / 2:
-                    batch *= 2
-                now = time.perf_counter()
-                if now - began >= interval or now - start >= seconds:
-                    break
-            elapsed = time.perf_counter() - began
-            intervals.append({"start_s": began - start, "seconds": elapsed, "calls": done,
-                              "throughput": flop * done / elapsed})
-        end = time.perf_counter()
-        final = relative_error(torch, ops, rows, cols)
-        checks += 1
-        worst = max(worst, final)
-        if not final <= tolerance:
-            _wrong(final, tolerance, dtype, calls, len(intervals), started=start,
-                   intervals=intervals, flop=flop)
+
+        def check(calls: int, elapsed: float, interval_index: int) -> float:
+            error = relative_error(torch, ops, rows, cols)
+            if not error <= tolerance:
+                raise CaseFailed(
+                    f"wrong result under load: relative error {error:.3g} exceeds "
+                    f"{tolerance:.3g} for {dtype} at call {calls}, {elapsed:.1f} s into the "
+                    f"burn-in (interval {interval_index + 1})",
+                    figures=(Figure("error", error, "", higher_is_better=False),
+                             Figure("tolerance", tolerance, "", higher_is_better=False)),
+                    details={"calls": calls, "verdict": "fail"})
+            return error
+
+        run = sustain(ops.call, sync, check, seconds, interval, params["check_every"], flop)
     if ctx.on_timed is not None:
-        ctx.on_timed(start, end)
-    # A last interval much shorter than the others is noise, not a sag.
-    full = [i for i in intervals if i["seconds"] >= interval / 2] or intervals
-    first, last = full[0]["throughput"], full[-1]["throughput"]
-    sag = 1.0 - last / first if first > 0 else 0.0
+        ctx.on_timed(run.start, run.end)
+    intervals = run.intervals
+    first, last, lowest, sag = throughput_sag(intervals, interval)
     peak = ctx.peak_flops(dtype)
-    verdict = Verdict(worst, tolerance, "", None, extra=(
+    verdict = Verdict(run.worst, tolerance, "", None, extra=(
         Figure("throughput_first", first, "FLOP/s", peak=peak),
         Figure("throughput_last", last, "FLOP/s", peak=peak),
-        Figure("throughput_min", min(i["throughput"] for i in full), "FLOP/s", peak=peak),
+        Figure("throughput_min", lowest, "FLOP/s", peak=peak),
         Figure("sag", 100.0 * sag, "%", higher_is_better=False),
     ))
-    if sag > params["max_sag"]:
-        verdict = replace(verdict, warnings=(
-            f"degraded: throughput fell {sag:.1%} from the first interval to the last "
-            f"(more than {params['max_sag']:.0%})",))
+    warning = degradation(sag, params["max_sag"])
+    if warning:
+        verdict = replace(verdict, warnings=(warning,))
     return conclude(verdict, {
-        "n": n, "dtype": dtype, "seconds": end - start, "interval_s": interval,
-        "calls": calls, "checks": checks, "check_every": params["check_every"],
+        "n": n, "dtype": dtype, "seconds": run.end - run.start, "interval_s": interval,
+        "calls": run.calls, "checks": run.checks, "check_every": params["check_every"],
         "intervals": intervals, "max_sag": params["max_sag"],
         "check": "a sampled 16 x 16 block against float64 (the GEMM benchmark's check)",
     })
 
 
-def _wrong(error: float, tolerance: float, dtype: str, calls: int, interval: int, *,
-           started: float, intervals: list[dict[str, float]], flop: float) -> None:
-    after = time.perf_counter() - started
-    raise CaseFailed(
-        f"wrong result under load: relative error {error:.3g} exceeds {tolerance:.3g} for "
-        f"{dtype} at call {calls}, {after:.1f} s into the burn-in (interval {interval + 1})",
-        figures=(Figure("error", error, "", higher_is_better=False),
-                 Figure("tolerance", tolerance, "", higher_is_better=False)),
-        details={"intervals": intervals, "calls": calls, "verdict": "fail"})
+def throughput_sag(intervals: list[dict[str, float]], interval: float
+                   ) -> tuple[float, float, float, float]:
+    """(first, last, lowest throughput, sag): how far the last interval fell below the
+    first, as a share of the first. A last interval much shorter than the nominal one (the
+    remainder of the burn) is noise, not a sag, and is left out."""
+    full = [i for i in intervals if i["seconds"] >= interval / 2] or intervals
+    first, last = full[0]["throughput"], full[-1]["throughput"]
+    sag = 1.0 - last / first if first > 0 else 0.0
+    return first, last, min(i["throughput"] for i in full), sag
+
+
+def degradation(sag: float, max_sag: float) -> str | None:
+    """The warning of a burn-in whose throughput sagged by more than `max_sag`."""
+    if sag <= max_sag:
+        return None
+    return (f"degraded: throughput fell {sag:.1%} from the first interval to the last "
+            f"(more than {max_sag:.0%})")
+
+
+@dataclass
+class Sustained:
+    """What a burn did: its intervals, calls and checks, the worst error checked."""
+
+    start: float
+    end: float = 0.0
+    intervals: list[dict[str, float]] = field(default_factory=list)
+    calls: int = 0
+    checks: int = 0
+    worst: float = 0.0
+
+
+def sustain(call: Callable[[], Any], sync: Callable[[], Any],
+            check: Callable[[int, float, int], float], seconds: float, interval: float,
+            every: int, work: float) -> Sustained:
+    """`call` back to back for `seconds`, `check(calls, elapsed, interval)` after every
+    `every` calls and at the end, and the throughput (`work` per call) of each interval.
+    Calls go in batches that grow until one lasts BATCH_SECONDS / 2, with a device sync
+    after each (a look at the clock must see the device's work done)."""
+    run = Sustained(time.perf_counter())
+    batch = 1
+    while time.perf_counter() - run.start < seconds:
+        began, done = time.perf_counter(), 0
+        while True:
+            t0 = time.perf_counter()
+            count = min(batch, every - run.calls % every)  # up to the next check
+            for _ in range(count):
+                call()
+            sync()
+            run.calls += count
+            done += count
+            if run.calls % every == 0:
+                run.checks += 1
+                elapsed = time.perf_counter() - run.start
+                run.worst = max(run.worst, check(run.calls, elapsed, len(run.intervals)))
+            if count == batch and time.perf_counter() - t0 < BATCH_SECONDS / 2:
+                batch *= 2
+            now = time.perf_counter()
+            if now - began >= interval or now - run.start >= seconds:
+                break
+        elapsed = time.perf_counter() - began
+        run.intervals.append({"start_s": began - run.start, "seconds": elapsed,
+                              "calls": done, "throughput": work * done / elapsed})
+    run.end = time.perf_counter()
+    run.checks += 1
+    run.worst = max(run.worst, check(run.calls, run.end - run.start, len(run.intervals) - 1))
+    return run
 
 
 def _positive(value: Any) -> str | None:
