@@ -198,3 +198,25 @@ class _FakeCudnn:
             c.allow_tf32_cudnn = bool(value)
         else:
             object.__setattr__(self, name, value)
+def check_measurement(
+    bench: str, params: dict[str, Any], status: str = "ok", *, error: float | None = None,
+    tolerance: float | None = None, reason: str | None = None, warnings: Sequence[str] = (),
+    device: str = "cpu",
+) -> Any:
+    """A validation check as a store holds it: its verdict's figures (error, tolerance
+    and margin) measured, no timing."""
+    from accelbench.core.case import Case
+    from accelbench.core.measurement import Figure, Measurement
+
+    figures = []
+    if error is not None:
+        figures.append(Figure("error", error, "", False))
+    if tolerance is not None:
+        figures.append(Figure("tolerance", tolerance, "", False))
+        if error is not None and tolerance > 0:
+            figures.append(Figure("margin", 100 * (1 - error / tolerance), "%"))
+    case = Case.make(bench, "v1", "validation", params, device)
+    verdict = {"ok": "pass", "failed": "fail"}.get(status)
+    return Measurement(case, status, reason, measured=tuple(figures), time_name="",
+                       warnings=tuple(warnings),
+                       details={"verdict": verdict} if verdict else {})

@@ -85,7 +85,12 @@ def test_real_torch_raises_on_a_legacy_read_once_the_apis_are_mixed(real_precisi
 
 
 @pytest.mark.parametrize("tf32", [True, False])
-def test_the_new_api_is_set_read_back_and_restored_without_legacy_reads(tf32: bool) -> None:
+def test_inside_a_case_the_legacy_and_new_state_agree_and_the_mix_found_comes_back(
+    tf32: bool,
+) -> None:
+    """Inside the case every legacy read works and says what the per-op precisions say
+    (cuBLAS handle set-up, cuBLASLt and torch.compile read them); after it, the state
+    found, mixed as it was, is back."""
     ctx = FakeMathContext()
     b = ctx.torch.backends
     b.cuda.matmul.fp32_precision = "tf32"  # someone used the new API: legacy reads raise
@@ -95,9 +100,25 @@ def test_the_new_api_is_set_read_back_and_restored_without_legacy_reads(tf32: bo
         assert dict(mode.precisions) == {"matmul": want, "conv": want, "rnn": want}
         assert mode.api == NEW_API
         assert mode.in_effect("matmul") is tf32 and mode.problem() is None
+        assert b.cuda.matmul.allow_tf32 is tf32 and b.cudnn.allow_tf32 is tf32
     assert (b.cuda.matmul.fp32_precision, b.cudnn.conv.fp32_precision,
             b.cudnn.rnn.fp32_precision) == ("tf32", "ieee", "tf32")
-    assert ctx.legacy_reads == 0
+
+
+@pytest.mark.parametrize("ops", [("matmul",), ("conv",), ("matmul", "conv", "rnn")])
+@pytest.mark.parametrize("tf32", [True, False])
+def test_the_real_torch_reads_its_legacy_flags_inside_a_case(
+    tf32: bool, ops: tuple[str, ...], real_precisions
+) -> None:
+    """Setting only the per-op precision ("tf32" for matmul, conv apart from RNN) would
+    make these reads raise, as cuBLAS and torch.compile make them."""
+    with math_mode(torch, tf32, ops, "cuda") as mode:
+        assert mode.in_effect(ops[0]) is tf32
+        if "matmul" in ops:
+            assert torch.backends.cuda.matmul.allow_tf32 is tf32
+        if "conv" in ops:
+            assert torch.backends.cudnn.allow_tf32 is tf32
+    _ = torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32
 
 
 def test_an_error_inside_restores_the_precisions() -> None:
@@ -215,7 +236,7 @@ def test_gemm_runs_against_a_fake_that_raises_on_mixed_reads(
     monkeypatch.setattr(torch.backends.cuda, "matmul", fake.torch.backends.cuda.matmul)
     result, _ = run_benchmark(gemm.BENCHMARK, ctx, shape="32", dtype="fp32")
     assert result.details["matmul_fp32_precision"] == "ieee"
-    assert fake.legacy_reads == 0 and fake.resolved("matmul") == "tf32"
+    assert fake.resolved("matmul") == "tf32"  # the mix found is back
 
 
 def test_conv_fp32_runs_after_the_new_api_set_conv_precision(

@@ -100,8 +100,12 @@ def test_every_suite_asks_only_for_declared_benchmarks_and_valid_values(suite_na
             assert bench.distributed, f"{suite_name}: ranks for {entry.bench}, not distributed"
 
 
-def test_every_benchmark_is_in_the_full_suite() -> None:
-    assert set(load_suite("full").benchmarks()) == set(REGISTRY.names())
+def test_every_benchmark_is_in_the_full_suite_and_every_check_in_validate() -> None:
+    measuring = {b.name for b in BENCHES if b.family != "validation"}
+    checks = {b.name for b in BENCHES if b.family == "validation"}
+    assert set(load_suite("full").benchmarks()) == measuring
+    # The burn-in runs only when asked for (`accelbench validate --burn SECONDS`).
+    assert set(load_suite("validate").benchmarks()) == checks - {"burn-in"}
 
 
 def test_the_readme_names_every_benchmark_with_its_family() -> None:

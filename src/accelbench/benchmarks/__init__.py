@@ -9,6 +9,20 @@ from __future__ import annotations
 from accelbench.benchmarks.collectives import bench as collectives
 from accelbench.benchmarks.micro import attention, conv, gemm, launch, memory, unified
 from accelbench.benchmarks.models import infer, train
+from accelbench.benchmarks.validation import (
+    amp,
+    audio,
+    burn,
+    determinism,
+    distributed,
+    export,
+    memtest,
+    numerics,
+    recsys,
+    text,
+    torch_compile,
+    vision,
+)
 from accelbench.core.registry import Registry
 
 REGISTRY = Registry([
@@ -22,6 +36,20 @@ REGISTRY = Registry([
     train.BENCHMARK,
     train.DDP_BENCHMARK,
     infer.BENCHMARK,
+    # Validation checks (`accelbench validate`): pass, fail or skip, with the error found.
+    numerics.BENCHMARK,
+    amp.BENCHMARK,
+    determinism.BENCHMARK,
+    torch_compile.BENCHMARK,
+    export.EXPORT,
+    export.ONNX,
+    vision.BENCHMARK,
+    audio.BENCHMARK,
+    text.BENCHMARK,
+    recsys.BENCHMARK,
+    memtest.BENCHMARK,
+    burn.BENCHMARK,
+    distributed.BENCHMARK,
 ])
 
 __all__ = ["REGISTRY"]

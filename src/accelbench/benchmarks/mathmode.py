@@ -9,11 +9,17 @@ PyTorch has two APIs for them, and mixing them breaks the old one:
   "ieee" ("none" inherits from the parent setting). The GEMM and cuDNN paths read these.
 - The legacy flags, `torch.backends.cuda.matmul.allow_tf32` and
   `torch.backends.cudnn.allow_tf32` (one flag for conv and RNN). Reading one checks it
-  against the new state and raises ("mix of the legacy and new APIs") once anything in
-  the process has set a precision the flag cannot express: matmul.fp32_precision = "tf32"
-  leaves the legacy matmul precision at "highest", cudnn.conv.fp32_precision = "ieee"
-  leaves conv and RNN apart. So where the new API exists it is the only one used here;
-  the legacy flags only on older PyTorch.
+  against the new state and raises ("mix of the legacy and new APIs") once the two
+  disagree: matmul.fp32_precision = "tf32" alone leaves the legacy matmul precision at
+  "highest", cudnn.conv.fp32_precision = "ieee" alone leaves conv and RNN apart. Not only
+  Python reads them: ATen's `allowTF32CuBLAS()` makes the same check, and cuBLAS handle
+  set-up, cuBLASLt GEMMs and torch.compile call it.
+
+So a case sets each switch through its legacy setter, which sets the legacy state and
+the per-op precisions together, then sets the per-op precision explicitly, and reads the
+mode back through the per-op precision (which never raises); on older PyTorch the legacy
+flags alone. The state is consistent for the whole case, and what it found, mixed or
+not, is put back after it.
 
 On ROCm, PyTorch 2.9 gates TF32 in hipBLASLt on the environment: `allowTF32CuBLAS()`
 returns false, and setting `allow_tf32` does nothing, unless HIPBLASLT_ALLOW_TF32=1 (read
@@ -101,8 +107,11 @@ def math_mode(
     settings = [_Setting(torch, op) for op in ops]
     previous = [s.get() for s in settings]
     try:
+        # The legacy flags first (cuDNN's sets conv and RNN at once), then each op.
         for setting in settings:
-            setting.set(tf32)
+            setting.set_legacy(tf32)
+        for setting in settings:
+            setting.set_precision(tf32)
         yield MathMode(
             tf32=tf32,
             precisions={s.op: s.read() for s in settings},
@@ -112,8 +121,13 @@ def math_mode(
             else None,
         )
     finally:
-        for setting, value in reversed(list(zip(settings, previous, strict=True))):
-            setting.restore(value)
+        # The legacy flags first (each also sets its per-op precisions), then the per-op
+        # precisions as they were: together, the state the case found.
+        pairs = list(zip(settings, previous, strict=True))
+        for setting, saved in reversed(pairs):
+            setting.restore_legacy(saved)
+        for setting, saved in reversed(pairs):
+            setting.restore_precision(saved)
 
 
 def read_precision(torch: ModuleType, op: str) -> str:
@@ -131,7 +145,15 @@ def tf32_worker_env(params: Mapping[str, Any], device: DeviceInfo) -> WorkerEnv:
 
 
 class _Setting:
-    """One op's switch: the per-op precision where PyTorch has it, else the legacy flag."""
+    """One op's switch: the per-op precision where PyTorch has it, else the legacy flag.
+
+    Where both exist, the switch is set through the legacy setter, which sets the legacy
+    state and the per-op precision together (`setAllowTF32CuBLAS`, `setAllowTF32CuDNN`
+    in ATen's Context.cpp), and read back through the per-op precision. Setting the
+    per-op precision alone would leave the two disagreeing (`matmul.fp32_precision =
+    "tf32"` keeps the legacy matmul precision at "highest"; `cudnn.conv` apart from
+    `cudnn.rnn`), and then every `allowTF32CuBLAS()` raises: cuBLAS handle set-up and
+    cuBLASLt GEMMs call it, and so do torch.compile and torch.export."""
 
     def __init__(self, torch: ModuleType, op: str) -> None:
         self.op = op
@@ -146,22 +168,30 @@ class _Setting:
     def new(self) -> bool:
         return self.holder is not None
 
-    def get(self) -> object:
-        if self.holder is not None:
-            return self.holder.fp32_precision
-        return bool(self.legacy.allow_tf32)
+    def get(self) -> tuple[bool | None, object]:
+        """(the legacy flag, the per-op precision), as they are now; the legacy flag is
+        None where reading it raises (something mixed the APIs before)."""
+        try:
+            legacy: bool | None = bool(self.legacy.allow_tf32)
+        except RuntimeError:
+            legacy = None
+        return legacy, (self.holder.fp32_precision if self.holder is not None else None)
 
-    def set(self, tf32: bool) -> None:
+    def set_legacy(self, tf32: bool) -> None:
+        self.legacy.allow_tf32 = tf32
+
+    def set_precision(self, tf32: bool) -> None:
+        """Explicit, where the legacy setter leaves "none" (inherited)."""
         if self.holder is not None:
             self.holder.fp32_precision = "tf32" if tf32 else "ieee"
-        else:
-            self.legacy.allow_tf32 = tf32
 
-    def restore(self, value: object) -> None:
+    def restore_legacy(self, saved: tuple[bool | None, object]) -> None:
+        if saved[0] is not None:
+            self.legacy.allow_tf32 = saved[0]
+
+    def restore_precision(self, saved: tuple[bool | None, object]) -> None:
         if self.holder is not None:
-            self.holder.fp32_precision = value
-        else:
-            self.legacy.allow_tf32 = value
+            self.holder.fp32_precision = saved[1]
 
     def read(self) -> str:
         """The precision in effect: the new API's value, or the legacy flag's equivalent."""

@@ -42,6 +42,8 @@ class Param:
     # resolved parameters, so it neither multiplies a grid's cases nor changes the
     # identity of the cases it cannot change.
     only_when: tuple[str, tuple[Any, ...]] | None = None
+    # Left at its default, a table does not show it (a scale of 1 that changes nothing).
+    quiet_default: bool = False
 
     def __post_init__(self) -> None:
         if self.kind not in _KINDS:

@@ -28,7 +28,7 @@ if sys.version_info >= (3, 11):
 else:  # pragma: no cover
     import tomli as tomllib
 
-SUITES = ("quick", "standard", "full", "generations")
+SUITES = ("quick", "standard", "full", "generations", "validate")
 DEVICE_CLASSES = ("any", "cpu", "gpu", "cuda", "rocm", "xpu", "mps")
 
 
