@@ -76,3 +76,147 @@ def stored_measurement(
     timings = (Timing(tuple(samples), number, 0, "converged", confidence),) if samples else ()
     return Measurement(case, status, timings=timings, time_name="", measured=tuple(figures),
                        **fields)
+
+
+class FakeMathContext:
+    """PyTorch's float32 math-mode state (ATen's Context) behind a fake `torch.backends`,
+    as aten/src/ATen/Context.cpp keeps and checks it.
+
+    `new_api` gives the per-op precisions of PyTorch 2.9 and later
+    (`backends.cuda.matmul.fp32_precision`, `backends.cudnn.conv/rnn.fp32_precision`);
+    then reading a legacy flag raises, as PyTorch does, when the legacy state disagrees
+    with the new one ("mix of the legacy and new APIs"). `rocm_gate` is PyTorch 2.9's
+    ROCm build: unless HIPBLASLT_ALLOW_TF32 is "1" in `environ`, the legacy matmul flag
+    reads False and setting it does nothing. `torch` is the fake module to hand over.
+    """
+
+    MIXED = "you have used mix of the legacy and new APIs"
+
+    def __init__(self, new_api: bool = True, rocm_gate: bool = False,
+                 environ: dict[str, str] | None = None) -> None:
+        from types import SimpleNamespace
+
+        self.new_api = new_api
+        self.rocm_gate = rocm_gate
+        self.environ = {} if environ is None else environ
+        self.legacy_matmul_tf32 = False  # float32_matmul_precision != HIGHEST
+        self.allow_tf32_cudnn = True
+        self.precision = {("cuda", "matmul"): "none", ("cuda", "conv"): "tf32",
+                          ("cuda", "rnn"): "tf32", ("cuda", "all"): "none",
+                          ("generic", "all"): "none"}
+        self.legacy_reads = 0
+        matmul, cudnn = _FakeMatmul(self), _FakeCudnn(self)
+        self.torch = SimpleNamespace(backends=SimpleNamespace(
+            cuda=SimpleNamespace(matmul=matmul), cudnn=cudnn))
+
+    def resolved(self, op: str) -> str:
+        value = self.precision[("cuda", op)]
+        if value == "none":
+            value = self.precision[("cuda", "all")]
+        if value == "none":
+            value = self.precision[("generic", "all")]
+        return value
+
+    def set_precision(self, op: str, value: object) -> None:
+        if value not in ("ieee", "tf32", "none"):
+            raise RuntimeError(f"backend 'cuda' does not support precision {value!r}")
+        self.precision[("cuda", op)] = str(value)
+
+    def gated(self) -> bool:
+        return self.rocm_gate and self.environ.get("HIPBLASLT_ALLOW_TF32") != "1"
+
+
+class _FakePrecision:
+    def __init__(self, context: FakeMathContext, op: str) -> None:
+        object.__setattr__(self, "_context", context)
+        object.__setattr__(self, "_op", op)
+
+    def __getattr__(self, name: str) -> object:
+        if name == "fp32_precision" and self._context.new_api:
+            return self._context.resolved(self._op)
+        raise AttributeError(f"Unknown attribute {name}")
+
+    def __setattr__(self, name: str, value: object) -> None:
+        if name == "fp32_precision" and self._context.new_api:
+            self._context.set_precision(self._op, value)
+            return
+        raise AttributeError(f"Unknown attribute {name}")
+
+
+class _FakeMatmul(_FakePrecision):
+    def __init__(self, context: FakeMathContext) -> None:
+        super().__init__(context, "matmul")
+
+    def __getattr__(self, name: str) -> object:
+        c = self._context
+        if name != "allow_tf32":
+            return super().__getattr__(name)
+        c.legacy_reads += 1
+        if c.gated():
+            return False
+        new = c.resolved("matmul") == "tf32"
+        if c.new_api and c.legacy_matmul_tf32 != new:
+            raise RuntimeError("PyTorch is checking whether allow_tf32_new is enabled for "
+                               f"cuBlas matmul, ... {FakeMathContext.MIXED} ...")
+        return new if c.new_api else c.legacy_matmul_tf32
+
+    def __setattr__(self, name: str, value: object) -> None:
+        c = self._context
+        if name != "allow_tf32":
+            super().__setattr__(name, value)
+        elif not c.gated():
+            c.legacy_matmul_tf32 = bool(value)
+            c.precision[("cuda", "matmul")] = "tf32" if value else "ieee"
+
+
+class _FakeCudnn:
+    def __init__(self, context: FakeMathContext) -> None:
+        object.__setattr__(self, "_context", context)
+        object.__setattr__(self, "benchmark", False)
+        if context.new_api:
+            object.__setattr__(self, "conv", _FakePrecision(context, "conv"))
+            object.__setattr__(self, "rnn", _FakePrecision(context, "rnn"))
+
+    def __getattr__(self, name: str) -> object:
+        c = self._context
+        if name != "allow_tf32":
+            raise AttributeError(name)
+        c.legacy_reads += 1
+        if c.new_api:
+            rnn, conv = c.resolved("rnn") == "tf32", c.resolved("conv") == "tf32"
+            if not rnn == conv == c.allow_tf32_cudnn:
+                raise RuntimeError("PyTorch is checking whether allow_tf32 is enabled for "
+                                   f"cuDNN without a specific operator name, ... "
+                                   f"{FakeMathContext.MIXED} ...")
+        return c.allow_tf32_cudnn
+
+    def __setattr__(self, name: str, value: object) -> None:
+        c = self._context
+        if name == "allow_tf32":
+            c.precision[("cuda", "rnn")] = c.precision[("cuda", "conv")] = \
+                "tf32" if value else "none"
+            c.allow_tf32_cudnn = bool(value)
+        else:
+            object.__setattr__(self, name, value)
+def check_measurement(
+    bench: str, params: dict[str, Any], status: str = "ok", *, error: float | None = None,
+    tolerance: float | None = None, reason: str | None = None, warnings: Sequence[str] = (),
+    device: str = "cpu",
+) -> Any:
+    """A validation check as a store holds it: its verdict's figures (error, tolerance
+    and margin) measured, no timing."""
+    from accelbench.core.case import Case
+    from accelbench.core.measurement import Figure, Measurement
+
+    figures = []
+    if error is not None:
+        figures.append(Figure("error", error, "", False))
+    if tolerance is not None:
+        figures.append(Figure("tolerance", tolerance, "", False))
+        if error is not None and tolerance > 0:
+            figures.append(Figure("margin", 100 * (1 - error / tolerance), "%"))
+    case = Case.make(bench, "v1", "validation", params, device)
+    verdict = {"ok": "pass", "failed": "fail"}.get(status)
+    return Measurement(case, status, reason, measured=tuple(figures), time_name="",
+                       warnings=tuple(warnings),
+                       details={"verdict": verdict} if verdict else {})

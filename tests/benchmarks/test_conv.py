@@ -78,12 +78,14 @@ def test_search_reports_its_time_apart_and_restores_the_flags(
     ctx: CaseContext, run_case: RunCase
 ) -> None:
     cudnn = torch.backends.cudnn
-    before = (cudnn.benchmark, cudnn.allow_tf32)
+    before = (cudnn.benchmark, cudnn.conv.fp32_precision, cudnn.allow_tf32)
     result, measurement = run_case(BENCH, ctx, layer=SMALL, batch=2, search=True)
-    assert (cudnn.benchmark, cudnn.allow_tf32) == before
+    assert (cudnn.benchmark, cudnn.conv.fp32_precision, cudnn.allow_tf32) == before
     flags = result.details["flags"]
     assert flags["cudnn.benchmark"] is True  # in force while the case ran
-    assert flags["cudnn.allow_tf32"] is False  # fp32 means fp32, not TF32
+    assert flags["cudnn.conv.fp32_precision"] == "ieee"  # fp32 means fp32, not TF32
+    assert result.details["tf32_in_effect"] is False
+    assert result.details["conv_fp32_precision"] == "ieee"
     search = measurement.figure("search_time")
     first = measurement.figure("first_call_time")
     assert search is not None and not search.higher_is_better
@@ -171,7 +173,7 @@ ROCM_ENV = {
     "HIPBLASLT_LOG_LEVEL": "1",  # not a MIOpen setting
 }
 FLAGS = {"cudnn.enabled": True, "cudnn.benchmark": True, "cudnn.deterministic": False,
-         "cudnn.allow_tf32": False, "mkldnn.enabled": True, "miopen.immediate": False}
+         "cudnn.conv.fp32_precision": "ieee", "mkldnn.enabled": True, "miopen.immediate": False}
 
 
 def test_rocm_records_the_miopen_settings_in_force() -> None:

@@ -8,13 +8,17 @@ from types import SimpleNamespace
 import pytest
 import torch
 
+from accelbench.benchmarks import REGISTRY
+from accelbench.benchmarks.mathmode import math_mode
 from accelbench.benchmarks.micro import gemm
 from accelbench.benchmarks.micro.shapes import DEFAULT_TOKENS, parse_shape, shape_names
+from accelbench.core.case import Case
 from accelbench.core.context import CaseContext
 from accelbench.core.measurement import CaseFailed
 from accelbench.core.timing import PerfCounterClock, TimingPolicy
 from accelbench.env.device import DeviceInfo
 from accelbench.errors import UserError
+from accelbench.runner.plan import Request, expand, load_suite
 from fakes import run_benchmark
 
 CPU = DeviceInfo(type="cpu", index=None, platform="cpu", name="cpu")
@@ -132,27 +136,33 @@ def test_fp32_forbids_tf32_for_the_case_and_restores_the_flag(
     real = torch.matmul
 
     def spy(a, b, *, out):
-        seen.append(flags.allow_tf32)
+        seen.append(flags.fp32_precision)
         return real(a, b, out=out)
 
     monkeypatch.setattr(torch, "matmul", spy)
     previous = flags.allow_tf32
-    flags.allow_tf32 = True
+    flags.allow_tf32 = True  # the legacy API: both of PyTorch's states say TF32
     try:
-        run(ctx, shape="32", dtype="fp32")
-        assert seen and not any(seen)
-        assert flags.allow_tf32 is True
+        result, _ = run(ctx, shape="32", dtype="fp32")
+        assert seen and set(seen) == {"ieee"}
+        assert result.details["tf32_in_effect"] is False
+        assert result.details["matmul_fp32_precision"] == "ieee"
+        assert "allow_tf32" not in result.details
+        assert "hipblaslt_allow_tf32" not in result.details  # a ROCm detail
+        # Restored through the new API to a state the legacy flag can still read.
+        assert flags.fp32_precision == "tf32" and flags.allow_tf32 is True
     finally:
         flags.allow_tf32 = previous
 
 
-def test_matmul_precision_restores_after_an_error() -> None:
+def test_the_matmul_precision_is_restored_after_an_error() -> None:
     flags = torch.backends.cuda.matmul
-    previous = flags.allow_tf32
-    with pytest.raises(RuntimeError), gemm.matmul_precision(torch, "tf32"):
-        assert flags.allow_tf32 is True
+    previous = flags.fp32_precision
+    with pytest.raises(RuntimeError, match="boom"), \
+            math_mode(torch, True, ("matmul",), "cuda") as mode:
+        assert flags.fp32_precision == "tf32" and mode.in_effect()
         raise RuntimeError("boom")
-    assert flags.allow_tf32 == previous
+    assert flags.fp32_precision == previous
 
 
 def test_peak_is_passed_through_for_the_harness(
@@ -217,3 +227,84 @@ def test_unsupported_gpu_dtypes_fail_before_touching_the_device(
     ctx = CaseContext(device, PerfCounterClock(), TimingPolicy())
     with pytest.raises(CaseFailed, match=reason):
         gemm.measure(ctx, gemm.BENCHMARK.resolve({"dtype": dtype}))
+
+
+# --- fp8: use_fast_accum as a parameter --------------------------------------------------
+
+# fp8 run for real: a device that says H100 and computes on the CPU (where this torch has
+# a _scaled_mm kernel).
+H100_ON_CPU = DeviceInfo("cpu", None, "cuda", "NVIDIA H100 (on the CPU)", "sm_90")
+
+
+@pytest.mark.parametrize("fast_accum", [True, False])
+def test_fp8_passes_fast_accum_to_scaled_mm_and_records_it(
+    monkeypatch: pytest.MonkeyPatch, fast_accum: bool
+) -> None:
+    monkeypatch.setattr("accelbench.env.peaks.lookup", lambda device: None)
+    real, seen = torch._scaled_mm, []
+
+    def spy(*args, **kwargs):
+        seen.append(kwargs.get("use_fast_accum"))
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(torch, "_scaled_mm", spy)
+    ctx = CaseContext(H100_ON_CPU, PerfCounterClock(), TimingPolicy(max_time=0.1,
+                                                                    warmup_time=0.01))
+    try:
+        result, _ = run(ctx, shape="64x32x48", dtype="fp8", fast_accum=fast_accum)
+    except CaseFailed as e:
+        pytest.skip(f"no CPU kernel for torch._scaled_mm here: {e}")
+    assert seen and set(seen) == {fast_accum}  # the checked calls and the timed ones
+    assert result.details["fp8_fast_accum"] is fast_accum
+    assert "tf32_in_effect" not in result.details  # no float32 matmul precision for fp8
+
+
+def test_fast_accum_is_on_by_default_and_belongs_to_fp8_cases_only() -> None:
+    resolved = gemm.BENCHMARK.resolve({"dtype": "fp8"})
+    assert resolved["fast_accum"] is True
+    case = gemm.BENCHMARK.case(resolved, "cuda:0")
+    assert "fast_accum" in case.shown  # shown on and off: both are settings of fp8
+    assert "fast_accum" in gemm.BENCHMARK.case(
+        gemm.BENCHMARK.resolve({"dtype": "fp8", "fast_accum": "false"}), "cuda:0").shown
+    for dtype in ("fp32", "tf32", "bf16", "int8"):
+        given = gemm.BENCHMARK.resolve({"dtype": dtype, "fast_accum": "false"})
+        assert "fast_accum" not in given  # checked, then left out
+    with pytest.raises(UserError, match="fast_accum='maybe' is not a valid bool"):
+        gemm.BENCHMARK.resolve({"dtype": "fp32", "fast_accum": "maybe"})
+
+
+def test_other_dtypes_keep_their_case_identity() -> None:
+    """fp32 and the others compute what they did: their keys are those of the cases
+    stored before fast_accum existed."""
+    for dtype in ("fp32", "tf32", "fp16", "int8"):
+        params = gemm.BENCHMARK.resolve({"shape": "4096", "dtype": dtype})
+        before = Case.make("gemm", "old", "micro", {"shape": "4096", "dtype": dtype,
+                                                     "batch": 1}, "cuda:0")
+        assert gemm.BENCHMARK.case(params, "cuda:0").key == before.key
+
+
+H100 = DeviceInfo("cuda", 0, "cuda", "NVIDIA H100 80GB HBM3", "sm_90", 80 * 2**30)
+MI300X = DeviceInfo("cuda", 0, "rocm", "AMD Instinct MI300X", "gfx942", 192 * 2**30)
+
+
+def _gemm_cases(device: DeviceInfo, **overrides: tuple[str, ...]) -> list[dict[str, object]]:
+    request = Request(suite="standard", benches=("gemm",), overrides=overrides)
+    return [dict(p.params) for p in expand(request, load_suite("standard"), REGISTRY, device)]
+
+
+def test_the_standard_suite_times_fp8_with_and_without_fast_accum_on_cuda() -> None:
+    cases = _gemm_cases(H100)
+    fp8 = [c for c in cases if c["dtype"] == "fp8"]
+    assert sorted((c["shape"], c["fast_accum"]) for c in fp8) == sorted(
+        (s, f) for s in ("1024", "4096", "8192", "16384") for f in (True, False))
+    assert all("fast_accum" not in c for c in cases if c["dtype"] != "fp8")
+    # PyTorch does not hand the flag to hipBLASLt: ROCm times the default only.
+    rocm_fp8 = [c for c in _gemm_cases(MI300X) if c["dtype"] == "fp8"]
+    assert len(rocm_fp8) == 4 and {c["fast_accum"] for c in rocm_fp8} == {True}
+
+
+def test_a_fast_accum_grid_does_not_multiply_the_other_dtypes() -> None:
+    cases = _gemm_cases(H100, fast_accum=("true,false",))
+    fp32 = [c for c in cases if c["dtype"] == "fp32"]
+    assert len(fp32) == len({c["shape"] for c in fp32}) == 4
+    assert len([c for c in cases if c["dtype"] == "fp8"]) == 8

@@ -58,7 +58,8 @@ def test_declaration_is_usable(bench: Benchmark) -> None:
 @pytest.mark.parametrize("bench", BENCHES, ids=lambda b: b.name)
 def test_defaults_pass_their_own_validation(bench: Benchmark) -> None:
     defaults = {p.name: p.default for p in bench.params}
-    assert bench.resolve({}) == defaults
+    # A parameter that applies only to some values of another is left out elsewhere.
+    assert bench.resolve({}) == {p.name: p.default for p in bench.params if p.applies(defaults)}
     for p in bench.params:
         p.validate(p.default, bench.name)
         assert p.parse(str(p.default), bench.name) == p.default
@@ -86,16 +87,25 @@ def test_every_suite_asks_only_for_declared_benchmarks_and_valid_values(suite_na
         assert not unknown, f"{suite_name}: {entry.bench} has no parameter {unknown}"
         axes = {k: spread_values(bench, k, v) for k, v in entry.grid.items()}
         assert all(axes.values()), f"{suite_name}: an empty axis for {entry.bench}"
+        applied: set[str] = set()
         for combo in itertools.product(*axes.values()):
             resolved = bench.resolve(dict(zip(axes, combo, strict=True)))
             for p in bench.params:
-                p.validate(resolved[p.name], bench.name)
+                if p.name in resolved:
+                    p.validate(resolved[p.name], bench.name)
+            applied |= set(resolved)
+        # An axis over a parameter that applies to none of the entry's cases is a mistake.
+        assert set(entry.grid) <= applied, f"{suite_name}: {entry.bench} grids what never applies"
         if entry.ranks is not None:
             assert bench.distributed, f"{suite_name}: ranks for {entry.bench}, not distributed"
 
 
-def test_every_benchmark_is_in_the_full_suite() -> None:
-    assert set(load_suite("full").benchmarks()) == set(REGISTRY.names())
+def test_every_benchmark_is_in_the_full_suite_and_every_check_in_validate() -> None:
+    measuring = {b.name for b in BENCHES if b.family != "validation"}
+    checks = {b.name for b in BENCHES if b.family == "validation"}
+    assert set(load_suite("full").benchmarks()) == measuring
+    # The burn-in runs only when asked for (`accelbench validate --burn SECONDS`).
+    assert set(load_suite("validate").benchmarks()) == checks - {"burn-in"}
 
 
 def test_the_readme_names_every_benchmark_with_its_family() -> None:

@@ -136,7 +136,9 @@ def test_list_shows_every_benchmark_with_parameters(capsys):
     names = {b["name"] for b in data["benchmarks"]}
     assert {"gemm", "memory", "launch"} <= names
     gemm = next(b for b in data["benchmarks"] if b["name"] == "gemm")
-    assert {p["name"] for p in gemm["params"]} == {"shape", "dtype", "batch"}
+    assert {p["name"] for p in gemm["params"]} == {"shape", "dtype", "batch", "fast_accum"}
+    fast_accum = next(p for p in gemm["params"] if p["name"] == "fast_accum")
+    assert fast_accum["only_when"] == {"dtype": ["fp8"]} and fast_accum["default"] is True
     assert "bf16" in gemm["dtypes"] and gemm["version"]
     assert [s["name"] for s in data["suites"]][:3] == ["quick", "standard", "full"]
 

@@ -121,3 +121,22 @@ def test_version_covers_the_declared_source_modules(tmp_path, monkeypatch):
     helper.write_text("SHAPES = {'a': 2}\n")
     assert bench.version != first
     source_version.cache_clear()
+
+
+def test_a_parameter_that_applies_only_to_some_values_is_left_out_elsewhere():
+    params = (Param("dtype", "str", "fp32", choices=("fp32", "fp8")),
+              Param("fast", "bool", True, only_when=("dtype", ("fp8",))))
+    assert resolve_params(params, {}) == {"dtype": "fp32"}
+    assert resolve_params(params, {"dtype": "fp8"}) == {"dtype": "fp8", "fast": True}
+    assert resolve_params(params, {"dtype": "fp8", "fast": "no"}) == {"dtype": "fp8",
+                                                                     "fast": False}
+    # Given where it does not apply, it is checked, then left out: no second case.
+    assert resolve_params(params, {"dtype": "fp32", "fast": "no"}) == {"dtype": "fp32"}
+    with pytest.raises(UserError, match="fast='maybe' is not a valid bool"):
+        resolve_params(params, {"dtype": "fp32", "fast": "maybe"})
+    assert params[1].describe()["only_when"] == {"dtype": ["fp8"]}
+    assert "only_when" not in params[0].describe()
+    bench = Benchmark("b", "micro", "s", "accelbench.core.params:resolve_params", params)
+    fp32 = [bench.case(bench.resolve({"dtype": "fp32", "fast": v}), "cpu") for v in ("no", "yes")]
+    assert fp32[0] == fp32[1] and fp32[0].key == Case.make("b", "v", "micro",
+                                                           {"dtype": "fp32"}, "cpu").key

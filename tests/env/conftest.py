@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
@@ -84,7 +84,8 @@ def fake_torch(
     )
 
 
-def rocm_props(name: str, gcn_arch: str, memory: int, cus: int, l2: int) -> SimpleNamespace:
+def rocm_props(name: str, gcn_arch: str, memory: int, cus: int, l2: int,
+               integrated: bool = False) -> SimpleNamespace:
     return SimpleNamespace(
         name=name,
         gcnArchName=gcn_arch,
@@ -93,6 +94,7 @@ def rocm_props(name: str, gcn_arch: str, memory: int, cus: int, l2: int) -> Simp
         major=9,
         minor=0,
         L2_cache_size=l2,
+        is_integrated=integrated,
     )
 
 
@@ -111,7 +113,29 @@ def mi250x_torch(count: int = 2) -> SimpleNamespace:
 
 def mi300x_torch(count: int = 8) -> SimpleNamespace:
     """PyTorch 2.6.0 for ROCm 6.3 on MI300X."""
-    gpu = rocm_props("AMD Instinct MI300X", "gfx942:sramecc+:xnack-", 205822885888, 304, 4 << 20)
+    return rocm_torch("AMD Instinct MI300X", "gfx942:sramecc+:xnack-", 205822885888, 304, count)
+
+
+def mi300a_torch(xnack: bool, count: int = 4) -> SimpleNamespace:
+    """PyTorch 2.6.0 for ROCm 6.3 on MI300A APUs, with XNACK on or off (gcnArchName says
+    which is in effect); the GPU of an APU sees the memory the OS lends it."""
+    feature = "xnack+" if xnack else "xnack-"
+    gpu = rocm_props("AMD Instinct MI300A", f"gfx942:sramecc+:{feature}", 110 << 30, 228,
+                     4 << 20, integrated=True)
+    return fake_torch(
+        version="2.6.0+rocm6.3",
+        props=[gpu] * count,
+        hip="6.3.42131-fa1d09cbd",
+        cudnn=3003000,
+        nccl=(2, 21, 5),
+        config=ROCM_CONFIG,
+    )
+
+
+def rocm_torch(name: str, gcn_arch: str, memory: int, cus: int, count: int = 8
+               ) -> SimpleNamespace:
+    """PyTorch 2.6.0 for ROCm 6.3 on `count` GPUs that report these properties."""
+    gpu = rocm_props(name, gcn_arch, memory, cus, 4 << 20)
     return fake_torch(
         version="2.6.0+rocm6.3",
         props=[gpu] * count,
@@ -131,6 +155,7 @@ def h100_torch(count: int = 8) -> SimpleNamespace:
         major=9,
         minor=0,
         L2_cache_size=50 << 20,
+        is_integrated=False,
     )
     return fake_torch(
         version="2.5.1+cu124",
@@ -146,19 +171,29 @@ def cpu_only_torch() -> SimpleNamespace:
     return fake_torch(version="2.5.1+cpu", props=[], config=CUDA_CONFIG)
 
 
-def replay(node: str | None) -> Callable[[Sequence[str]], str | None]:
-    """A vendor-tool runner that answers from tests/fixtures/vendor/<node>/."""
+def replay(node: str | None) -> vendor_tools.Runner:
+    """A vendor-tool runner that answers from tests/fixtures/vendor/<node>/; a command with
+    no recording there is a tool that is not installed."""
 
-    def run(argv: Sequence[str]) -> str | None:
+    def run(argv: Sequence[str], timeout: float) -> vendor_tools.ToolRun:
         name = _FIXTURE_FILES.get(tuple(argv))
         path = VENDOR_FIXTURES / node / name if node and name else None
-        return path.read_text(encoding="utf-8") if path and path.exists() else None
+        if path is None or not path.exists():
+            return vendor_tools.ToolRun(problem=vendor_tools.MISSING)
+        return vendor_tools.ToolRun(path.read_text(encoding="utf-8"))
 
     return run
 
 
-def no_tools(argv: Sequence[str]) -> str | None:
-    return None
+def no_tools(argv: Sequence[str], timeout: float) -> vendor_tools.ToolRun:
+    return vendor_tools.ToolRun(problem=vendor_tools.MISSING)
+
+
+def answer(text: str | None) -> vendor_tools.ToolRun:
+    """What a runner returns for a tool that printed `text` (None: it failed)."""
+    if text is None:
+        return vendor_tools.ToolRun(problem=vendor_tools.FAILED, detail="exit status 1")
+    return vendor_tools.ToolRun(text)
 
 
 @pytest.fixture
@@ -167,10 +202,13 @@ def fakes() -> SimpleNamespace:
     return SimpleNamespace(
         mi250x=mi250x_torch,
         mi300x=mi300x_torch,
+        mi300a=mi300a_torch,
+        rocm=rocm_torch,
         h100=h100_torch,
         cpu_only=cpu_only_torch,
         replay=replay,
         no_tools=no_tools,
+        answer=answer,
         fixtures=VENDOR_FIXTURES,
         rocm_config=ROCM_CONFIG,
     )

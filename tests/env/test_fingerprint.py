@@ -140,13 +140,20 @@ def test_mi250x_on_rocm_6_2(fakes):
     assert data["driver"]["products"] == ["AMD Instinct MI250X"] * 8
     assert fp.generation_key == "AMD Instinct MI250X | ROCm 6.2 | PyTorch 2.5.1"
     assert lookup(fp.device).name == "AMD Instinct MI250X"
+    assert fp.device.market_name == "AMD Instinct MI250X"  # amd-smi's, on every GPU
+    assert data["product"] == {
+        "label": "AMD Instinct MI250X",
+        "name": "AMD Instinct MI250X",
+        "identified_by": "device name",
+        "peaks": "AMD Instinct MI250X",
+    }
 
 
 def test_rocm_driver_falls_back_on_rocm_smi(fakes):
     replay = fakes.replay("mi250x-rocm6.2")
 
-    def without_amd_smi(argv):
-        return None if argv[0] == "amd-smi" else replay(argv)
+    def without_amd_smi(argv, timeout):
+        return fakes.no_tools(argv, timeout) if argv[0] == "amd-smi" else replay(argv, timeout)
 
     fp = collect("cuda:1", torch_module=fakes.mi250x(), run=without_amd_smi, environ={})
     assert fp.device.index == 1
@@ -154,6 +161,7 @@ def test_rocm_driver_falls_back_on_rocm_smi(fakes):
         "driver_version": "6.8.5",
         "products": ["AMD Instinct MI250X"] * 8,
         "tool": "rocm-smi",
+        "problems": ["amd-smi: not installed"],
     }
 
 
@@ -208,9 +216,9 @@ def test_h100_on_cuda_12_4(fakes):
     assert lookup(fp.device).name == "NVIDIA H100 SXM5"
 
 
-def test_a_fingerprint_survives_a_missing_vendor_tool(fakes):
+def test_a_fingerprint_survives_a_missing_vendor_tool_and_says_so(fakes):
     fp = collect("cuda", torch_module=fakes.h100(), run=fakes.no_tools, environ={})
-    assert fp.data["driver"] == {}
+    assert fp.data["driver"] == {"problems": ["nvidia-smi: not installed"]}
     assert fp.generation_key == "NVIDIA H100 80GB HBM3 | CUDA 12.4 | PyTorch 2.5.1"
 
 
@@ -344,3 +352,123 @@ def test_library_versions_are_decoded():
     assert fp_module._miopen_version(3002000) == "3.2.0"
     assert fp_module._dotted((2, 20, 5)) == "2.20.5"
     assert fp_module._dotted((2, 21, 5, "+cuda12.4")) == "2.21.5+cuda12.4"
+
+
+# --- which product: names that say too little -------------------------------------------
+
+MI300X_MEMORY = 205822885888
+GCD_MEMORY = 68702699520
+
+
+def _rocm(fakes, name, arch, memory, cus, run=None):
+    torch_module = fakes.rocm(name, arch, memory, cus)
+    return collect("cuda", torch_module=torch_module, run=run or fakes.no_tools, environ={})
+
+
+def test_an_mi300x_that_rocm_calls_amd_radeon_graphics_is_an_mi300x(fakes):
+    fp = _rocm(fakes, "AMD Radeon Graphics", "gfx942:sramecc+:xnack-", MI300X_MEMORY, 304)
+    assert lookup(fp.device) is not None and lookup(fp.device).name == "AMD Instinct MI300X"
+    named = collect("cuda", torch_module=fakes.mi300x(), run=fakes.no_tools, environ={})
+    assert fp.generation_key == named.generation_key == (
+        "AMD Instinct MI300X | ROCm 6.3 | PyTorch 2.6.0")
+    assert fp.device.name == "AMD Radeon Graphics"  # what PyTorch said is kept
+    assert fp.data["product"] == {
+        "label": "AMD Instinct MI300X",
+        "name": "AMD Instinct MI300X",
+        "identified_by": "gfx942, 304 CUs, 192 GiB",
+        "peaks": "AMD Instinct MI300X",
+    }
+    mi325x = _rocm(fakes, "AMD Radeon Graphics", "gfx942", 256 << 30, 304)
+    assert mi325x.generation_key == "AMD Instinct MI325X | ROCm 6.3 | PyTorch 2.6.0"
+
+
+def test_mi250x_and_mi250_gcds_named_alike_are_told_apart_by_their_cus(fakes):
+    shared = "AMD Instinct MI250X / MI250"
+    mi250x = _rocm(fakes, shared, "gfx90a:sramecc+:xnack-", GCD_MEMORY, 110)
+    mi250 = _rocm(fakes, shared, "gfx90a:sramecc+:xnack-", GCD_MEMORY, 104)
+    assert mi250x.generation_key == "AMD Instinct MI250X | ROCm 6.3 | PyTorch 2.6.0"
+    assert mi250.generation_key == "AMD Instinct MI250 | ROCm 6.3 | PyTorch 2.6.0"
+    assert mi250.data["product"]["identified_by"] == "device name and gfx90a, 104 CUs, 64 GiB"
+    assert lookup(mi250x.device).name == "AMD Instinct MI250X"
+    assert lookup(mi250.device).name == "AMD Instinct MI250"
+
+
+def test_amd_smi_tells_an_mi210_from_an_mi250_gcd(fakes):
+    args = ("AMD Radeon Graphics", "gfx90a", GCD_MEMORY, 104)
+    told = _rocm(fakes, *args, run=fakes.replay("mi210-rocm6.2"))
+    untold = _rocm(fakes, *args)
+    assert told.generation_key == "AMD Instinct MI210 | ROCm 6.3 | PyTorch 2.6.0"
+    assert told.device.market_name == "AMD Instinct MI210"
+    assert told.data["product"]["name"] == "AMD Instinct MI210"
+    assert told.data["product"]["identified_by"] == "vendor tool's product name"
+    assert untold.data["product"]["candidates"] == ["AMD Instinct MI210", "AMD Instinct MI250"]
+    assert untold.generation_key == (
+        "AMD Instinct MI210 or AMD Instinct MI250 | ROCm 6.3 | PyTorch 2.6.0")
+    # Their devices rate the same, so the result still gets its % of peak.
+    assert lookup(untold.device).dense_flops("fp16") == pytest.approx(
+        lookup(told.device).dense_flops("fp16"), rel=0.005)
+
+
+def test_a_cpx_partition_of_an_mi300x_is_recognised_and_keyed_apart(fakes):
+    fp = _rocm(fakes, "AMD Radeon Graphics", "gfx942", 48 << 30, 38,
+               run=fakes.replay("mi300x-cpx-rocm6.3"))
+    assert lookup(fp.device) is not None and lookup(fp.device).devices_per_package == 8
+    assert fp.generation_key == "AMD Instinct MI300X (CPX) | ROCm 6.3 | PyTorch 2.6.0"
+    assert fp.data["product"]["name"] == "AMD Instinct MI300X"
+    assert fp.data["product"]["partition"] == "CPX"
+
+
+def test_a_gpu_that_cannot_be_identified_says_why_in_its_fingerprint(fakes):
+    fp = _rocm(fakes, "AMD Radeon Graphics", "gfx1100", 48 << 30, 96)
+    assert fp.generation_key.startswith("AMD Radeon PRO W7900 or AMD Radeon PRO W7900 Dual Slot")
+    product = fp.data["product"]
+    assert "name" not in product and "peaks" not in product
+    assert product["candidates"] == ["AMD Radeon PRO W7900", "AMD Radeon PRO W7900 Dual Slot"]
+    assert "no published figures for AMD Radeon PRO W7900 Dual Slot" in product["no_peaks"]
+    assert lookup(fp.device) is None
+
+
+def test_a_fingerprint_stored_before_products_were_identified_still_loads(fakes):
+    stored = collect("cuda", torch_module=fakes.mi250x(), run=fakes.no_tools,
+                     environ={}).to_dict()
+    stored.pop("product", None)
+    for key in ("market_name", "compute_units", "memory_bytes", "l2_cache_bytes"):
+        stored["device"].pop(key, None)
+    loaded = Fingerprint.from_dict(json.loads(json.dumps(stored)))
+    assert loaded.device.market_name is None and loaded.device.compute_units is None
+    assert loaded.generation_key == "AMD Instinct MI250X | ROCm 6.2 | PyTorch 2.5.1"
+    assert lookup(loaded.device).name == "AMD Instinct MI250X"
+
+
+def test_the_recorded_product_names_the_generation_whatever_the_table_says_today(fakes):
+    stored = _rocm(fakes, "AMD Radeon Graphics", "gfx942", MI300X_MEMORY, 304).to_dict()
+    stored["product"]["label"] = "AMD Instinct MI300X (as identified then)"
+    assert Fingerprint.from_dict(stored).generation_key.startswith(
+        "AMD Instinct MI300X (as identified then) | ")
+
+
+# --- vendor tools that time out ---------------------------------------------------------
+
+
+def test_a_timed_out_vendor_tool_is_named_in_the_fingerprint_and_stored(fakes, tmp_path):
+    from accelbench.env.vendor_tools import NVIDIA_SMI_QUERY, TIMED_OUT, ToolRun
+    from accelbench.store import Store, export_json, load_json
+
+    def run(argv, timeout):
+        if tuple(argv) == NVIDIA_SMI_QUERY:
+            return ToolRun(problem=TIMED_OUT, detail=f"no answer within {timeout:g} s")
+        return fakes.replay("h100-cuda12.4")(argv, timeout)
+
+    fp = collect("cuda", torch_module=fakes.h100(), run=run, environ={})
+    assert fp.data["driver"] == {
+        "problems": ["nvidia-smi --query-gpu: timed out (no answer within 20 s)"]
+    }
+    with Store.open(tmp_path / "results.sqlite") as store:
+        run_id = store.begin_run(fingerprint=fp.to_dict(), fingerprint_id=fp.fingerprint_id,
+                                 generation_key=fp.generation_key, device="cuda:0",
+                                 suite=None, argv=["run"], host="h100-01",
+                                 accelbench_version="0.1.0")
+        store.finish_run(run_id, "complete")
+        stored = store.load_run(run_id)
+    (again,) = load_json(json.loads(json.dumps(export_json([stored]))))
+    assert Fingerprint.from_dict(again.fingerprint) == fp

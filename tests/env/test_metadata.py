@@ -19,6 +19,15 @@ def fingerprints(fakes):
         "cuda": collect(
             "cuda", torch_module=fakes.h100(), run=fakes.replay("h100-cuda12.4"), environ=env
         ).to_dict(),
+        # A ROCm node without vendor tools.
+        "no-tools": collect(
+            "cuda", torch_module=fakes.mi250x(), run=fakes.no_tools, environ=env
+        ).to_dict(),
+        # A GPU accelbench cannot identify.
+        "unknown": collect(
+            "cuda", torch_module=fakes.rocm("AMD Radeon Graphics", "gfx1151", 96 << 30, 40),
+            run=fakes.no_tools, environ=env,
+        ).to_dict(),
     }
 
 
@@ -65,6 +74,27 @@ def test_rows_for_a_rocm_node(fingerprints):
     assert table["CUDA_VISIBLE_DEVICES"] == '""'
     assert table["PyTorch debug build"] == "no"
     assert "CUDA version (PyTorch build)" not in table
+
+
+def test_rows_say_why_the_driver_fields_are_empty(fingerprints):
+    assert "Vendor tools not read" not in dict(rows(fingerprints["rocm"]))
+    table = dict(rows(fingerprints["no-tools"]))
+    assert table["Vendor tools not read"] == "amd-smi: not installed, rocm-smi: not installed"
+    assert "Driver" not in table
+
+
+def test_rows_say_what_a_gpu_was_identified_as_and_why_it_has_no_peaks(fingerprints):
+    rocm = dict(rows(fingerprints["rocm"]))
+    assert rocm["Device (vendor tool)"] == "AMD Instinct MI250X"
+    assert rocm["Identified as"] == "AMD Instinct MI250X"
+    assert rocm["Identified by"] == "device name"
+    assert rocm["Published peaks"] == "AMD Instinct MI250X"
+    assert "No published peaks" not in rocm
+    unknown = dict(rows(fingerprints["unknown"]))
+    assert unknown["Identified as"] == "AMD Radeon Graphics (gfx1151, 40 CUs, 96 GiB)"
+    assert unknown["No published peaks"] == (
+        "gfx1151, 40 CUs, 96 GiB fits no product in the peak table")
+    assert "Identified as" not in dict(rows(fingerprints["cpu"]))
 
 
 def test_rows_come_in_display_order(fingerprints):

@@ -24,6 +24,10 @@ def gpu(name: str, platform: str = "cuda", arch: str | None = None, cus: int | N
         ("AMD Instinct MI250X", "rocm", "gfx90a", "AMD Instinct MI250X"),
         ("AMD Instinct MI300X", "rocm", "gfx942", "AMD Instinct MI300X"),
         ("AMD Instinct MI325X", "rocm", "gfx942", "AMD Instinct MI325X"),
+        ("AMD Instinct MI300A", "rocm", "gfx942", "AMD Instinct MI300A"),
+        ("AMD Radeon Pro V620", "rocm", "gfx1030", "AMD Radeon PRO V620"),
+        ("AMD Radeon PRO W7900", "rocm", "gfx1100", "AMD Radeon PRO W7900"),
+        ("AMD Radeon RX 7900 XTX", "rocm", "gfx1100", "AMD Radeon RX 7900 XTX"),
         ("NVIDIA A100-SXM4-40GB", "cuda", "sm_80", "NVIDIA A100 SXM4 40GB"),
         ("NVIDIA A100-SXM4-80GB", "cuda", "sm_80", "NVIDIA A100 SXM4 80GB"),
         ("NVIDIA A100-PCIE-40GB", "cuda", "sm_80", "NVIDIA A100 PCIe 40GB"),
@@ -36,8 +40,8 @@ def gpu(name: str, platform: str = "cuda", arch: str | None = None, cus: int | N
 def test_every_listed_device_is_found_by_its_pytorch_name(torch_name, platform, arch, entry):
     peaks = lookup(gpu(torch_name, platform, arch))
     assert peaks is not None and peaks.name == entry
-    assert peaks.memory_bandwidth and peaks.memory_bandwidth > 1e12
-    assert peaks.dense_flops("fp16") and peaks.dense_flops("fp16") > 1e14
+    assert peaks.memory_bandwidth and peaks.memory_bandwidth > 5e11  # V620: 512 GB/s
+    assert peaks.dense_flops("fp16") and peaks.dense_flops("fp16") > 4e13  # V620: 40.55
     assert peaks.source
 
 
@@ -70,6 +74,11 @@ CDNA2_CU = {"fp64": 256, "fp32": 256, "fp16": 1024, "bf16": 1024, "int8": 1024}
 CDNA3_CU = {"fp64": 256, "fp32": 256, "tf32": 1024, "fp16": 2048, "bf16": 2048, "fp8": 4096,
             "int8": 4096}
 AMPERE_SM = {"fp64": 128, "fp32": 128, "tf32": 1024, "fp16": 2048, "bf16": 2048, "int8": 4096}
+# RDNA has no fp32 or fp64 matrix units: fp32 is the vector rate, dual-issued on RDNA 3
+# (64 lanes x 2 issues x 2 FLOP per FMA); fp16 is packed math on RDNA 2 and WMMA on RDNA 3,
+# where bf16 runs at the fp16 rate.
+RDNA2_CU = {"fp32": 128, "fp16": 256}
+RDNA3_CU = {"fp32": 256, "fp16": 512, "bf16": 512}
 HOPPER_SM = {"fp64": 256, "fp32": 256, "tf32": 2048, "fp16": 4096, "bf16": 4096, "fp8": 8192,
              "int8": 8192}
 TENSOR_SPARSE = ("tf32", "fp16", "bf16", "fp8", "int8")
@@ -94,6 +103,14 @@ SPECS = {
     # whose data rate AMD does not print (only "6 TB/s"), so its memory is not derived.
     "AMD Instinct MI300X": Spec(304, _clocks(2100), CDNA3_CU, TENSOR_SPARSE, 8192, 5.2),
     "AMD Instinct MI325X": Spec(304, _clocks(2100), CDNA3_CU, TENSOR_SPARSE, None, None),
+    # 228 CUs (six XCDs of 38) at 2100 MHz; 8192-bit HBM3 at 5.2 Gb/s, as MI300X.
+    "AMD Instinct MI300A": Spec(228, _clocks(2100), CDNA3_CU, TENSOR_SPARSE, 8192, 5.2),
+    # 72 CUs at 2200 MHz; 256-bit GDDR6 at 16 Gb/s.
+    "AMD Radeon PRO V620": Spec(72, _clocks(2200, "fp32 fp16"), RDNA2_CU, (), 256, 16.0),
+    # 96 CUs at 2495 MHz (W7900) or 2500 MHz (7900 XTX); 384-bit GDDR6 at 18 or 20 Gb/s.
+    "AMD Radeon PRO W7900": Spec(96, _clocks(2495, "fp32 fp16 bf16"), RDNA3_CU, (), 384, 18.0),
+    "AMD Radeon RX 7900 XTX": Spec(96, _clocks(2500, "fp32 fp16 bf16"), RDNA3_CU, (), 384,
+                                   20.0),
     # 108 SMs at 1410 MHz; 5120-bit HBM2 at 2.43 Gb/s (40GB), HBM2e at 3.186 (SXM4 80GB)
     # or 3.024 Gb/s (PCIe 80GB).
     "NVIDIA A100 SXM4 40GB": Spec(108, _clocks(1410), AMPERE_SM, AMPERE_SPARSE, 5120, 2.43),
@@ -185,7 +202,6 @@ def test_the_cpu_has_no_published_peak():
         "NVIDIA H100 NVL",
         "NVIDIA H200 NVL",
         "AMD Instinct MI250X / MI250",
-        "AMD Instinct MI300A",
         "AMD Instinct MI300X VF",
         "",
     ],
@@ -205,6 +221,12 @@ def test_the_rocm_arch_decides_only_where_it_is_unambiguous():
     assert lookup(gpu("", "cuda", "gfx908")) is None  # an arch means nothing off ROCm
 
 
+def test_a_gpu_name_on_the_wrong_platform_or_arch_gets_no_peaks():
+    assert lookup(gpu("AMD Instinct MI300A", "cuda", "sm_90")) is None
+    assert lookup(gpu("AMD Instinct MI300A", "rocm", "gfx90a")) is None
+    assert lookup(gpu("NVIDIA H100 PCIe", "rocm", "gfx942")) is None
+
+
 def test_a_compute_partition_gets_its_share_of_the_package():
     full = lookup(gpu("AMD Instinct MI300X", "rocm", "gfx942", cus=304))
     cpx = lookup(gpu("AMD Instinct MI300X", "rocm", "gfx942", cus=38))
@@ -222,7 +244,11 @@ def test_the_table_is_consistent():
         assert set(peaks.sparse) <= set(peaks.dense), peaks.name
         for key, sparse in peaks.sparse.items():
             assert sparse == pytest.approx(2 * peaks.dense[key], rel=1e-3), (peaks.name, key)
-        assert peaks.dense["fp16"] >= peaks.dense["fp32"] >= peaks.dense["fp64"] * 0.99
+        fp64 = peaks.dense.get("fp64", 0.0)  # RDNA data sheets give none
+        assert peaks.dense["fp16"] >= peaks.dense["fp32"] >= fp64 * 0.99
+        # A precision a GPU does not support has no figure: tf32 and fp8 on RDNA.
+        if not peaks.name.startswith(("AMD Instinct MI300", "AMD Instinct MI325", "NVIDIA H")):
+            assert "fp8" not in peaks.dense, peaks.name
 
 
 def test_every_precision_accelbench_measures_has_a_peak_key():

@@ -6,6 +6,16 @@ import sys
 import pytest
 
 from accelbench.env.vendor_tools import (
+    AMD_SMI_STATIC,
+    AMD_SMI_VERSION,
+    FAILED,
+    MISSING,
+    NVIDIA_SMI_QUERY,
+    NVIDIA_SMI_VERSION,
+    ROCM_SMI_INFO,
+    TIMED_OUT,
+    TIMEOUTS_S,
+    ToolRun,
     driver_info,
     parse_amd_smi_static,
     parse_amd_smi_version,
@@ -214,9 +224,9 @@ def test_driver_info_rocm_prefers_amd_smi(fakes):
     calls = []
     replay = fakes.replay("mi300x-rocm6.3")
 
-    def run(argv):
+    def run(argv, timeout):
         calls.append(argv[0])
-        return replay(argv)
+        return replay(argv, timeout)
 
     info = driver_info("rocm", run)
     assert info == {
@@ -229,44 +239,98 @@ def test_driver_info_rocm_prefers_amd_smi(fakes):
     assert "rocm-smi" not in calls
 
 
-def test_driver_info_rocm_fills_gaps_from_rocm_smi(fakes):
+def test_driver_info_rocm_fills_gaps_from_rocm_smi_and_says_what_failed(fakes):
     replay = fakes.replay("mi250x-rocm6.2")
 
-    def run(argv):
-        return None if argv[1] == "static" else replay(argv)
+    def run(argv, timeout):
+        return fakes.answer(None) if argv[1] == "static" else replay(argv, timeout)
 
     info = driver_info("rocm", run)
     assert info["driver_version"] == "6.8.5"
     assert info["rocm_version"] == "6.2.0"
     assert info["tool"] == "amd-smi, rocm-smi"
+    assert info["problems"] == ["amd-smi static: failed (exit status 1)"]
 
 
 def test_driver_info_without_tools_or_on_other_platforms(fakes):
-    assert driver_info("rocm", fakes.no_tools) == {}
-    assert driver_info("cuda", fakes.no_tools) == {}
+    assert driver_info("rocm", fakes.no_tools) == {
+        "problems": ["amd-smi: not installed", "rocm-smi: not installed"]
+    }
+    assert driver_info("cuda", fakes.no_tools) == {"problems": ["nvidia-smi: not installed"]}
     assert driver_info("cpu", fakes.replay("h100-cuda12.4")) == {}
-    assert driver_info("rocm", lambda argv: "garbage") == {}
+    assert driver_info("rocm", lambda argv, timeout: fakes.answer("garbage")) == {
+        "problems": ["amd-smi version: unreadable output", "rocm-smi: unreadable output"]
+    }
+
+
+# --- time limits ------------------------------------------------------------------------
+
+
+def timing_out(fakes, node, hung):
+    """A runner replaying `node` in which the commands in `hung` time out, as run_tool
+    reports it (no real waiting), and which notes the time each command was given."""
+    replay = fakes.replay(node)
+    given = {}
+
+    def run(argv, timeout):
+        given[tuple(argv)] = timeout
+        if tuple(argv) in hung:
+            return ToolRun(problem=TIMED_OUT, detail=f"no answer within {timeout:g} s")
+        return replay(argv, timeout)
+
+    return run, given
+
+
+def test_amd_smi_static_timing_out_is_recorded_and_rocm_smi_fills_in(fakes):
+    run, given = timing_out(fakes, "mi250x-rocm6.2", {AMD_SMI_STATIC})
+    info = driver_info("rocm", run)
+    assert info["problems"] == ["amd-smi static: timed out (no answer within 30 s)"]
+    # amd-smi gave its versions; rocm-smi, asked for what static did not give, the rest.
+    assert info["rocm_version"] == "6.2.0"
+    assert info["driver_version"] == "6.8.5"
+    assert info["products"] == ["AMD Instinct MI250X"] * 8
+    assert info["tool"] == "amd-smi, rocm-smi"
+    assert given == {AMD_SMI_VERSION: 20.0, AMD_SMI_STATIC: 30.0, ROCM_SMI_INFO: 20.0}
+
+
+def test_a_hung_tool_is_not_asked_again(fakes):
+    run, given = timing_out(fakes, "h100-cuda12.4", {NVIDIA_SMI_QUERY})
+    info = driver_info("cuda", run)
+    assert info == {"problems": ["nvidia-smi --query-gpu: timed out (no answer within 20 s)"]}
+    assert list(given) == [NVIDIA_SMI_QUERY]  # --version would hang as long
+
+
+def test_every_command_has_a_bounded_time_of_its_own():
+    for argv in (AMD_SMI_VERSION, AMD_SMI_STATIC, ROCM_SMI_INFO, NVIDIA_SMI_QUERY,
+                 NVIDIA_SMI_VERSION):
+        assert 10.0 <= TIMEOUTS_S[argv] <= 60.0
+    assert TIMEOUTS_S[AMD_SMI_STATIC] == 30.0 and TIMEOUTS_S[NVIDIA_SMI_QUERY] == 20.0
 
 
 # --- run_tool ---------------------------------------------------------------------------
 
 
 def test_run_tool_returns_stdout():
-    assert run_tool([sys.executable, "-c", "print('550.90.07')"]) == "550.90.07\n"
+    result = run_tool([sys.executable, "-c", "print('550.90.07')"], 10.0)
+    assert result == ToolRun("550.90.07\n")
 
 
 @pytest.mark.parametrize(
-    "argv",
+    ("argv", "problem", "detail"),
     [
-        [],
-        ["accelbench-no-such-vendor-tool"],
-        [sys.executable, "-c", "import sys; sys.exit(3)"],
-        [sys.executable, "-c", "pass"],
+        ([], MISSING, ""),
+        (["accelbench-no-such-vendor-tool"], MISSING, ""),
+        ([sys.executable, "-c", "import sys; sys.exit(3)"], FAILED, "exit status 3"),
+        ([sys.executable, "-c", "pass"], FAILED, "printed nothing"),
     ],
 )
-def test_run_tool_gives_none_when_a_tool_is_absent_or_fails(argv):
-    assert run_tool(argv) is None
+def test_run_tool_says_why_a_tool_gave_nothing(argv, problem, detail):
+    assert run_tool(argv, 10.0) == ToolRun(problem=problem, detail=detail)
 
 
-def test_run_tool_gives_up_on_a_hung_tool():
-    assert run_tool([sys.executable, "-c", "import time; time.sleep(30)"], timeout=0.5) is None
+def test_run_tool_reports_a_real_timeout():
+    # Only that a timeout is reported is asserted, never how long anything took.
+    result = run_tool([sys.executable, "-c", "import time; time.sleep(5)"], 0.2)
+    assert result.stdout is None
+    assert result.problem == TIMED_OUT
+    assert result.describe() == "timed out (no answer within 0.2 s)"

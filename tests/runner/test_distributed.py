@@ -102,3 +102,19 @@ def test_user_launched_torchrun_measures_on_every_rank_and_stores_once(tmp_path)
     assert measurement["details"]["dist"]["world_size"] == 2
     with Store.open(store, create=False) as opened:
         assert len(opened.list_runs()) == 1
+
+
+def test_native_output_of_a_rank_goes_to_stderr_and_python_keeps_stdout() -> None:
+    """Gloo prints to file descriptor 1 when a group is made; --json output must stay
+    parseable under a user's torchrun."""
+    import subprocess
+    import sys
+
+    code = ("import os; from accelbench.runner.distributed import stdout_for_python_only; "
+            "stdout_for_python_only(); os.write(1, b'[Gloo] Rank 0 is connected\\n'); "
+            "print('{\"ok\": true}')")
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                            timeout=60)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout == '{"ok": true}\n'
+    assert "[Gloo] Rank 0 is connected" in result.stderr

@@ -85,3 +85,17 @@ def test_ranks_come_from_the_request_else_the_suite():
     assert {c.ranks for c in asked} == {4}
     # Benchmarks that are not distributed stay on one process.
     assert {c.ranks for c in expand(Request(benches=("gemm",)), suite, REGISTRY, CPU)} == {1}
+
+
+def test_a_suite_benchmark_for_other_devices_only_has_no_case_unless_asked_for():
+    suite = load_suite("quick")
+    gpu_only = {e.bench for e in suite.entries} - {
+        e.bench for e in suite.entries if e.applies_to(CPU)}
+    assert gpu_only == {"unified-memory"}
+    cpu = expand(Request(), suite, REGISTRY, CPU)
+    assert not {c.benchmark.name for c in cpu} & gpu_only
+    assert "unified-memory" in {c.benchmark.name for c in expand(Request(), suite, REGISTRY,
+                                                                  MI300X)}
+    named = expand(Request(benches=("unified-memory",)), suite, REGISTRY, CPU)
+    assert [dict(c.params) for c in named] == [{"op": "bandwidth", "memory": "host",
+                                                "size_mib": 256}]

@@ -12,6 +12,12 @@ the user allows it (`--allow-unmatched`), and then it is kept in the result, whe
 output shows it. The rules shipped with accelbench are exempt: they cover every family
 (GEMM, memory, launch, collectives, models) and a node need not run all of them (a CPU
 node runs no collectives), so their unmatched rules are only noted in the result.
+
+Validation checks (`accelbench validate`) carry their own verdict: each check a node
+failed is a finding like a failed rule (category "validation", the check's error against
+its tolerance), and a check it skipped is none. Rules that name no family leave them
+alone (a skipped check is no failed case, and an error is no figure to hold against a
+fleet's); a rule written for `family: validation` applies to them as to any case.
 """
 
 from __future__ import annotations
@@ -31,6 +37,7 @@ from accelbench.analysis.baseline import (
     node_runs,
 )
 from accelbench.analysis.rules import Rule
+from accelbench.analysis.validation import FAIL, SKIP, VALIDATION, CheckResult, check_results
 from accelbench.core.measurement import Figure, Measurement
 from accelbench.core.untrusted import short
 from accelbench.errors import UserError
@@ -186,13 +193,13 @@ def check_node(node: str, run: StoredRun, rules: Sequence[Rule], baseline: Basel
     for rule in rules:
         if rule.compare == r.STATUS:
             for case in baseline.cases.values():
-                if rule.family in (None, case.family) and _pattern_matches(rule, case) and (
+                if _rule_covers(rule, case.family) and _pattern_matches(rule, case) and (
                         case.key not in by_key):
                     checks += 1
                     findings.append(Finding(rule.name, rule.category, rule.compare, case.label,
                                             None, None, "status ok", None, "missing"))
         for m in run.measurements:
-            if not rule.applies(m.case):
+            if not rule.applies(m.case) or not _rule_covers(rule, m.case.family):
                 continue
             if rule.compare == r.STATUS:
                 checks += 1
@@ -216,8 +223,26 @@ def check_node(node: str, run: StoredRun, rules: Sequence[Rule], baseline: Basel
                 finding = _check(rule, m, None, r.CV, m.stats.cv, None, rule.max_cv)
                 if finding:
                     findings.append(finding)
+    verdicts = check_results(run.measurements)
+    checks += sum(1 for v in verdicts if v.verdict != SKIP)
+    findings += [check_finding(v) for v in verdicts if v.verdict == FAIL]
     record = run.record
     return NodeResult(node, record.host, record.id, record.generation_key, checks, findings)
+
+
+def _rule_covers(rule: Rule, family: str) -> bool:
+    """A rule of no family covers every family but validation's (see the module
+    docstring); a rule of a family covers that one."""
+    return rule.family == family or (rule.family is None and family != VALIDATION)
+
+
+def check_finding(result: CheckResult) -> Finding:
+    """A failed validation check as a finding: its error against its tolerance."""
+    tolerance, error = result.tolerance, result.error
+    off = (error - tolerance) / tolerance if error is not None and tolerance else None
+    limit = f"tolerance {tolerance:.3g}" if tolerance is not None else "pass"
+    return Finding(f"validation {result.check}", VALIDATION, "verdict", result.label,
+                   "error" if error is not None else None, error, limit, off, result.reason)
 
 
 def _pattern_matches(rule: Rule, case: BaselineCase) -> bool:

@@ -7,14 +7,29 @@ benchmark's measure function, in the worker that runs it.
 from __future__ import annotations
 
 from accelbench.benchmarks.collectives import bench as collectives
-from accelbench.benchmarks.micro import attention, conv, gemm, launch, memory
+from accelbench.benchmarks.micro import attention, conv, gemm, launch, memory, unified
 from accelbench.benchmarks.models import generate, infer, infer_engine, train
 from accelbench.benchmarks.serving import bench as serve
+from accelbench.benchmarks.validation import (
+    amp,
+    audio,
+    burn,
+    determinism,
+    distributed,
+    export,
+    memtest,
+    numerics,
+    recsys,
+    text,
+    torch_compile,
+    vision,
+)
 from accelbench.core.registry import Registry
 
 REGISTRY = Registry([
     gemm.BENCHMARK,
     memory.BENCHMARK,
+    unified.BENCHMARK,
     launch.BENCHMARK,
     conv.BENCHMARK,
     attention.BENCHMARK,
@@ -25,6 +40,20 @@ REGISTRY = Registry([
     infer_engine.BENCHMARK,
     generate.BENCHMARK,
     serve.BENCHMARK,
+    # Validation checks (`accelbench validate`): pass, fail or skip, with the error found.
+    numerics.BENCHMARK,
+    amp.BENCHMARK,
+    determinism.BENCHMARK,
+    torch_compile.BENCHMARK,
+    export.EXPORT,
+    export.ONNX,
+    vision.BENCHMARK,
+    audio.BENCHMARK,
+    text.BENCHMARK,
+    recsys.BENCHMARK,
+    memtest.BENCHMARK,
+    burn.BENCHMARK,
+    distributed.BENCHMARK,
 ])
 
 __all__ = ["REGISTRY"]

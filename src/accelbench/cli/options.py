@@ -78,6 +78,10 @@ percentage = finite_float(at_least=0, below=100, what="a percentage")
 positive_percentage = finite_float(above=0, below=100, what="a percentage")
 # A probability strictly between 0 and 1 (a significance level).
 probability = finite_float(above=0, below=1, what="a probability")
+# A share of something strictly between 0 and 1 (of the free memory).
+fraction = finite_float(above=0, below=1, what="a fraction")
+# A factor (a tolerance scale): finite and above 0.
+positive_number = finite_float(above=0, what="a positive number")
 
 
 def name_arg(text: str) -> str:

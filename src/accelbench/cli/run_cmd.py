@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import argparse
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeAlias
 
 from accelbench.cli.options import (
     StoreOnFirstUse,
@@ -149,31 +149,45 @@ def build_request(args: argparse.Namespace) -> Any:
     )
 
 
+# What a command prints of a finished run, and its exit code: (args, outcome, where the
+# store is, the report written or None) -> exit code.
+Finish: TypeAlias = Callable[[argparse.Namespace, "Outcome", Path, "Path | None"], int]
+
+
 def run(args: argparse.Namespace) -> int:
     from accelbench.benchmarks import REGISTRY
-    from accelbench.report.terminal import console
-    from accelbench.runner.distributed import launched_by_torchrun
     from accelbench.runner.plan import validate
-    from accelbench.runner.session import run_session
 
     # Bad names and values fail here, once, before anything starts or the store is opened.
     valid = validate(build_request(args), REGISTRY)
+    return run_request(args, valid, _finish, args.timeout)
+
+
+def run_request(args: argparse.Namespace, valid: Any, finish: Finish,
+                case_timeout: float | None = None) -> int:
+    """Measure a validated request, store every case, write the report (`args.report`,
+    `args.no_report`, `args.store`) and let `finish` print it: `run` and `validate`."""
+    from accelbench.report.terminal import console
+    from accelbench.runner.distributed import launched_by_torchrun
+    from accelbench.runner.session import run_session
+
     if args.report and not args.no_report:
         check_writable(Path(args.report))
     err = console(stderr=True)
     listener = TerminalListener(err)
     if launched_by_torchrun():
-        return _run_as_rank(args, valid, listener)
+        return _run_as_rank(args, valid, listener, finish)
     with open_store(args, create=True) as store:
         outcome = run_session(valid, store, argv=sys.argv[1:], listener=listener,
-                              case_timeout=args.timeout)
+                              case_timeout=case_timeout)
         listener.close()
         report = _write_report(args, store, outcome)
         store_location = store.path
-    return _finish(args, outcome, store_location, report)
+    return finish(args, outcome, store_location, report)
 
 
-def _run_as_rank(args: argparse.Namespace, valid: Any, listener: TerminalListener) -> int:
+def _run_as_rank(args: argparse.Namespace, valid: Any, listener: TerminalListener,
+                 finish: Finish) -> int:
     """Under torchrun: every rank measures; rank 0 stores, reports and prints."""
     from accelbench.runner.rank_session import run_as_rank
 
@@ -183,7 +197,7 @@ def _run_as_rank(args: argparse.Namespace, valid: Any, listener: TerminalListene
         if outcome is None:
             return 0
         report = _write_report(args, store(), outcome)
-        return _finish(args, outcome, store().path, report)
+        return finish(args, outcome, store().path, report)
 
 
 def _write_report(args: argparse.Namespace, store: Any, outcome: Any) -> Path | None:
@@ -201,6 +215,7 @@ def _finish(args: argparse.Namespace, outcome: Outcome, store_location: Path,
     from accelbench.report.engines import engines_tables
     from accelbench.report.tables import render_rich
     from accelbench.report.terminal import console, results_table, text
+    from accelbench.report.validation import validation_tables
 
     if args.json:
         print_json({
@@ -219,6 +234,7 @@ def _finish(args: argparse.Namespace, outcome: Outcome, store_location: Path,
         if sweeps is not None:
             render_rich([sweeps], out)
         render_rich(engines_tables(outcome.measurements), out)
+        render_rich(validation_tables(outcome.measurements), out)
         failed = len(outcome.failed)
         summary = f"{len(outcome.measurements)} cases, {failed} failed" + (
             " (interrupted)" if outcome.interrupted else "")

@@ -31,6 +31,7 @@ def run(args: argparse.Namespace) -> int:
     from accelbench.report.table import counts
     from accelbench.report.tables import render_rich
     from accelbench.report.terminal import console, key_value_table, results_table, text
+    from accelbench.report.validation import validation_tables
 
     r = stored.record
     tally = counts(stored.measurements)
@@ -45,4 +46,5 @@ def run(args: argparse.Namespace) -> int:
     if sweeps is not None:
         render_rich([sweeps], out)
     render_rich(engines_tables(stored.measurements), out)
+    render_rich(validation_tables(stored.measurements), out)
     return 0

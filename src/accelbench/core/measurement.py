@@ -54,11 +54,23 @@ __all__ = [
 ]
 
 
-class CaseSkipped(Exception):
+class _CaseOutcome(Exception):
+    """A case that ends without a result, with its reason; it may keep what it measured
+    on the way (the error a check found and its tolerance) and its details, which the
+    record stores beside the reason."""
+
+    def __init__(self, reason: str, *, figures: Sequence[Figure] = (),
+                 details: dict[str, Any] | None = None) -> None:
+        super().__init__(reason)
+        self.figures = tuple(figures)
+        self.details = dict(details or {})
+
+
+class CaseSkipped(_CaseOutcome):
     """Raised by a benchmark when a case does not apply to this device (not a failure)."""
 
 
-class CaseFailed(Exception):
+class CaseFailed(_CaseOutcome):
     """Raised by a benchmark for an expected failure with a clear reason
     (unsupported dtype, wrong result)."""
 
@@ -129,9 +141,10 @@ class Rate:
 
 @dataclass(frozen=True)
 class CaseResult:
-    """What a benchmark's measure function returns."""
+    """What a benchmark's measure function returns. `timing` is None for a case that
+    times nothing (a validation check): its figures are all in `figures`."""
 
-    timing: Timing
+    timing: Timing | None
     rates: tuple[Rate, ...] = ()
     figures: tuple[Figure, ...] = ()  # figures not derived from time (e.g. peak memory)
     details: dict[str, Any] = field(default_factory=dict)
@@ -503,7 +516,7 @@ def from_result(
     return Measurement(
         case=case,
         status=STATUS_OK,
-        timings=(timing,),
+        timings=(timing,) if timing is not None else (),
         rates=result.rates,
         time_name=result.time_name,
         measured=result.figures,
@@ -511,7 +524,7 @@ def from_result(
         details=dict(result.details),
         started_at=started_at,
         duration_s=duration_s,
-        confidence=timing.confidence,
+        confidence=timing.confidence if timing is not None else 0.95,
     )
 
 
@@ -589,9 +602,10 @@ def _median_figure(values: Sequence[Figure | None], like: Figure) -> Figure:
 
 def not_measured(
     case: Case, status: str, reason: str, started_at: float, duration_s: float,
-    details: dict[str, Any] | None = None,
+    details: dict[str, Any] | None = None, measured: Sequence[Figure] = (),
 ) -> Measurement:
+    """A case that ended without a result; `measured` keeps what it found on the way."""
     return Measurement(
         case=case, status=status, reason=reason, details=details or {},
-        started_at=started_at, duration_s=duration_s,
+        started_at=started_at, duration_s=duration_s, measured=tuple(measured),
     )

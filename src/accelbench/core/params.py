@@ -37,10 +37,24 @@ class Param:
     # a parameter whose one value holds commas (`-p config=layers=4,hidden=256`) says
     # False, and a grid of it is given by repeating -p.
     grid: bool = True
+    # (NAME, VALUES): the parameter means something only while parameter NAME has one of
+    # VALUES (fp8's `fast_accum`, only for dtype fp8). Elsewhere it is left out of the
+    # resolved parameters, so it neither multiplies a grid's cases nor changes the
+    # identity of the cases it cannot change.
+    only_when: tuple[str, tuple[Any, ...]] | None = None
+    # Left at its default, a table does not show it (a scale of 1 that changes nothing).
+    quiet_default: bool = False
 
     def __post_init__(self) -> None:
         if self.kind not in _KINDS:
             raise ValueError(f"parameter {self.name}: unknown kind {self.kind!r}")
+
+    def applies(self, params: Mapping[str, Any]) -> bool:
+        """Whether the parameter means something among these resolved parameters."""
+        if self.only_when is None:
+            return True
+        name, values = self.only_when
+        return params.get(name) in values
 
     def split(self, text: str) -> tuple[str, ...]:
         """The values one `-p NAME=TEXT` gives; refuses empty ones rather than guess."""
@@ -90,6 +104,9 @@ class Param:
             out["maximum"] = self.maximum
         if self.help:
             out["help"] = self.help
+        if self.only_when is not None:
+            name, values = self.only_when
+            out["only_when"] = {name: list(values)}
         return out
 
 
@@ -123,7 +140,8 @@ def _convert(kind: str, value: Any) -> Any:
 def resolve_params(
     params: tuple[Param, ...], given: Mapping[str, Any], benchmark: str = ""
 ) -> dict[str, Any]:
-    """Fill defaults, parse given values and refuse unknown names."""
+    """Fill defaults, parse given values and refuse unknown names; a parameter that does
+    not apply to the others' values (`Param.only_when`) is checked, then left out."""
     by_name = {p.name: p for p in params}
     unknown = sorted(set(given) - set(by_name))
     if unknown:
@@ -134,4 +152,4 @@ def resolve_params(
     resolved = {}
     for p in params:
         resolved[p.name] = p.parse(given[p.name], benchmark) if p.name in given else p.default
-    return resolved
+    return {name: value for name, value in resolved.items() if by_name[name].applies(resolved)}

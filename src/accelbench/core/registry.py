@@ -59,6 +59,9 @@ class Benchmark:
     # What a case's worker process must start with, from the case's parameters and the
     # device (see core.worker_env): switches that libraries read once, when they load.
     worker_env: Callable[[Mapping[str, Any], DeviceInfo], WorkerEnv] | None = None
+    # Seconds a case may take beyond `timeout_s`, from its parameters: for a case whose
+    # length is a parameter (a burn-in of N seconds).
+    extra_time: Callable[[Mapping[str, Any]], float] | None = None
 
     def __post_init__(self) -> None:
         if self.family not in FAMILIES:
@@ -88,6 +91,10 @@ class Benchmark:
                 return tuple(p.choices or ())
         return ()
 
+    def case_timeout(self, params: Mapping[str, Any]) -> float:
+        """How long one case of these parameters may run before the runner ends it."""
+        return self.timeout_s + (self.extra_time(params) if self.extra_time else 0.0)
+
     def param(self, name: str) -> Param | None:
         return next((p for p in self.params if p.name == name), None)
 
@@ -97,7 +104,8 @@ class Benchmark:
     def case(self, params: Mapping[str, Any], device: str) -> Case:
         """The case of these resolved parameters on `device`: the one place a benchmark and
         its parameters become an identity. Switches left at an "off" default (cast=False,
-        warmup=0, config=) are not shown in tables; the identity keeps them anyway."""
+        warmup=0, config=), and parameters that say so left at their default
+        (tolerance_scale=1), are not shown in tables; the identity keeps them anyway."""
         shown = [name for name, value in params.items() if not self._off_default(name, value)]
         return Case.make(self.name, self.version, self.family, dict(params), device, shown)
 
@@ -112,7 +120,8 @@ class Benchmark:
 
     def _off_default(self, name: str, value: Any) -> bool:
         declared = self.param(name)
-        return declared is not None and declared.default == value and value in _OFF
+        return (declared is not None and declared.default == value
+                and (value in _OFF or declared.quiet_default))
 
     def load(self) -> MeasureFn:
         module, _, attr = self.entry.partition(":")

@@ -1,1 +1,2 @@
-"""The stack under test: device description, fingerprint, vendor tools, published peaks."""
+"""The stack under test: device description, product identification, fingerprint, vendor
+tools, published peaks."""

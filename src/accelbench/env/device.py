@@ -12,16 +12,24 @@ class DeviceInfo:
 
     `type` is PyTorch's device type: ROCm GPUs are "cuda" devices in PyTorch, and
     `platform` says which stack is really underneath ("rocm" or "cuda").
+
+    The product is identified from `name`, `arch`, `compute_units` and `memory_bytes`
+    (env.product): ROCm's device name alone does not always say which product it is.
+    Every field after `name` has a default, so a device stored before a field existed
+    still loads, with that field unknown.
     """
 
     type: str  # "cpu", "cuda", "xpu", "mps"
     index: int | None
     platform: str  # "cpu", "cuda", "rocm", "xpu", "mps"
     name: str
-    arch: str | None = None  # "gfx90a", "gfx942", "sm_90"; None on CPU
-    memory_bytes: int | None = None
-    compute_units: int | None = None  # multiprocessors (CUDA) / compute units (ROCm)
+    arch: str | None = None  # gcnArchName without its features ("gfx90a"), "sm_90"; None on CPU
+    memory_bytes: int | None = None  # total_memory: what this device (or partition) sees
+    compute_units: int | None = None  # multi_processor_count: SMs (CUDA), CUs (ROCm)
     l2_cache_bytes: int | None = None
+    # The product name the vendor tool gives (amd-smi's market_name), when every GPU of the
+    # node has the same one: a second opinion where PyTorch's name says too little.
+    market_name: str | None = None
 
     @property
     def torch_device(self) -> str:

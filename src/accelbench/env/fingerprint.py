@@ -10,6 +10,7 @@ Nothing here imports torch or runs a tool at import time.
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import importlib.metadata
 import json
@@ -21,12 +22,15 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from accelbench.env import vendor_tools
+from accelbench.env import apu, peaks, product, vendor_tools
 from accelbench.env.device import DeviceInfo, parse_device_spec
 from accelbench.errors import DeviceError, StoreError
 
 # Format history of Fingerprint.to_dict():
-#   1: first version.
+#   1: first version. Keys added since, absent from older fingerprints (which still load):
+#      device.market_name; "product" (what the GPU was identified as, and why it has no
+#      published peaks if so); driver.problems (vendor tools that gave nothing, and why);
+#      "memory_model" (an APU or not, and XNACK on AMD GPUs: env.apu).
 FORMAT_VERSION = 1
 
 # Environment variables that change what a benchmark measures: library selection and
@@ -101,13 +105,20 @@ class Fingerprint:
     @property
     def generation_key(self) -> str:
         """ "AMD Instinct MI250X | ROCm 6.2 | PyTorch 2.5.1": the stack generation a result
-        belongs to, for grouping results across machines of the same kind."""
+        belongs to, for grouping results across machines of the same kind.
+
+        The device part is the product the GPU was identified as when the fingerprint was
+        taken (env.product), never a name two products share; a fingerprint stored before
+        products were identified is identified from its device now."""
+        recorded = self.data.get("product")
+        identified = recorded.get("label") if isinstance(recorded, Mapping) else None
+        device = str(identified) if identified else product.generation_name(self.device)
         runtime = self.data.get("runtime") or {}
         label = runtime.get("name") or _RUNTIME_NAMES.get(self.platform, self.platform.upper())
         version = _major_minor(runtime.get("version"))
         runtime_part = f"{label} {version}" if version and self.platform != "cpu" else label
         torch_version = (self.data.get("torch") or {}).get("version") or "unknown"
-        return f"{self.device.name} | {runtime_part} | PyTorch {torch_version.split('+', 1)[0]}"
+        return f"{device} | {runtime_part} | PyTorch {torch_version.split('+', 1)[0]}"
 
     @property
     def fingerprint_id(self) -> str:
@@ -281,6 +292,35 @@ def _devices(torch: object, device: DeviceInfo) -> dict[str, Any]:
         "count": count,
         "names": [_gpu_info(torch, device.type, i).name for i in range(count)],
     }
+
+
+def _product(device: DeviceInfo) -> dict[str, Any]:
+    """What a GPU was identified as, the peak table entry it gets, or why it gets none."""
+    found = product.identify(device)
+    entry = peaks.lookup(device)
+    record: dict[str, Any] = {"label": found.label}
+    if found.fit is not None:
+        record["name"] = found.fit.name
+        if found.fit.mode:
+            record["partition"] = found.fit.mode
+    elif found.fits:
+        record["candidates"] = [f.label for f in found.fits]
+    if found.basis:
+        record["identified_by"] = found.basis
+    if entry is not None:
+        record["peaks"] = entry.name
+    else:
+        record["no_peaks"] = peaks.explain(device)
+    return record
+
+
+def _market_name(driver: Mapping[str, Any]) -> str | None:
+    """The product name the vendor tool gives every GPU of the node, if it gives one.
+
+    The tool's GPU order need not be PyTorch's (visible-device variables reorder and hide
+    GPUs), so a name is taken only when all GPUs have the same one."""
+    names = {str(n) for n in driver.get("products") or () if n}
+    return names.pop() if len(names) == 1 else None
 
 
 # --- PyTorch and its libraries ----------------------------------------------------------
@@ -476,13 +516,16 @@ def collect(
     host = host_info()
     selected = select_device(torch_module, device, host, environ)
     platform = selected.platform
+    gpu = platform in ("cuda", "rocm")
+    driver = vendor_tools.driver_info(platform, run) if gpu else {}
+    selected = dataclasses.replace(selected, market_name=_market_name(driver))
     packages = package_versions()
     data: dict[str, Any] = {
         "accelbench": {"version": __version__},
         "platform": platform,
         "device": selected.to_dict(),
         "devices": _devices(torch_module, selected),
-        "driver": vendor_tools.driver_info(platform, run) if platform in ("cuda", "rocm") else {},
+        "driver": driver,
         "runtime": _runtime(torch_module, platform),
         "torch": _torch_info(torch_module, platform),
         "libraries": _libraries(torch_module, platform),
@@ -490,6 +533,12 @@ def collect(
         "packages": packages,
         "host": host,
     }
+    if gpu:
+        data["product"] = _product(selected)
+        props = _call(_attr(torch_module, "cuda.get_device_properties"), selected.index or 0)
+        model = apu.memory_model(props, selected, environ)
+        if model is not None:
+            data["memory_model"] = model.to_dict()
     providers = onnxruntime_providers(packages)
     if providers is not None:
         data["onnxruntime_providers"] = providers

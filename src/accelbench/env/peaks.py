@@ -9,15 +9,26 @@ the dense ones there are half of them. A figure a datasheet does not give is abs
 estimated.
 
 MI250 and MI250X carry two GCDs per package and PyTorch sees each GCD as a device, so
-`devices_per_package` is 2 there and the per-device figures are half the package's.
+`devices_per_package` is 2 there and the per-device figures are half the package's; a
+compute partition of an MI300-class GPU gets its share the same way.
+
+RDNA GPUs (Radeon PRO V620, W7900, RX 7900 XTX) have no fp32 or fp64 matrix units: their
+fp32 is the vector figure, and a precision their data sheet gives no figure for (fp64,
+int8, and tf32 and fp8, which they do not support) is absent. RDNA 3's fp16 and bf16 are
+the WMMA figures.
+
+Which entry applies to a device is decided by env.product, from its name, architecture,
+compute units and memory; `explain` says why a device has none.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import re
+import functools
+import math
 from dataclasses import dataclass, field
 
+from accelbench.env import product
 from accelbench.env.device import DeviceInfo
 
 PRECISIONS = ("fp64", "fp32", "tf32", "fp16", "bf16", "fp8", "int8")
@@ -135,6 +146,46 @@ _PEAKS: tuple[DevicePeaks, ...] = (
     ),
     _amd_cdna3("AMD Instinct MI300X", 5.3, "AMD Instinct MI300X datasheet"),
     _amd_cdna3("AMD Instinct MI325X", 6.0, "AMD Instinct MI325X datasheet"),
+    DevicePeaks(
+        name="AMD Instinct MI300A",
+        dense={
+            "fp64": 122.6,
+            "fp32": 122.6,
+            "tf32": 490.3,
+            "fp16": 980.6,
+            "bf16": 980.6,
+            "fp8": 1961.2,
+            "int8": 1961.2,
+        },
+        sparse={"tf32": 980.6, "fp16": 1961.2, "bf16": 1961.2, "fp8": 3922.3, "int8": 3922.3},
+        memory_tbs=5.3,
+        source="AMD Instinct MI300A APU data sheet (228 CUs at 2100 MHz; FP64/FP32 matrix "
+        "122.6, FP16/BF16 980.6 TFLOP/s, INT8 1961.2 TOPS; 128 GB HBM3 at 5.3 TB/s)",
+    ),
+    DevicePeaks(
+        name="AMD Radeon PRO V620",
+        dense={"fp32": 20.28, "fp16": 40.55},
+        sparse={},
+        memory_tbs=0.512,
+        source="AMD Radeon PRO V620 specifications (72 CUs; peak FP32 20.28, FP16 40.55 "
+        "TFLOP/s; 32 GB GDDR6 at 512 GB/s)",
+    ),
+    DevicePeaks(
+        name="AMD Radeon PRO W7900",
+        dense={"fp32": 61.3, "fp16": 122.6, "bf16": 122.6},
+        sparse={},
+        memory_tbs=0.864,
+        source="AMD Radeon PRO W7900 specifications (96 CUs; peak FP32 61.3, FP16 and BF16 "
+        "122.6 TFLOP/s; 48 GB GDDR6 at 864 GB/s)",
+    ),
+    DevicePeaks(
+        name="AMD Radeon RX 7900 XTX",
+        dense={"fp32": 61.4, "fp16": 122.8, "bf16": 122.8},
+        sparse={},
+        memory_tbs=0.96,
+        source="AMD Radeon RX 7900 XTX specifications (96 CUs; peak FP32 61.4, FP16 and BF16 "
+        "122.8 TFLOP/s; 24 GB GDDR6 at 960 GB/s)",
+    ),
     _nvidia_a100("NVIDIA A100 SXM4 40GB", 1.555, "NVIDIA A100 Tensor Core GPU datasheet"),
     _nvidia_a100("NVIDIA A100 SXM4 80GB", 2.039, "NVIDIA A100 Tensor Core GPU datasheet"),
     _nvidia_a100("NVIDIA A100 PCIe 40GB", 1.555, "NVIDIA A100 Tensor Core GPU datasheet"),
@@ -167,67 +218,59 @@ _PEAKS: tuple[DevicePeaks, ...] = (
 
 _BY_NAME = {p.name: p for p in _PEAKS}
 
-# Device names as PyTorch reports them, normalised by _normalise(), to table entries.
-# Names that could be more than one product ("NVIDIA H100", "AMD Instinct MI250X / MI250",
-# "... VF", "... NVL") are deliberately absent.
-_ALIASES: dict[str, str] = {
-    "mi100": "AMD Instinct MI100",
-    "mi210": "AMD Instinct MI210",
-    "mi250": "AMD Instinct MI250",
-    "mi250x": "AMD Instinct MI250X",
-    "mi300x": "AMD Instinct MI300X",
-    "mi325x": "AMD Instinct MI325X",
-    "a100 sxm4 40gb": "NVIDIA A100 SXM4 40GB",
-    "a100 sxm4 80gb": "NVIDIA A100 SXM4 80GB",
-    "a100 pcie 40gb": "NVIDIA A100 PCIe 40GB",
-    "a100 80gb pcie": "NVIDIA A100 PCIe 80GB",
-    "h100 80gb hbm3": "NVIDIA H100 SXM5",
-    "h100 pcie": "NVIDIA H100 PCIe",
-    "h200": "NVIDIA H200 SXM",
-}
-
-# Only one product has each of these ROCm architectures, so the arch decides when the
-# name does not. gfx90a (MI210/MI250/MI250X) and gfx942 (MI300X/MI300A/MI325X) do not.
-_ARCH_ONLY: dict[str, str] = {"gfx908": "AMD Instinct MI100"}
-
-# Full compute-unit count of GPUs that can be split into compute partitions (CPX, DPX,
-# QPX), where each partition is its own PyTorch device with a share of the package.
-_PARTITIONABLE: dict[str, int] = {"AMD Instinct MI300X": 304, "AMD Instinct MI325X": 304}
-_PARTITION_COUNTS = (2, 4, 8)
-
-_NOISE_WORDS = {"nvidia", "amd", "instinct", "tesla"}
+# Per-device figures of two products that agree within this are the same figures, rounded
+# differently (MI210: 45.3 TFLOP/s fp64; one MI250 GCD: 90.5 / 2).
+_SAME = 0.005
 
 
-def _normalise(name: str) -> str:
-    words = re.sub(r"[-_/,()]+", " ", name.lower()).split()
-    return " ".join(w for w in words if w not in _NOISE_WORDS)
+def _share(peaks: DevicePeaks, fit: product.Fit) -> DevicePeaks:
+    if fit.partitions == 1:
+        return peaks
+    return dataclasses.replace(peaks, devices_per_package=peaks.devices_per_package
+                               * fit.partitions)
 
 
-def _partitions(peaks: DevicePeaks, device: DeviceInfo) -> int:
-    """How many compute partitions the package is split into, judged by its CU count."""
-    full = _PARTITIONABLE.get(peaks.name)
-    if not full or not device.compute_units or device.compute_units >= full:
-        return 1
-    ratio = full / device.compute_units
-    return next((n for n in _PARTITION_COUNTS if abs(ratio - n) < 0.05), 1)
+def _same_per_device(a: DevicePeaks, b: DevicePeaks) -> bool:
+    def close(x: float | None, y: float | None) -> bool:
+        return (x is None and y is None) or (
+            x is not None and y is not None and math.isclose(x, y, rel_tol=_SAME))
+
+    return (set(a.dense) == set(b.dense) and set(a.sparse) == set(b.sparse)
+            and all(close(a.dense_flops(k), b.dense_flops(k)) for k in a.dense)
+            and all(close(a.sparse_flops(k), b.sparse_flops(k)) for k in a.sparse)
+            and close(a.memory_bandwidth, b.memory_bandwidth))
+
+
+@functools.lru_cache(maxsize=256)
+def _resolve(device: DeviceInfo) -> tuple[DevicePeaks | None, str | None]:
+    found = product.identify(device)
+    if not found.fits:
+        return None, found.reason
+    entries = []
+    for fit in found.fits:
+        peaks = _BY_NAME.get(fit.name)
+        if peaks is None:
+            missing = f"the peak table has no published figures for {fit.name}"
+            return None, f"{found.reason}; {missing}" if found.reason else missing
+        entries.append(_share(peaks, fit))
+    if len(entries) == 1:
+        return entries[0], None
+    if all(_same_per_device(entries[0], other) for other in entries[1:]):
+        # Not knowing which of these it is costs nothing: their devices rate the same.
+        sources = "; ".join(e.source for e in entries)
+        return dataclasses.replace(entries[0], name=found.label,
+                                   source=f"{sources} (equal per device)"), None
+    return None, f"{found.reason}, and their published peaks differ"
 
 
 def lookup(device: DeviceInfo) -> DevicePeaks | None:
     """Published peaks of `device`, None when its product cannot be identified for sure."""
-    if device.type == "cpu" or device.platform == "cpu":
-        return None
-    name = _ALIASES.get(_normalise(device.name or ""))
-    if name is None and device.platform == "rocm" and device.arch:
-        name = _ARCH_ONLY.get(device.arch.split(":", 1)[0])
-    if name is None:
-        return None
-    peaks = _BY_NAME[name]
-    partitions = _partitions(peaks, device)
-    if partitions > 1:
-        peaks = dataclasses.replace(
-            peaks, devices_per_package=peaks.devices_per_package * partitions
-        )
-    return peaks
+    return _resolve(device)[0]
+
+
+def explain(device: DeviceInfo) -> str | None:
+    """Why `device` has no published peaks; None when it has."""
+    return _resolve(device)[1]
 
 
 def all_peaks() -> list[DevicePeaks]:

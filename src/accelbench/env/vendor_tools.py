@@ -5,6 +5,10 @@ the text a tool printed, tested on recorded outputs, and `driver_info` takes the
 as an argument so tests can hand it those recordings. Vendor tools change their output
 between releases and sometimes print warnings before the JSON, so every parser accepts
 partial or unexpected input and returns an empty result rather than raising.
+
+A tool that is missing, fails, hangs or prints what cannot be read is not an error, but
+it is said: `driver_info` lists it under "problems", so that a report can tell why the
+driver fields are empty.
 """
 
 from __future__ import annotations
@@ -15,9 +19,8 @@ import re
 import shutil
 import subprocess
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from typing import Any
-
-Runner = Callable[[Sequence[str]], str | None]
 
 NVIDIA_SMI_QUERY = (
     "nvidia-smi",
@@ -29,16 +32,53 @@ AMD_SMI_VERSION = ("amd-smi", "version", "--json")
 AMD_SMI_STATIC = ("amd-smi", "static", "--asic", "--driver", "--json")
 ROCM_SMI_INFO = ("rocm-smi", "--showdriverversion", "--showproductname", "--json")
 
+# How long each command may take before it counts as hung. amd-smi initialises its
+# library and walks every GPU on each call, and `static` reads each GPU's tables on top:
+# on an 8-GPU node this takes seconds, and far longer while the GPUs are busy or the
+# driver starts cold (AMD's own metrics exporter found a 15 s query limit too short on
+# 16-GCD MI250X nodes). nvidia-smi without persistence mode sets up and tears down the
+# driver state of every GPU on each call, seconds per GPU on a large node. Any of them can
+# also hang for good on a broken driver, so each limit is bounded: at most 20 + 30 + 20 s
+# for the ROCm tools and 20 + 20 s for nvidia-smi, well inside the time the runner gives
+# a worker to take a fingerprint.
+TIMEOUTS_S: dict[tuple[str, ...], float] = {
+    AMD_SMI_VERSION: 20.0,
+    AMD_SMI_STATIC: 30.0,
+    ROCM_SMI_INFO: 20.0,
+    NVIDIA_SMI_QUERY: 20.0,
+    NVIDIA_SMI_VERSION: 20.0,
+}
+DEFAULT_TIMEOUT_S = 20.0
+
+# Why a tool gave nothing.
+MISSING = "not installed"
+FAILED = "failed"
+TIMED_OUT = "timed out"
+UNREADABLE = "unreadable output"
+
 _MISSING = {"", "n/a", "[n/a]", "na", "none", "unknown", "not supported", "[not supported]"}
 
 
-def run_tool(argv: Sequence[str], timeout: float = 5.0) -> str | None:
-    """stdout of a vendor tool, or None when it is absent, fails or hangs. Never raises."""
-    if not argv:
-        return None
-    executable = shutil.which(argv[0])
+@dataclass(frozen=True)
+class ToolRun:
+    """What one run of a vendor tool gave: its output, or why there is none."""
+
+    stdout: str | None = None
+    problem: str | None = None  # None, MISSING, FAILED or TIMED_OUT
+    detail: str = ""  # "exit status 2", "no answer within 30 s"
+
+    def describe(self) -> str:
+        return f"{self.problem} ({self.detail})" if self.detail else str(self.problem)
+
+
+Runner = Callable[[Sequence[str], float], ToolRun]
+
+
+def run_tool(argv: Sequence[str], timeout: float) -> ToolRun:
+    """Run a vendor tool for at most `timeout` seconds. Never raises."""
+    executable = shutil.which(argv[0]) if argv else None
     if executable is None:
-        return None
+        return ToolRun(problem=MISSING)
     try:
         proc = subprocess.run(
             [executable, *argv[1:]],
@@ -49,11 +89,58 @@ def run_tool(argv: Sequence[str], timeout: float = 5.0) -> str | None:
             timeout=timeout,
             check=False,
         )
-    except (OSError, subprocess.SubprocessError, ValueError):
-        return None
-    if proc.returncode != 0 or not proc.stdout.strip():
-        return None
-    return proc.stdout
+    except subprocess.TimeoutExpired:
+        return ToolRun(problem=TIMED_OUT, detail=f"no answer within {timeout:g} s")
+    except (OSError, subprocess.SubprocessError, ValueError) as e:
+        return ToolRun(problem=FAILED, detail=type(e).__name__)
+    if proc.returncode != 0:
+        return ToolRun(problem=FAILED, detail=f"exit status {proc.returncode}")
+    if not proc.stdout.strip():
+        return ToolRun(problem=FAILED, detail="printed nothing")
+    return ToolRun(proc.stdout)
+
+
+class _Tools:
+    """Runs the commands of one `driver_info` call and notes what each did not give.
+
+    A tool that is missing or hung is not asked again in the same call: a second command
+    of a hung tool would only hang as long again."""
+
+    def __init__(self, run: Runner) -> None:
+        self._run = run
+        self._given_up: set[str] = set()
+        self.problems: list[str] = []
+
+    def __call__(self, argv: tuple[str, ...]) -> str | None:
+        tool = argv[0]
+        if tool in self._given_up:
+            return None
+        result = self._run(list(argv), TIMEOUTS_S.get(argv, DEFAULT_TIMEOUT_S))
+        if result.problem == MISSING:
+            self._given_up.add(tool)
+            self.problems.append(f"{tool}: {MISSING}")
+        elif result.problem is not None:
+            if result.problem == TIMED_OUT:
+                self._given_up.add(tool)
+            self.problems.append(f"{_command(argv)}: {result.describe()}")
+        return result.stdout
+
+    def unreadable(self, argv: tuple[str, ...]) -> None:
+        self.problems.append(f"{_command(argv)}: {UNREADABLE}")
+
+
+_COMMANDS = {
+    AMD_SMI_VERSION: "amd-smi version",
+    AMD_SMI_STATIC: "amd-smi static",
+    ROCM_SMI_INFO: "rocm-smi",
+    NVIDIA_SMI_QUERY: "nvidia-smi --query-gpu",
+    NVIDIA_SMI_VERSION: "nvidia-smi --version",
+}
+
+
+def _command(argv: tuple[str, ...]) -> str:
+    """A command as a report names it: "amd-smi static"."""
+    return _COMMANDS.get(argv, " ".join(argv))
 
 
 def _value(text: object) -> str | None:
@@ -251,9 +338,15 @@ def parse_rocm_smi_json(text: str | None) -> dict[str, Any]:
 # --- the driver stack, per platform -----------------------------------------------------
 
 
-def _nvidia_driver(run: Runner) -> dict[str, Any]:
-    gpus = parse_nvidia_smi_query(run(list(NVIDIA_SMI_QUERY)))
-    version = parse_nvidia_smi_version(run(list(NVIDIA_SMI_VERSION)))
+def _nvidia_driver(tools: _Tools) -> dict[str, Any]:
+    text = tools(NVIDIA_SMI_QUERY)
+    gpus = parse_nvidia_smi_query(text)
+    if text and not gpus:
+        tools.unreadable(NVIDIA_SMI_QUERY)
+    text = tools(NVIDIA_SMI_VERSION)
+    version = parse_nvidia_smi_version(text)
+    if text and not version:
+        tools.unreadable(NVIDIA_SMI_VERSION)
     info: dict[str, Any] = {}
     driver = next((g["driver_version"] for g in gpus if g["driver_version"]), None)
     driver = driver or version.get("driver_version")
@@ -272,39 +365,53 @@ def _nvidia_driver(run: Runner) -> dict[str, Any]:
     return info
 
 
-def _amd_driver(run: Runner) -> dict[str, Any]:
+def _amd_driver(tools: _Tools) -> dict[str, Any]:
     info: dict[str, Any] = {}
-    tools: list[str] = []
-    version = parse_amd_smi_version(run(list(AMD_SMI_VERSION)))
+    used: list[str] = []
+    text = tools(AMD_SMI_VERSION)
+    version = parse_amd_smi_version(text)
+    if text and not version:
+        tools.unreadable(AMD_SMI_VERSION)
     if version:
-        tools.append("amd-smi")
-        static = parse_amd_smi_static(run(list(AMD_SMI_STATIC)))
+        used.append("amd-smi")
+        text = tools(AMD_SMI_STATIC)
+        static = parse_amd_smi_static(text)
+        if text and not static:
+            tools.unreadable(AMD_SMI_STATIC)
         info["amd_smi_version"] = version.get("tool_version")
         info["rocm_version"] = version.get("rocm_version")
         info["driver_version"] = version.get("driver_version") or static.get("driver_version")
         info["products"] = [g["product"] for g in static.get("gpus", []) if g["product"]]
     if not info.get("driver_version") or not info.get("products"):
-        rocm_smi = parse_rocm_smi_json(run(list(ROCM_SMI_INFO)))
+        text = tools(ROCM_SMI_INFO)
+        rocm_smi = parse_rocm_smi_json(text)
+        if text and not rocm_smi:
+            tools.unreadable(ROCM_SMI_INFO)
         if rocm_smi:
-            tools.append("rocm-smi")
+            used.append("rocm-smi")
             info["driver_version"] = info.get("driver_version") or rocm_smi.get("driver_version")
             info["products"] = info.get("products") or [
                 c["product"] for c in rocm_smi.get("cards", []) if c["product"]
             ]
     info = {k: v for k, v in info.items() if v}
     if info:
-        info["tool"] = ", ".join(tools)
+        info["tool"] = ", ".join(used)
     return info
 
 
 def driver_info(platform: str, run: Runner = run_tool) -> dict[str, Any]:
-    """What the vendor tools say about the driver stack; {} when nothing could be read.
+    """What the vendor tools say about the driver stack; {} when there is nothing to say.
 
     "cuda" reads nvidia-smi; "rocm" reads amd-smi and falls back on rocm-smi (deprecated,
-    but still the only tool on older installs) for whatever amd-smi did not give.
+    but still the only tool on older installs) for whatever amd-smi did not give. Each
+    command that gave nothing is listed under "problems" ("amd-smi static: timed out (no
+    answer within 30 s)", "rocm-smi: not installed").
     """
-    if platform == "cuda":
-        return _nvidia_driver(run)
-    if platform == "rocm":
-        return _amd_driver(run)
-    return {}
+    readers = {"cuda": _nvidia_driver, "rocm": _amd_driver}
+    if platform not in readers:
+        return {}
+    tools = _Tools(run)
+    info = readers[platform](tools)
+    if tools.problems:
+        info["problems"] = tools.problems
+    return info

@@ -53,6 +53,9 @@ class RunView:
     energy_about: str = ""
     telemetry: list[Chart] = field(default_factory=list)
     engines: list[Table] = field(default_factory=list)
+    # The validation checks: the pass/fail matrix and every check, failing ones first.
+    validation: list[Table] = field(default_factory=list)
+    validation_about: str = ""
 
 
 @dataclass
@@ -129,11 +132,14 @@ def _markup(svg: str) -> Any:
 def _run_view(run: StoredRun, anchor: str, ids: Any) -> RunView:
     from accelbench.report.fingerprint import flatten
     from accelbench.report.fingerprint import rows as fingerprint_rows
+    from accelbench.report.validation import ABOUT as VALIDATION_ABOUT
+    from accelbench.report.validation import validation_tables
 
     record = run.record
     families: dict[str, list[Measurement]] = {}
     for m in run.measurements:
-        families.setdefault(m.case.family, []).append(m)
+        if m.case.family != "validation":  # the validation section shows the checks
+            families.setdefault(m.case.family, []).append(m)
     sections = []
     notes = []
     for family, ms in families.items():
@@ -148,6 +154,8 @@ def _run_view(run: StoredRun, anchor: str, ids: Any) -> RunView:
     view = RunView(anchor, record, f"{started} UTC", counts(run.measurements),
                    fingerprint, sections, _run_charts(run, ids), notes)
     view.engines = engines_tables(run.measurements)
+    view.validation = validation_tables(run.measurements)
+    view.validation_about = VALIDATION_ABOUT if view.validation else ""
     view.energy = energy_table(run.measurements)
     if view.energy is not None:
         view.energy_about = ENERGY_ABOUT

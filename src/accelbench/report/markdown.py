@@ -41,6 +41,9 @@ def run_report(
     """`record` is a store RunRecord (id, started_at, status, suite, generation_key)."""
     from accelbench.report.energy import ABOUT as ENERGY_ABOUT
     from accelbench.report.energy import energy_table
+    from accelbench.report.tables import render_markdown
+    from accelbench.report.validation import ABOUT as VALIDATION_ABOUT
+    from accelbench.report.validation import validation_tables
 
     tally = counts(measurements)
     lines = [
@@ -51,12 +54,17 @@ def run_report(
         f"started {format_timestamp(record.started_at, seconds=True)} UTC",
         f"- Cases: {tally['ok']} ok, {tally['failed']} failed, {tally['skipped']} skipped",
         "",
-        "## Results",
-        "",
     ]
-    body = [r.cells() for r in rows(measurements)]
-    lines += markdown_table(COLUMNS, body) if body else ["No case was measured."]
-    notes = [(r.benchmark, r.params, r.note) for r in rows(measurements) if r.note]
+    checks = validation_tables(measurements)
+    if checks:
+        lines += ["## Validation", "", escape(VALIDATION_ABOUT), "",
+                  render_markdown(checks, level=3)]
+    measured = [m for m in measurements if m.case.family != "validation"]
+    if measured or not checks:
+        body = [r.cells() for r in rows(measured)]
+        lines += ["## Results", ""]
+        lines += markdown_table(COLUMNS, body) if body else ["No case was measured."]
+    notes = [(r.benchmark, r.params, r.note) for r in rows(measured) if r.note]
     if notes:
         lines += ["", "## Failures and warnings", ""]
         lines += [f"- **{escape(b)}** {escape(p)}: {escape(n)}" for b, p, n in notes]

@@ -51,6 +51,8 @@ def shown_params(case: Case) -> str:
 
 def row(m: Measurement) -> Row:
     params = shown_params(m.case)
+    if m.case.family == "validation":
+        return _check_row(m, params)
     if m.status != STATUS_OK:
         return Row(m.case.benchmark, params, "-", "-", "-", "-", m.status, m.reason or "",
                    ok=False, noisy=False)
@@ -80,6 +82,17 @@ def row(m: Measurement) -> Row:
         contended=m.contended,
         throttled=throttled,
     )
+
+
+def _check_row(m: Measurement, params: str) -> Row:
+    """A validation check: its verdict and margin as the result, and why it failed, was
+    skipped or was noted."""
+    from accelbench.analysis.validation import check_result
+    from accelbench.report.validation import result_text
+
+    note = check_result(m).reason
+    return Row(m.case.benchmark, params, result_text(m), "-", "-", "-", m.status, note,
+               ok=m.status == STATUS_OK, noisy=False)
 
 
 def _samples(m: Measurement) -> str:

@@ -85,6 +85,7 @@ def join_as_rank(device: str, backend: str | None, timeout_s: float) -> tuple[Di
     from accelbench.env.device import parse_device_spec
     from accelbench.env.torch_floor import require_supported_torch
 
+    stdout_for_python_only()
     require_supported_torch(str(torch.__version__))
     kind, index = parse_device_spec(device)
     if index is not None:
@@ -94,6 +95,23 @@ def join_as_rank(device: str, backend: str | None, timeout_s: float) -> tuple[Di
     backend = check_backend(backend, kind)
     info = init_group(backend, kind, timeout_s)
     return info, ("cpu" if kind == "cpu" else f"{kind}:{info.local_rank}"), backend
+
+
+def stdout_for_python_only() -> None:
+    """From here on, what native libraries write to file descriptor 1 goes to stderr, and
+    Python's sys.stdout alone writes to the real standard output: ranks under a user's
+    torchrun share it, and Gloo prints "[Gloo] Rank 1 is connected to 1 peer ranks" there
+    whenever a group is made, which would break `--json` output."""
+    import sys
+
+    try:
+        sys.stdout.flush()
+        saved = os.dup(1)
+        os.dup2(2, 1)
+    except (OSError, ValueError):  # no standard output to keep
+        return
+    sys.stdout = open(saved, "w", buffering=1, encoding=sys.stdout.encoding,  # noqa: SIM115
+                      errors=sys.stdout.errors)
 
 
 def shutdown_group() -> None:

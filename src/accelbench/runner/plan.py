@@ -28,7 +28,7 @@ if sys.version_info >= (3, 11):
 else:  # pragma: no cover
     import tomli as tomllib
 
-SUITES = ("quick", "standard", "full", "generations")
+SUITES = ("quick", "standard", "full", "generations", "validate")
 DEVICE_CLASSES = ("any", "cpu", "gpu", "cuda", "rocm", "xpu", "mps")
 
 
@@ -211,12 +211,16 @@ def expand(
     request: Request, suite: Suite, registry: Registry, device: DeviceInfo,
     device_count: int = 1,
 ) -> list[PlannedCase]:
-    """The concrete, de-duplicated cases for this device, in suite order."""
+    """The concrete, de-duplicated cases for this device, in suite order. A benchmark of
+    the suite whose entries are all for other devices has no case here, unless it was
+    asked for by name (`--bench`), when it runs with its defaults."""
     names = list(request.benches) or suite.benchmarks()
     planned: dict[Case, PlannedCase] = {}
     for name in names:
         bench = registry.get(name)
         entries = [e for e in suite.entries if e.bench == name and e.applies_to(device)]
+        if not entries and not request.benches:
+            continue  # the suite measures it on other devices only
         for entry in entries or [SuiteEntry(name, ("any",), {})]:
             ranks = _ranks(request, entry, device, device_count)
             axes = {k: spread_values(bench, k, v) for k, v in entry.grid.items()}

@@ -66,7 +66,7 @@ def run_session(
         recorder.planned(cases)
 
         def timeout_for(planned: PlannedCase) -> float:
-            return case_timeout or planned.benchmark.timeout_s
+            return case_timeout or planned.benchmark.case_timeout(planned.params)
 
         try:
             for first, segment in _segments(cases):

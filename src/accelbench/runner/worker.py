@@ -83,15 +83,20 @@ def execute_case(
         if adapt is not None:
             ctx = adapt(ctx)
         result = planned.benchmark.load()(ctx, dict(planned.params))
-        notes = judge(ctx, result) if judge else noise_warnings(result.timing, policy)
+        if judge:
+            notes = judge(ctx, result)
+        else:
+            notes = noise_warnings(result.timing, policy) if result.timing else ()
         outcome = from_result(case, result, notes, started, time.perf_counter() - t0)
         if threads is not None:
             outcome = dataclasses.replace(outcome, details={**outcome.details,
                                                             "threads_used": threads})
     except CaseSkipped as exc:
-        outcome = not_measured(case, STATUS_SKIPPED, str(exc), started, time.perf_counter() - t0)
+        outcome = not_measured(case, STATUS_SKIPPED, str(exc), started, time.perf_counter() - t0,
+                               exc.details, exc.figures)
     except CaseFailed as exc:
-        outcome = not_measured(case, STATUS_FAILED, str(exc), started, time.perf_counter() - t0)
+        outcome = not_measured(case, STATUS_FAILED, str(exc), started, time.perf_counter() - t0,
+                               exc.details, exc.figures)
     except Exception as exc:  # any error in a case is that case's failure, not the run's
         outcome = not_measured(case, STATUS_FAILED, describe_error(exc), started,
                                time.perf_counter() - t0,

@@ -33,6 +33,7 @@ from dataclasses import dataclass
 from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
+from accelbench.benchmarks.mathmode import MathMode, math_mode, read_precision
 from accelbench.benchmarks.micro.conv_shapes import ConvLayer, layer_problem, parse_layer
 from accelbench.core.context import CaseContext
 from accelbench.core.dtypes import DTYPES, unsupported_reason
@@ -116,7 +117,10 @@ def measure(ctx: CaseContext, params: dict[str, Any]) -> CaseResult:
     tolerance = TOLERANCE[dtype]
     databases = miopen_databases(os.environ) if ctx.device.platform == "rocm" else None
 
-    with conv_settings(torch, search, dtype):
+    with conv_settings(torch, search, dtype, ctx.device.platform) as mode:
+        skip = mode.problem("conv") if mode is not None else None
+        if skip:
+            raise CaseSkipped(skip)
         deterministic = bool(torch.backends.cudnn.deterministic)
 
         def problem_key(n: int) -> tuple[object, ...]:
@@ -182,6 +186,8 @@ def measure(ctx: CaseContext, params: dict[str, Any]) -> CaseResult:
         ),
         **library_settings(ctx.device, flags, os.environ),
     })
+    if mode is not None:
+        details.update(mode.details(("conv",)))
     if search:
         details["search_time_s"] = search_time
         details["search_time_formula"] = "first call - median steady-state call"
@@ -227,20 +233,24 @@ def tensor_bytes(layer: ConvLayer, batch: int, element_bytes: int) -> int:
 
 
 @contextmanager
-def conv_settings(torch: ModuleType, search: bool, dtype: str) -> Iterator[None]:
-    """Set cudnn.benchmark to `search` and, for fp32, forbid TF32; restore both after.
+def conv_settings(torch: ModuleType, search: bool, dtype: str, platform: str = "cpu"
+                  ) -> Iterator[MathMode | None]:
+    """Set cudnn.benchmark to `search` and, for fp32, forbid TF32 for convolutions (read
+    back: the MathMode, None for the half types); restore both after.
 
     A worker process runs many cases, so nothing set here may outlive the case.
     """
     cudnn = torch.backends.cudnn
-    previous = (cudnn.benchmark, cudnn.allow_tf32)
+    previous = cudnn.benchmark
     cudnn.benchmark = search
-    if dtype == "fp32":
-        cudnn.allow_tf32 = False
     try:
-        yield
+        if dtype != "fp32":
+            yield None
+            return
+        with math_mode(torch, False, ("conv",), platform) as mode:
+            yield mode
     finally:
-        cudnn.benchmark, cudnn.allow_tf32 = previous
+        cudnn.benchmark = previous
 
 
 def library_flags(torch: ModuleType) -> dict[str, Any]:
@@ -250,7 +260,8 @@ def library_flags(torch: ModuleType) -> dict[str, Any]:
         "cudnn.enabled": bool(cudnn.enabled),
         "cudnn.benchmark": bool(cudnn.benchmark),
         "cudnn.deterministic": bool(cudnn.deterministic),
-        "cudnn.allow_tf32": bool(cudnn.allow_tf32),
+        # Not the legacy cudnn.allow_tf32: reading it raises once the per-op API is used.
+        "cudnn.conv.fp32_precision": read_precision(torch, "conv"),
         "mkldnn.enabled": bool(torch.backends.mkldnn.enabled),
     }
     limit = getattr(cudnn, "benchmark_limit", None)
@@ -481,7 +492,7 @@ BENCHMARK = Benchmark(
     summary="Convolution throughput (FLOP/s) per layer of real networks, fwd and bwd, "
     "with and without algorithm search",
     entry="accelbench.benchmarks.micro.conv:measure",
-    sources=("accelbench.benchmarks.micro.conv_shapes",),
+    sources=("accelbench.benchmarks.micro.conv_shapes", "accelbench.benchmarks.mathmode"),
     params=(
         Param(
             "layer",

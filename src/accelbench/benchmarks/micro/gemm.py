@@ -5,21 +5,27 @@ B is laid out column-major (the k x n transposed view of an n x k weight), the l
 the same problem. A fast result only counts if it is right: the same code path first
 runs on a small case checked in full, then the full-size output is checked on a sampled
 block; a relative error above the dtype's tolerance fails the case.
+
+fp32 and tf32 set the matmul precision for the case and read it back (see
+benchmarks.mathmode): a tf32 case whose TF32 is not in effect is skipped rather than
+timed as fp32 against the TF32 peak. fp8 runs `torch._scaled_mm` with `use_fast_accum`
+as `fast_accum` says (on by default, the usual forward-pass setting).
 """
 
 from __future__ import annotations
 
+import contextlib
 import functools
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from dataclasses import dataclass
 from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
+from accelbench.benchmarks.mathmode import MathMode, math_mode, tf32_worker_env
 from accelbench.benchmarks.micro.shapes import parse_shape, shape_problem
 from accelbench.core.context import CaseContext
 from accelbench.core.dtypes import DTYPES, fp8_torch_name, unsupported_reason
-from accelbench.core.measurement import CaseFailed, CaseResult, Rate
+from accelbench.core.measurement import CaseFailed, CaseResult, CaseSkipped, Rate
 from accelbench.core.params import Param
 from accelbench.core.registry import Benchmark
 
@@ -68,11 +74,16 @@ def measure(ctx: CaseContext, params: dict[str, Any]) -> CaseResult:
         raise CaseFailed(reason)
     device = torch.device(ctx.device.torch_device)
     fp8_name = fp8_torch_name(ctx.device)
+    fast_accum = bool(params.get("fast_accum", True))  # given for fp8 only
     tolerance = TOLERANCE[dtype]
 
-    with matmul_precision(torch, dtype):
+    with _precision(torch, dtype, ctx.device.platform) as mode:
+        skip = mode.problem() if mode is not None else None
+        if skip:
+            raise CaseSkipped(skip)
         small_dims = (min(m, CHECK_MAX_DIM), min(n, CHECK_MAX_DIM), min(k, CHECK_MAX_DIM))
-        small = make_operands(torch, device, dtype, *small_dims, min(batch, 2), 1, fp8_name)
+        small = make_operands(torch, device, dtype, *small_dims, min(batch, 2), 1, fp8_name,
+                              fast_accum)
         small.call()
         small_error = relative_error(
             torch, small, torch.arange(small_dims[0]), torch.arange(small_dims[1])
@@ -80,7 +91,7 @@ def measure(ctx: CaseContext, params: dict[str, Any]) -> CaseResult:
         _check(small_error, tolerance, dtype, "x".join(map(str, small_dims)))
         del small
 
-        ops = make_operands(torch, device, dtype, m, n, k, batch, 0, fp8_name)
+        ops = make_operands(torch, device, dtype, m, n, k, batch, 0, fp8_name, fast_accum)
         ops.call()
         generator = torch.Generator().manual_seed(2)
         rows = torch.randperm(m, generator=generator)[:CHECK_SAMPLE]
@@ -108,10 +119,14 @@ def measure(ctx: CaseContext, params: dict[str, Any]) -> CaseResult:
             "sampled block of the full-size output, against a float64 CPU reference"
         ),
     }
-    if dtype in ("fp32", "tf32"):
-        details["allow_tf32"] = dtype == "tf32"
+    if mode is not None:
+        details.update(mode.details(("matmul",)))
     if dtype == "fp8":
-        details.update(fp8_format=fp8_name, fp8_output="bfloat16", fp8_scaling="per-tensor")
+        details.update(fp8_format=fp8_name, fp8_output="bfloat16", fp8_scaling="per-tensor",
+                       fp8_fast_accum=fast_accum)
+        if ctx.device.platform == "rocm":
+            details["fp8_fast_accum_effect"] = (
+                "none: PyTorch hands use_fast_accum to cuBLASLt only, not to hipBLASLt")
     return CaseResult(
         timing=timing,
         # Integer multiplies are operations, not floating-point ones (TOPS in datasheets).
@@ -136,22 +151,13 @@ def layout_problem(dtype: str, m: int, n: int, k: int, batch: int) -> str | None
     return None
 
 
-@contextmanager
-def matmul_precision(torch: ModuleType, dtype: str) -> Iterator[None]:
-    """Allow TF32 for tf32 and forbid it for fp32, restoring the previous setting.
-
-    The same flag selects the xf32 path of hipBLASLt on ROCm gfx94x.
-    """
+def _precision(torch: ModuleType, dtype: str, platform: str
+               ) -> contextlib.AbstractContextManager[MathMode | None]:
+    """TF32 on for tf32 and off for fp32 (restored after the case); other dtypes leave
+    the float32 matmul precision alone."""
     if dtype not in ("fp32", "tf32"):
-        yield
-        return
-    matmul = torch.backends.cuda.matmul
-    previous = matmul.allow_tf32
-    matmul.allow_tf32 = dtype == "tf32"
-    try:
-        yield
-    finally:
-        matmul.allow_tf32 = previous
+        return contextlib.nullcontext()
+    return math_mode(torch, dtype == "tf32", ("matmul",), platform)
 
 
 def make_operands(
@@ -164,11 +170,13 @@ def make_operands(
     batch: int,
     seed: int,
     fp8_name: str = "float8_e4m3fn",
+    fast_accum: bool = True,
 ) -> Operands:
     """Seeded inputs on the device, the output buffer, and the call writing into it.
 
     Float inputs are uniform in [-1, 1), so |C| <= k stays far inside fp16's range;
-    int8 inputs lie in [-8, 8); fp8 inputs are scaled per tensor to fill e4m3's range.
+    int8 inputs lie in [-8, 8); fp8 inputs are scaled per tensor to fill e4m3's range,
+    and `fast_accum` is `torch._scaled_mm`'s use_fast_accum.
     """
     generator = torch.Generator(device=device).manual_seed(seed)
     lead = (batch,) if batch > 1 else ()
@@ -193,7 +201,8 @@ def make_operands(
         b = (w_hp / scale_b).to(fp8).t()
         out = torch.empty(m, n, device=device, dtype=torch.bfloat16)
         call = functools.partial(
-            torch._scaled_mm, a, b, scale_a, scale_b, out_dtype=torch.bfloat16, out=out
+            torch._scaled_mm, a, b, scale_a, scale_b, out_dtype=torch.bfloat16,
+            use_fast_accum=fast_accum, out=out,
         )
         return Operands(a, b, out, call, scale=scale_a.item() * scale_b.item())
     storage = getattr(torch, DTYPES[dtype].torch_name)
@@ -264,7 +273,7 @@ BENCHMARK = Benchmark(
     family="micro",
     summary="Matrix multiply throughput (FLOP/s) per dtype, checked against float64 first",
     entry="accelbench.benchmarks.micro.gemm:measure",
-    sources=("accelbench.benchmarks.micro.shapes",),
+    sources=("accelbench.benchmarks.micro.shapes", "accelbench.benchmarks.mathmode"),
     params=(
         Param(
             "shape",
@@ -275,7 +284,16 @@ BENCHMARK = Benchmark(
         ),
         Param("dtype", "str", "fp32", help="element type of the multiply", choices=GEMM_DTYPES),
         Param("batch", "int", 1, help="independent GEMMs per call (torch.bmm when > 1)", minimum=1),
+        Param(
+            "fast_accum",
+            "bool",
+            True,
+            help="fp8 only: torch._scaled_mm's use_fast_accum (cuBLASLt's fast accumulation; "
+            "PyTorch does not pass it to hipBLASLt)",
+            only_when=("dtype", ("fp8",)),
+        ),
     ),
     devices=("cpu", "cuda"),
     timeout_s=600.0,
+    worker_env=tf32_worker_env,
 )

@@ -7,8 +7,9 @@ functions. Importing this package, `zoo` or the declarations does not import tor
 
 # Every module of the package shapes the numbers (the models, their FLOPs, the step), so
 # all of them are part of the version of the model benchmarks.
-MODEL_SOURCES = tuple(
-    f"accelbench.benchmarks.models.{name}"
-    for name in ("batchsize", "checks", "flops", "heads", "lstm", "memory", "params",
-                 "precision", "results", "tasks", "trainer", "zoo")
+MODEL_SOURCES = (
+    *(f"accelbench.benchmarks.models.{name}"
+      for name in ("batchsize", "checks", "flops", "heads", "lstm", "memory", "params",
+                   "precision", "results", "tasks", "trainer", "zoo")),
+    "accelbench.benchmarks.mathmode",  # the float32 math mode, set for every case
 )

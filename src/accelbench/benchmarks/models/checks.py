@@ -7,6 +7,7 @@ from collections.abc import Callable
 from types import ModuleType
 from typing import Any, TypeVar
 
+from accelbench.benchmarks.mathmode import MathMode
 from accelbench.benchmarks.models import tasks, zoo
 from accelbench.benchmarks.models.precision import Precision
 from accelbench.benchmarks.models.trainer import ModelSetup
@@ -40,6 +41,15 @@ def setup_from_params(ctx: CaseContext, params: dict[str, Any]) -> ModelSetup:
                       params["channels_last"], params["compile"], params["h2d"],
                       head=params.get("head", zoo.HEAD_TASK),
                       optimizer=params.get("optimizer", tasks.OPTIMIZER_FUSED))
+
+
+def check_math_mode(mode: MathMode, precision: Precision) -> None:
+    """Skip an fp32 or tf32 case whose matmuls do not run the float32 math it asked for
+    (TF32 not in effect for tf32, or not off for fp32): its MFU would be against the
+    wrong peak. The half types run their matrix math in fp16/bf16 either way."""
+    problem = mode.problem() if precision.dtype in ("fp32", "tf32") else None
+    if problem:
+        raise CaseSkipped(problem)
 
 
 def check_finite(value: float, what: str) -> None:

@@ -27,11 +27,12 @@ from dataclasses import replace
 from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
+from accelbench.benchmarks.mathmode import math_mode, tf32_worker_env
 from accelbench.benchmarks.models import MODEL_SOURCES, checks, engines
 from accelbench.benchmarks.models.engines import parity
 from accelbench.benchmarks.models.memory import PeakMemory
 from accelbench.benchmarks.models.params import model_params
-from accelbench.benchmarks.models.precision import Precision, math_mode
+from accelbench.benchmarks.models.precision import MATH_OPS, Precision
 from accelbench.benchmarks.models.results import _percentile
 from accelbench.benchmarks.models.trainer import build_model
 from accelbench.core.context import CaseContext
@@ -95,12 +96,15 @@ def measure(ctx: CaseContext, params: dict[str, Any]) -> CaseResult:
                     tokens.append(token)
             return torch.cat(tokens, dim=1), logits
 
-        with math_mode(torch, precision), torch.inference_mode():
+        with math_mode(torch, precision.tf32, MATH_OPS, ctx.device.platform) as mode, \
+                torch.inference_mode():
+            checks.check_math_mode(mode, precision)
             started = time.perf_counter()
             tokens, logits = generate()
             _sync(torch, device)
             first_call = time.perf_counter() - started
-            check = _parity(torch, model, ids, tokens, logits, name, precision.dtype)
+            check = _parity(torch, model, ids, tokens, logits, name, precision.dtype,
+                            ctx.device.platform)
             if not check.ok:
                 raise CaseFailed(check.reason())
             started = time.perf_counter()
@@ -153,11 +157,11 @@ def measure(ctx: CaseContext, params: dict[str, Any]) -> CaseResult:
 
 
 def _parity(torch: ModuleType, model: Any, ids: Tensor, tokens: Tensor, logits: list[Tensor],
-            engine: str, dtype: str) -> parity.Parity:
+            engine: str, dtype: str, platform: str) -> parity.Parity:
     """The engine's chosen-from logits against eager fp32 over the whole sequence, without
     a cache: position prompt-1 gives the first token, and so on."""
     prompt = ids.shape[1]
-    with math_mode(torch, Precision("fp32")):
+    with math_mode(torch, False, MATH_OPS, platform):
         full = model(input_ids=torch.cat([ids, tokens[:, :-1]], dim=1)).logits.float()
     reference = full[:, prompt - 1:]
     output = torch.stack([x.float() for x in logits], dim=1)
@@ -233,4 +237,5 @@ BENCHMARK = Benchmark(
     devices=("cpu", "cuda"),
     timeout_s=900.0,
     sources=(*MODEL_SOURCES, "accelbench.benchmarks.models.engines.parity"),
+    worker_env=tf32_worker_env,
 )

@@ -16,10 +16,11 @@ from collections.abc import Callable
 from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
+from accelbench.benchmarks.mathmode import math_mode, tf32_worker_env
 from accelbench.benchmarks.models import MODEL_SOURCES, checks, flops, tasks
 from accelbench.benchmarks.models.memory import PeakMemory
 from accelbench.benchmarks.models.params import model_params
-from accelbench.benchmarks.models.precision import math_mode
+from accelbench.benchmarks.models.precision import MATH_OPS
 from accelbench.benchmarks.models.results import Work, model_result
 from accelbench.benchmarks.models.trainer import build_model
 from accelbench.core.context import CaseContext
@@ -42,7 +43,9 @@ def measure(ctx: CaseContext, params: dict[str, Any]) -> CaseResult:
     spec, precision = setup.spec, setup.precision
     meter = PeakMemory(torch, device)
     try:
-        with math_mode(torch, precision), torch.inference_mode():
+        with math_mode(torch, precision.tf32, MATH_OPS, ctx.device.platform) as mode, \
+                torch.inference_mode():
+            checks.check_math_mode(mode, precision)
             model = checks.built(torch, spec.name,
                                  lambda: build_model(torch, setup, device).eval())
             n_params = sum(p.numel() for p in model.parameters())
@@ -93,6 +96,7 @@ def measure(ctx: CaseContext, params: dict[str, Any]) -> CaseResult:
         "model_flop_formula": model_flops.formula.replace("; training 3x", ""),
         "latency": f"p50/p90/p99 over {len(latencies)} single synchronised forward passes",
         "first_call_s": first_call,
+        **mode.details(MATH_OPS),
     }
     compile_time = None
     if setup.compile:
@@ -132,4 +136,5 @@ BENCHMARK = Benchmark(
     devices=("cpu", "cuda"),
     timeout_s=900.0,
     sources=MODEL_SOURCES,
+    worker_env=tf32_worker_env,
 )

@@ -22,6 +22,7 @@ from pathlib import Path
 from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
+from accelbench.benchmarks.mathmode import math_mode, tf32_worker_env
 from accelbench.benchmarks.models import MODEL_SOURCES, checks, engines, flops, tasks
 from accelbench.benchmarks.models.engines import parity
 from accelbench.benchmarks.models.engines.onnxrt import PROVIDER_NAMES, provider_problem
@@ -29,7 +30,7 @@ from accelbench.benchmarks.models.flops import ModelFlops
 from accelbench.benchmarks.models.infer import latency_samples
 from accelbench.benchmarks.models.memory import PeakMemory
 from accelbench.benchmarks.models.params import model_params
-from accelbench.benchmarks.models.precision import Precision, math_mode
+from accelbench.benchmarks.models.precision import MATH_OPS, Precision
 from accelbench.benchmarks.models.results import Work, model_result
 from accelbench.benchmarks.models.trainer import ModelSetup, build_model
 from accelbench.core.context import CaseContext
@@ -152,14 +153,16 @@ def ready_engine(ctx: CaseContext, params: dict[str, Any], batch: int | None = N
             batch_ = tasks.make_batch(torch, spec, setup.batch, setup.seq, setup.image,
                                       device, torch.float32, seed=1000)
             example = tuple(batch_.tensors[n] for n in tasks.input_names(spec))
-            with math_mode(torch, fp32), torch.inference_mode():
+            platform = ctx.device.platform
+            with math_mode(torch, False, MATH_OPS, platform), torch.inference_mode():
                 reference = module(*example).float().clone()
             job = engines.Job(torch, module, example, tasks.input_names(spec), device,
                               precision, options, Path(workdir))
             problem = engine.problem(job)
             if problem:
                 raise CaseSkipped(problem)
-            with math_mode(torch, precision):
+            with math_mode(torch, precision.tf32, MATH_OPS, platform) as mode:
+                checks.check_math_mode(mode, precision)
                 started = time.perf_counter()
                 with torch.no_grad():
                     prepared = engine.prepare(job)
@@ -239,4 +242,5 @@ BENCHMARK = Benchmark(
     devices=("cpu", "cuda"),
     timeout_s=900.0,
     sources=(*MODEL_SOURCES, *engines.ENGINE_SOURCES, "accelbench.benchmarks.models.infer"),
+    worker_env=tf32_worker_env,
 )

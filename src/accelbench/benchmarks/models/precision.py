@@ -1,19 +1,21 @@
 """How a model runs in a precision: autocast, loss scaling, whole-model casts, TF32.
 
-- fp32: float32 everywhere; TF32 is switched off for matmuls and convolutions.
-- tf32: float32 storage, TF32 matrix math (matmul and cuDNN/MIOpen convolutions).
+- fp32: float32 everywhere; TF32 is switched off for matmuls, convolutions and RNNs.
+- tf32: float32 storage, TF32 matrix math (matmuls, cuDNN convolutions and RNNs).
 - fp16: autocast to float16 with a gradient scaler (the standard mixed-precision recipe).
 - bf16: autocast to bfloat16; no scaler is needed.
 - cast (fp16 or bf16 only): the whole model and its inputs are cast to the half type,
   with no autocast and no loss scaling, as SuperBench's model benchmarks do. Batch norm
   stays in float32, as there. Results are labelled so, to line up with charts made
   that way; it is not the recipe anyone trains with.
+
+The float32 math mode of every precision (TF32 on for tf32 only) is set and read back
+through benchmarks.mathmode, for the operations in MATH_OPS.
 """
 
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterator
 from dataclasses import dataclass
 from types import ModuleType
 from typing import TYPE_CHECKING
@@ -27,6 +29,7 @@ if TYPE_CHECKING:
 
 MODEL_DTYPES = ("fp32", "tf32", "fp16", "bf16")
 HALF = ("fp16", "bf16")
+MATH_OPS = ("matmul", "conv", "rnn")  # what a whole model's float32 math mode covers
 
 
 @dataclass(frozen=True)
@@ -52,6 +55,11 @@ class Precision:
             "fp16": "fp16 autocast with gradient scaling",
             "bf16": "bf16 autocast",
         }[self.dtype]
+
+    @property
+    def tf32(self) -> bool:
+        """Whether float32 matrix math may run as TF32 (tf32 only; off for the others)."""
+        return self.dtype == "tf32"
 
     @property
     def uses_autocast(self) -> bool:
@@ -86,16 +94,3 @@ class Precision:
             if isinstance(module, torch.nn.modules.batchnorm._BatchNorm):
                 module.float()
         return model
-
-
-@contextlib.contextmanager
-def math_mode(torch: ModuleType, precision: Precision) -> Iterator[None]:
-    """TF32 on for tf32, off otherwise (PyTorch leaves it on for cuDNN by default)."""
-    matmul, cudnn = torch.backends.cuda.matmul, torch.backends.cudnn
-    previous = (matmul.allow_tf32, cudnn.allow_tf32)
-    allow = precision.dtype == "tf32"
-    matmul.allow_tf32 = cudnn.allow_tf32 = allow
-    try:
-        yield
-    finally:
-        matmul.allow_tf32, cudnn.allow_tf32 = previous

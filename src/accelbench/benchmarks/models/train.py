@@ -19,10 +19,11 @@ from __future__ import annotations
 import time
 from typing import Any
 
+from accelbench.benchmarks.mathmode import math_mode, tf32_worker_env
 from accelbench.benchmarks.models import MODEL_SOURCES, batchsize, checks, flops
 from accelbench.benchmarks.models.memory import PeakMemory
 from accelbench.benchmarks.models.params import FIND_BATCH, TRAIN_PARAMS, model_params
-from accelbench.benchmarks.models.precision import math_mode
+from accelbench.benchmarks.models.precision import MATH_OPS
 from accelbench.benchmarks.models.results import PerStep, Work, model_result
 from accelbench.benchmarks.models.trainer import Trainer
 from accelbench.core.context import CaseContext
@@ -57,10 +58,11 @@ def _measure(ctx: CaseContext, params: dict[str, Any], data_parallel: bool) -> C
     meter = PeakMemory(torch, device)
     trainer: Trainer | None = None
     try:
-        with math_mode(torch, setup.precision):
+        with math_mode(torch, setup.precision.tf32, MATH_OPS, ctx.device.platform) as mode:
+            checks.check_math_mode(mode, setup.precision)
             trainer = checks.built(torch, setup.spec.name,
                                    lambda: Trainer(torch, setup, device, rank=rank))
-            details: dict[str, Any] = {}
+            details: dict[str, Any] = mode.details(MATH_OPS)
             if params["find_batch"]:
                 details.update(_find_batch(ctx, trainer, setup.batch))
                 meter.reset()  # the search's tries are not the case's footprint
@@ -192,6 +194,7 @@ BENCHMARK = Benchmark(
     devices=("cpu", "cuda"),
     timeout_s=900.0,
     sources=MODEL_SOURCES,
+    worker_env=tf32_worker_env,
 )
 
 DDP_BENCHMARK = Benchmark(
@@ -204,4 +207,5 @@ DDP_BENCHMARK = Benchmark(
     timeout_s=900.0,
     distributed=True,
     sources=MODEL_SOURCES,
+    worker_env=tf32_worker_env,
 )

@@ -24,6 +24,7 @@ import statistics
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from accelbench.benchmarks.mathmode import tf32_worker_env
 from accelbench.benchmarks.models import MODEL_SOURCES, engines, tasks
 from accelbench.benchmarks.models.engines.packages import require
 from accelbench.benchmarks.models.infer_engine import ENGINE_PARAMS, ready_engine
@@ -283,4 +284,5 @@ BENCHMARK = Benchmark(
              "accelbench.benchmarks.models.infer_engine",
              *(f"accelbench.benchmarks.serving.{m}"
                for m in ("loadgen", "scenarios", "search", "sut"))),
+    worker_env=tf32_worker_env,
 )

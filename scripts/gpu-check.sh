@@ -1,0 +1,196 @@
+#!/usr/bin/env bash
+# Check accelbench end to end on this machine's GPU (CUDA or ROCm), from a fresh clone:
+#   1. set up .venv-gpu (requirements-dev.txt and this checkout, as scripts/test.sh does;
+#      a PyTorch that python3 already has and that sees a GPU is used as it is, through
+#      system site packages, as scripts/quickstart.sh does);
+#   2. run the GPU tests: pytest -m gpu tests/gpu;
+#   3. run the quick suite on the GPU into a store;
+#   4. print each headline figure beside plain PyTorch measured now and the range expected
+#      for the device (bench/gpu_reference.py), then a summary of every step.
+#
+#   scripts/gpu-check.sh [DIR]    store, report and logs go to DIR (default: a new
+#                                 temporary folder)
+#
+# Exit codes: 0 every check passed; 1 a check failed (a test, a case of the quick suite, a
+# figure outside its range or disagreeing with the reference, a step that ran out of
+# time); 2 bad arguments; 3 the environment could not be set up; 4 no GPU here (nothing
+# was checked). The three checks after set-up are held to ACCELBENCH_GPU_CHECK_BUDGET
+# seconds in all (default 480); set-up has its own limit, for first-time downloads.
+set -euo pipefail
+
+usage() { awk 'NR > 1 && /^#/ { sub(/^# ?/, ""); print; next } NR > 1 { exit }' "$0"; }
+
+case "${1:-}" in
+  -h|--help) usage; exit 0 ;;
+  -*) echo "gpu-check: unknown option $1" >&2; usage >&2; exit 2 ;;
+esac
+if [ "$#" -gt 1 ]; then
+  echo "gpu-check: at most one argument, the results folder" >&2
+  exit 2
+fi
+budget="${ACCELBENCH_GPU_CHECK_BUDGET:-480}"
+if ! [[ "$budget" =~ ^[0-9]+$ ]] || [ "$budget" -lt 60 ]; then
+  echo "gpu-check: ACCELBENCH_GPU_CHECK_BUDGET must be a whole number of seconds, 60 or more" >&2
+  exit 2
+fi
+case "${1:-}" in
+  "") out="" ;;
+  /*) out="$1" ;;
+  *) out="$PWD/$1" ;;  # the folder named from where the script was started
+esac
+cd "$(dirname "$0")/.."
+
+venv=.venv-gpu
+py="$venv/bin/python"
+
+no_gpu() {
+  echo "gpu-check: no GPU: $1" >&2
+  echo "gpu-check: nothing was checked (exit 4)" >&2
+  exit 4
+}
+
+# Exit 0 when the torch that python $1 imports sees a GPU (CUDA and ROCm builds alike).
+sees_gpu() {
+  timeout 120 "$1" -c 'import sys, torch; sys.exit(0 if torch.cuda.is_available() else 1)' \
+    >/dev/null 2>&1
+}
+
+# A device node of the NVIDIA driver, ROCm's kernel driver, or WSL's GPU.
+has_gpu_node() {
+  compgen -G '/dev/nvidia[0-9]*' >/dev/null || [ -e /dev/kfd ] || [ -e /dev/dxg ]
+}
+
+# --- 1. set-up ---------------------------------------------------------------------------
+
+# Called as a condition, where `set -e` does not act: every command says `|| return 1`.
+setup() {
+  if ! python3 -c 'import sys; sys.exit(0 if sys.version_info >= (3, 10) else 1)'; then
+    echo "accelbench needs Python 3.10 or newer; python3 is $(python3 -V 2>&1)"
+    return 1
+  fi
+  if [ ! -x "$py" ]; then
+    if [ "$system_gpu" = yes ]; then
+      python3 -m venv --system-site-packages "$venv" || return 1
+    else
+      python3 -m venv "$venv" || return 1
+    fi
+  fi
+  timeout 300 "$py" -m pip install --quiet --upgrade pip || return 1
+  if grep -q '^include-system-site-packages = true' "$venv/pyvenv.cfg"; then
+    # Keep the PyTorch found there: pin it, and take the shared pins without the pinned
+    # torch and torchvision and without the one test-only package that depends on torch.
+    timeout 120 "$py" -c 'import torch; print(f"torch=={torch.__version__}")' \
+      >"$out/constraints.txt" || return 1
+    grep -Ev '^HolisticTraceAnalysis==' requirements-common.txt \
+      >"$out/requirements.txt" || return 1
+    timeout 900 "$py" -m pip install --quiet -r "$out/requirements.txt" \
+      -c "$out/constraints.txt" || return 1
+  else
+    timeout 900 "$py" -m pip install --quiet -r requirements-dev.txt || return 1
+  fi
+  timeout 300 "$py" -m pip install --quiet --no-deps -e . || return 1
+}
+
+system_gpu=no
+if sees_gpu python3; then system_gpu=yes; fi
+if [ "$system_gpu" = no ] && ! has_gpu_node; then
+  no_gpu "no GPU device node (/dev/nvidia*, /dev/kfd, /dev/dxg), and python3 has no PyTorch that sees one"
+fi
+if [ -z "$out" ]; then out="$(mktemp -d "${TMPDIR:-/tmp}/accelbench-gpu-check.XXXXXX")"; fi
+mkdir -p "$out"
+store="$out/results.sqlite"
+setup_log="$out/setup.log"
+echo "gpu-check: setting up $venv (log: $setup_log)"
+setup_start=$SECONDS
+if ! setup >"$setup_log" 2>&1; then
+  tail -n 20 "$setup_log" >&2
+  echo "gpu-check: could not set up $venv (log: $setup_log); remove $venv to start afresh" >&2
+  exit 3
+fi
+setup_time=$((SECONDS - setup_start))
+if ! sees_gpu "$py"; then
+  torch_version="$(timeout 120 "$py" -c 'import torch; print(torch.__version__)' 2>&1 || true)"
+  no_gpu "PyTorch in $venv ($torch_version) sees no GPU. Install the CUDA or ROCm build of \
+PyTorch for this machine for python3 (https://pytorch.org/get-started/locally/), remove \
+$venv and run this again"
+fi
+device="$(timeout 120 "$py" -c \
+  'import torch; print(f"{torch.cuda.get_device_name(0)}, PyTorch {torch.__version__}")' \
+  2>/dev/null)" || device="a GPU whose name PyTorch could not read"
+echo "gpu-check: $device; results in $out"
+
+# --- 2-4. the checks, within the budget ---------------------------------------------------
+
+deadline=$((SECONDS + budget))
+names=()
+results=()
+times=()
+failed=0
+
+# run_step NAME CAP LOG COMMAND...: run COMMAND for at most CAP seconds (less when the
+# budget has less left), its output shown and kept in LOG; record how it went.
+run_step() {
+  local name=$1 cap=$2 log=$3 left start status
+  shift 3
+  left=$((deadline - SECONDS))
+  if [ "$left" -lt "$cap" ]; then cap=$left; fi
+  names+=("$name")
+  if [ "$cap" -lt 15 ]; then
+    results+=("not run: the budget of ${budget} s is spent")
+    times+=("-")
+    failed=1
+    return 0
+  fi
+  echo
+  echo "== $name (at most ${cap} s; log: $log)"
+  start=$SECONDS
+  if timeout --kill-after=20 "$cap" "$@" 2>&1 | tee "$log"; then status=0; else status=$?; fi
+  times+=("$((SECONDS - start)) s")
+  case "$status" in
+    0) results+=("ok") ;;
+    124|137) results+=("FAILED: out of time after ${cap} s"); failed=1 ;;
+    *) results+=("FAILED: exit $status"); failed=1 ;;
+  esac
+}
+
+run_step "GPU tests (pytest -m gpu)" 210 "$out/pytest.log" \
+  "$py" -m pytest -m gpu tests/gpu -q -p no:cacheprovider
+# The quick suite may take what is left but the reference's 45 s. Its headline cases
+# (GEMM, memory, launch) come first: stopped by its limit, it still stores them.
+quick_cap=$((deadline - SECONDS - 45))
+if [ "$quick_cap" -gt 360 ]; then quick_cap=360; fi
+run_step "quick suite on the GPU" "$quick_cap" "$out/quick.log" \
+  "$py" -m accelbench run --suite quick --device cuda --store "$store"
+run_step "figures beside plain PyTorch" 120 "$out/reference.log" \
+  "$py" bench/gpu_reference.py --store "$store" --json "$out/gpu-check.json"
+
+# --- summary -------------------------------------------------------------------------------
+
+detail() {  # the line of a log that says how a step went
+  case "$1" in
+    0) tail -n 1 "$out/pytest.log" 2>/dev/null || true ;;
+    1) grep -E '^[0-9]+ cases, ' "$out/quick.log" 2>/dev/null | tail -n 1 || true ;;
+    2) grep -E '^GPU figures: ' "$out/reference.log" 2>/dev/null | tail -n 1 || true ;;
+  esac
+}
+
+echo
+echo "accelbench GPU check: $device"
+printf '%-30s %-44s %s\n' "step" "result" "time"
+printf '%-30s %-44s %s\n' "set-up ($venv)" "ok" "${setup_time} s"
+for i in "${!names[@]}"; do
+  printf '%-30s %-44s %s\n' "${names[$i]}" "${results[$i]}" "${times[$i]}"
+  line="$(detail "$i")"
+  if [ -n "$line" ]; then printf '%-30s %s\n' "" "$line"; fi
+done
+if grep -q '^| figure ' "$out/reference.log" 2>/dev/null; then
+  echo
+  sed -n '/^| figure /,/^GPU figures: /p' "$out/reference.log"
+fi
+echo
+echo "results: $out (store results.sqlite, report under reports/, logs *.log)"
+if [ "$failed" -ne 0 ]; then
+  echo "gpu-check: FAILED"
+  exit 1
+fi
+echo "gpu-check: passed"

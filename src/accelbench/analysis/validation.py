@@ -1,0 +1,146 @@
+"""The verdicts of validation checks, read from stored measurements: what `accelbench
+validate`, the reports and `diagnose` show of them. Pure functions of the records; no
+torch.
+
+A check is a measurement of the validation family: status ok is a pass, failed a
+fail, skipped a skip. Its figures `error`, `tolerance` and `margin` (in %) say how close
+it came (benchmarks.validation.verdict writes them).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Any
+
+from accelbench.core.measurement import Measurement
+from accelbench.core.names import STATUS_FAILED, STATUS_OK
+
+VALIDATION = "validation"
+PASS, FAIL, SKIP = "pass", "fail", "skip"
+# Parameters the runner adds to every case, which say nothing about what was checked
+# (the backend follows from the device).
+_RUNNER_PARAMS = ("threads", "backend")
+# Warnings about the host beside a check that times nothing: it was not measured.
+_TIMING_WARNINGS = ("contended", "noisy")
+
+
+@dataclass(frozen=True)
+class CheckResult:
+    check: str  # the benchmark: numerics, amp, torchvision, ...
+    subject: str  # what of it: "op=matmul", "check=nms", "" for a check of one thing
+    precision: str | None
+    verdict: str  # PASS, FAIL or SKIP
+    error: float | None
+    tolerance: float | None
+    margin: float | None  # in %: how far inside the tolerance
+    unit: str
+    reason: str  # why it failed or was skipped; a pass's warnings
+    label: str  # the case label
+    key: str
+
+    @property
+    def name(self) -> str:
+        """The check and its subject: "numerics op=matmul"."""
+        return f"{self.check} {self.subject}".strip()
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"check": self.check, "subject": self.subject, "precision": self.precision,
+                "verdict": self.verdict, "error": self.error, "tolerance": self.tolerance,
+                "margin_pct": self.margin, "unit": self.unit, "reason": self.reason or None,
+                "case": self.label, "key": self.key}
+
+
+def is_check(m: Measurement) -> bool:
+    return m.case.family == VALIDATION
+
+
+def verdict_of(m: Measurement) -> str:
+    if m.status == STATUS_OK:
+        return PASS
+    return FAIL if m.status == STATUS_FAILED else SKIP
+
+
+def check_result(m: Measurement) -> CheckResult:
+    """The verdict of one check's measurement."""
+    shown = [(k, v) for k, v in m.case.shown_params if k != "dtype" and k not in _RUNNER_PARAMS]
+    subject = " ".join(f"{k}={_plain(v)}" for k, v in shown)
+    figures = {f.name: f for f in m.measured}
+    error, tolerance, margin = (_value(figures, name) for name in ("error", "tolerance",
+                                                                    "margin"))
+    unit = figures["error"].unit if "error" in figures else ""
+    timed = any(f.unit.endswith("/s") for f in m.measured)
+    notes = [w for w in m.warnings if timed or not w.startswith(_TIMING_WARNINGS)]
+    reason = m.reason or "; ".join(notes)
+    dtype = m.case.dtype
+    return CheckResult(m.case.benchmark, subject, dtype if isinstance(dtype, str) else None,
+                       verdict_of(m), error, tolerance, margin, unit, reason, m.case.label,
+                       m.case.key)
+
+
+def check_results(measurements: Iterable[Measurement]) -> list[CheckResult]:
+    """Every check among `measurements`, failing ones first, then in run order."""
+    results = [check_result(m) for m in measurements if is_check(m)]
+    order = {FAIL: 0, PASS: 1, SKIP: 2}
+    return sorted(results, key=lambda r: order[r.verdict])
+
+
+def failed_checks(measurements: Iterable[Measurement]) -> list[CheckResult]:
+    return [r for r in check_results(measurements) if r.verdict == FAIL]
+
+
+def tally(results: Iterable[CheckResult]) -> dict[str, int]:
+    out = {PASS: 0, FAIL: 0, SKIP: 0}
+    for r in results:
+        out[r.verdict] += 1
+    return out
+
+
+@dataclass(frozen=True)
+class Matrix:
+    """Verdicts per check (rows) and precision (columns); a check without a precision
+    has its verdict in the column "-". Rows with a failure come first."""
+
+    rows: list[str]
+    precisions: list[str]
+    cells: dict[tuple[str, str], str]
+    failing: frozenset[str]
+
+
+NO_PRECISION = "-"
+_PRECISION_ORDER = ("fp64", "fp32", "tf32", "fp16", "bf16", "fp8", "int8")
+
+
+def matrix(results: Iterable[CheckResult]) -> Matrix:
+    cells: dict[tuple[str, str], str] = {}
+    rows: list[str] = []
+    precisions: set[str] = set()
+    for r in results:
+        precision = r.precision or NO_PRECISION
+        precisions.add(precision)
+        if r.name not in rows:
+            rows.append(r.name)
+        # Several cases in one cell (another world size, say): a failure shows.
+        previous = cells.get((r.name, precision))
+        if previous != FAIL:
+            cells[(r.name, precision)] = FAIL if FAIL in (previous, r.verdict) else r.verdict
+    failing = frozenset(row for (row, _), v in cells.items() if v == FAIL)
+    ordered = sorted(rows, key=lambda row: row not in failing)
+    known = [p for p in _PRECISION_ORDER if p in precisions]
+    others = sorted(precisions - set(known) - {NO_PRECISION})
+    columns = known + others + ([NO_PRECISION] if NO_PRECISION in precisions else [])
+    return Matrix(ordered, columns, cells, failing)
+
+
+def _value(figures: dict[str, Any], name: str) -> float | None:
+    figure = figures.get(name)
+    if figure is None or not isinstance(figure.value, (int, float)):
+        return None
+    return float(figure.value) if math.isfinite(figure.value) else None
+
+
+def _plain(value: Any) -> str:
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    return str(value)

@@ -1,0 +1,161 @@
+"""`accelbench validate`: is this stack correct and complete? Run the validation checks
+(the `validate` suite), store each with its verdict, print them failing first; the exit
+code is 1 when any check failed."""
+
+from __future__ import annotations
+
+import argparse
+import difflib
+import os
+from collections.abc import Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from accelbench.cli.options import (
+    add_device,
+    add_json,
+    add_store,
+    add_telemetry,
+    fraction,
+    names_arg,
+    path_arg,
+    positive_number,
+    positive_seconds,
+    print_json,
+    split_list,
+    telemetry_settings,
+)
+from accelbench.errors import UserError
+
+if TYPE_CHECKING:
+    from accelbench.core.registry import Registry
+    from accelbench.runner.plan import Request
+    from accelbench.runner.recorder import Outcome
+
+NAME = "validate"
+HELP = ("check that this stack computes correctly: numerics per precision, mixed "
+        "precision, determinism, compile and export, torchvision/torchaudio/torchtext/"
+        "torchrec, collectives, device memory, and with --burn a burn-in; exit 1 if a "
+        "check fails")
+SUITE = "validate"
+BURN_IN = "burn-in"
+MEMTEST = "memtest"
+DETERMINISM = "determinism"
+# cuBLAS reads its workspace setting once per process: the deterministic one is set
+# before the workers start (PyTorch's reproducibility notes ask for it).
+CUBLAS_CONFIG = ("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    add_device(parser)
+    parser.add_argument("--check", nargs="+", type=names_arg, metavar="NAME",
+                        help="only these checks (default: every check but burn-in; "
+                        "`accelbench list --family validation` lists them)")
+    parser.add_argument("--dtype", nargs="+", type=names_arg, metavar="DTYPE",
+                        help="only these precisions, for the checks that have one: fp32 tf32 "
+                        "fp16 bf16 fp8")
+    parser.add_argument("--tolerance-scale", type=positive_number, metavar="X",
+                        help="multiply every check's tolerance by X, a positive number "
+                        "(2 allows twice the error; default 1)")
+    parser.add_argument("--burn", type=positive_seconds, metavar="SECONDS",
+                        help="also run the burn-in: sustained GEMM for SECONDS, checked every "
+                        "few calls, with the throughput per interval")
+    parser.add_argument("--memtest-fraction", type=fraction, metavar="F",
+                        help="share of the free device memory the memory test fills, between "
+                        "0 and 1 (default 0.8; on the CPU at most 256 MiB)")
+    add_telemetry(parser)
+    parser.add_argument("--report", type=path_arg, metavar="FILE",
+                        help="where to write the HTML report, or Markdown if FILE ends in .md "
+                        "(default: reports/RUN.html beside the store)")
+    parser.add_argument("--no-report", action="store_true", help="do not write a report file")
+    add_store(parser)
+    add_json(parser)
+
+
+def check_names(registry: Registry) -> list[str]:
+    return [b.name for b in registry if b.family == "validation"]
+
+
+def selected_checks(names: Sequence[str], registry: Registry) -> tuple[str, ...]:
+    """The checks asked for, each known; an unknown name is refused with the nearest."""
+    known = check_names(registry)
+    for name in names:
+        if name in known:
+            continue
+        if name in registry:
+            raise UserError(f"{name!r} is a benchmark, not a check: measure it with "
+                            f"`accelbench run --bench {name}`")
+        close = difflib.get_close_matches(name, known, n=1)
+        hint = f" (did you mean {close[0]}?)" if close else ""
+        raise UserError(f"unknown check {name!r}{hint}; checks: {', '.join(known)}")
+    return tuple(names)
+
+
+def build_request(args: argparse.Namespace, registry: Registry) -> Request:
+    from accelbench.runner.plan import Request, load_suite
+
+    checks = list(selected_checks(split_list(args.check), registry))
+    if not checks:
+        checks = load_suite(SUITE).benchmarks()
+    if args.burn is not None and BURN_IN not in checks:
+        checks.append(BURN_IN)
+    overrides: dict[str, tuple[str, ...]] = {}
+    if args.burn is not None:
+        overrides["seconds"] = (repr(args.burn),)
+    if args.tolerance_scale is not None:
+        if not any(registry.get(c).param("tolerance_scale") for c in checks):
+            raise UserError(f"--tolerance-scale: none of the selected checks "
+                            f"({', '.join(checks)}) has a tolerance")
+        overrides["tolerance_scale"] = (repr(args.tolerance_scale),)
+    if args.memtest_fraction is not None:
+        if MEMTEST not in checks:
+            raise UserError(f"--memtest-fraction applies to the {MEMTEST} check, which is "
+                            "not selected")
+        overrides["fraction"] = (repr(args.memtest_fraction),)
+    return Request(suite=SUITE, benches=tuple(checks), overrides=overrides,
+                   dtypes=split_list(args.dtype), device=args.device,
+                   timing=telemetry_settings(args))
+
+
+def run(args: argparse.Namespace) -> int:
+    from accelbench.benchmarks import REGISTRY
+    from accelbench.cli.run_cmd import run_request
+    from accelbench.runner.plan import validate
+
+    # Bad names and values fail here, before anything starts or the store is opened.
+    valid = validate(build_request(args, REGISTRY), REGISTRY)
+    if DETERMINISM in valid.request.benches:
+        os.environ.setdefault(*CUBLAS_CONFIG)
+    return run_request(args, valid, _finish)
+
+
+def _finish(args: argparse.Namespace, outcome: Outcome, store_location: Path,
+            report: Path | None) -> int:
+    from accelbench.analysis.validation import check_results, tally
+    from accelbench.report.tables import render_rich
+    from accelbench.report.terminal import console, text
+    from accelbench.report.validation import summary_line, validation_tables
+
+    if args.json:
+        results = check_results(outcome.measurements)
+        data: dict[str, Any] = {
+            "run_id": outcome.run_id,
+            "status": outcome.status,
+            "generation_key": outcome.fingerprint.generation_key,
+            "store": str(store_location),
+            "report": str(report) if report else None,
+            "summary": tally(results),
+            "checks": [r.to_dict() for r in results],
+            "measurements": [m.export_dict() for m in outcome.measurements],
+        }
+        print_json(data)
+    else:
+        out = console()
+        out.print(text(f"Validation {outcome.run_id}: {outcome.fingerprint.generation_key}"))
+        render_rich(validation_tables(outcome.measurements), out)
+        out.print(text(summary_line(outcome.measurements)
+                       + (" (interrupted)" if outcome.interrupted else "")))
+        out.print(text(f"Stored in {store_location} as run {outcome.run_id}"))
+        if report:
+            out.print(text(f"Report: {report}"))
+    return outcome.exit_code

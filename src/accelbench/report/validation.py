@@ -1,0 +1,91 @@
+"""Validation checks as tables: one line per check (failing ones first), and a pass/fail
+matrix per check and precision, for the terminal, Markdown and HTML alike."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+
+from accelbench.analysis.validation import (
+    FAIL,
+    PASS,
+    SKIP,
+    CheckResult,
+    check_result,
+    check_results,
+    matrix,
+    tally,
+)
+from accelbench.core.measurement import Measurement
+from accelbench.report.tables import BAD, GOOD, WARN, Table
+from accelbench.report.units import MISSING, format_number, format_pct, format_value
+
+TITLE = "Validation checks"
+HEADER = ("Check", "Precision", "Verdict", "Error", "Tolerance", "Margin", "Reason")
+MATRIX_TITLE = "Validation: verdict per check and precision"
+ABOUT = (
+    "Each check compares what the stack computed with a float64 reference on the same "
+    "inputs, an exact expectation or a stated limit. Error is what it found where it came "
+    "closest to its tolerance; margin is how far inside the tolerance that is (100% for no "
+    "error, below 0 outside it). Tolerances are torch.testing's per precision unless the "
+    "check states its own."
+)
+_SHOWN = {PASS: "pass", FAIL: "FAIL", SKIP: "skip"}
+_STYLES = {PASS: None, FAIL: BAD, SKIP: WARN}
+
+
+def format_figure(value: float | None, unit: str) -> str:
+    """An error or a tolerance: three significant digits, in its unit."""
+    if value is None:
+        return MISSING
+    if unit.endswith("/s") or unit == "s":
+        return format_value(value, unit)
+    return f"{format_number(value)} {unit}".strip()
+
+
+def result_text(m: Measurement) -> str:
+    """A check in one cell of a results table: "pass, margin 97.0%"."""
+    r = check_result(m)
+    text = _SHOWN[r.verdict]
+    if r.margin is not None:
+        return f"{text}, margin {format_pct(r.margin)}"
+    if r.error is not None and r.verdict != SKIP:
+        return f"{text}, error {format_figure(r.error, r.unit)}"
+    return text
+
+
+def checks_table(results: Sequence[CheckResult]) -> Table | None:
+    if not results:
+        return None
+    rows = [(r.name, r.precision or MISSING, _SHOWN[r.verdict],
+             format_figure(r.error, r.unit), format_figure(r.tolerance, r.unit),
+             format_pct(r.margin), r.reason or "") for r in results]
+    counts = tally(results)
+    note = (f"{len(results)} checks: {counts[PASS]} passed, {counts[FAIL]} failed, "
+            f"{counts[SKIP]} skipped.")
+    return Table(TITLE, HEADER, rows, [note], numeric=frozenset({3, 4, 5}),
+                 styles=[_STYLES[r.verdict] for r in results])
+
+
+def matrix_table(results: Iterable[CheckResult]) -> Table | None:
+    m = matrix(results)
+    if not m.rows:
+        return None
+    rows = [(row, *(_SHOWN.get(m.cells.get((row, p), ""), "") for p in m.precisions))
+            for row in m.rows]
+    styles: list[str | None] = [BAD if row in m.failing else GOOD for row in m.rows]
+    return Table(MATRIX_TITLE, ("Check", *m.precisions), rows,
+                 ["Failing checks first; an empty cell was not planned."], styles=styles)
+
+
+def validation_tables(measurements: Iterable[Measurement]) -> list[Table]:
+    """The matrix and the per-check table of the checks among `measurements` (none
+    when there is no check)."""
+    results = check_results(measurements)
+    return [t for t in (matrix_table(results), checks_table(results)) if t is not None]
+
+
+def summary_line(measurements: Iterable[Measurement]) -> str:
+    counts = tally(check_results(measurements))
+    total = sum(counts.values())
+    return (f"{total} checks: {counts[PASS]} passed, {counts[FAIL]} failed, "
+            f"{counts[SKIP]} skipped")
