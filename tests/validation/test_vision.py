@@ -13,15 +13,19 @@ from validation_helpers import figures, run_check
 from accelbench.benchmarks.validation import vision
 
 BENCH = vision.BENCHMARK
-LINE = "pip install torchvision==0.29.1 --index-url https://download.pytorch.org/whl/cu130"
+# The releases installed (the pinned pair, or the oldest supported one), as a CUDA 13.0
+# build whatever build is installed, so that the texts below are the same everywhere.
+TORCH = torch.__version__.split("+", 1)[0]
+TV = torchvision.__version__.split("+", 1)[0]
+LINE = f"pip install torchvision=={TV} --index-url https://download.pytorch.org/whl/cu130"
 
 
 @pytest.fixture(autouse=True)
 def _pinned_torch(monkeypatch):
-    """The checks read torch's and torchvision's versions; pin them to the development
-    pair, whatever build of it is installed."""
-    monkeypatch.setattr(torch, "__version__", "2.14.1+cu130")
-    monkeypatch.setattr(torchvision, "__version__", "0.29.1+cu130")
+    """The checks read torch's and torchvision's versions; give them the installed
+    releases as one build."""
+    monkeypatch.setattr(torch, "__version__", f"{TORCH}+cu130")
+    monkeypatch.setattr(torchvision, "__version__", f"{TV}+cu130")
 
 
 @pytest.mark.parametrize("check", vision.VISION_CHECKS)
@@ -96,8 +100,8 @@ def test_a_torchvision_for_another_torch_is_skipped_with_the_install_line(monkey
         m = run_check(BENCH, check=check)
         assert m.status == "skipped"
         assert m.reason == (
-            "torchvision 0.20.1+cu124 is not built for torch 2.14.1+cu130: torchvision "
-            "0.20.1 goes with another torch; torch 2.14.1 goes with torchvision 0.29.1; "
+            f"torchvision 0.20.1+cu124 is not built for torch {TORCH}+cu130: torchvision "
+            f"0.20.1 goes with another torch; torch {TORCH} goes with torchvision {TV}; "
             f"torchvision is a cu124 build, torch a cu130 build; install the build for this "
             f"torch: {LINE}")
 
@@ -115,4 +119,4 @@ def test_without_torchvision_the_checks_are_skipped_not_crashed(monkeypatch):
     m = run_check(BENCH, check="resnet")
     assert m.status == "skipped"
     assert m.reason == f"torchvision is not installed; install the build for torch " \
-                       f"2.14.1+cu130: {LINE}"
+                       f"{TORCH}+cu130: {LINE}"
