@@ -120,6 +120,14 @@ def add_store(parser: argparse.ArgumentParser) -> None:
     )
 
 
+def add_report(parser: argparse.ArgumentParser) -> None:
+    """--report FILE and --no-report, for the commands that measure (run, validate)."""
+    parser.add_argument("--report", type=path_arg, metavar="FILE",
+                        help="where to write the HTML report, or Markdown if FILE ends in .md "
+                        "(default: reports/RUN.html beside the store)")
+    parser.add_argument("--no-report", action="store_true", help="do not write a report file")
+
+
 def add_json(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--json", action="store_true", help="print machine-readable JSON")
 

@@ -13,12 +13,12 @@ from accelbench.cli.options import (
     add_device,
     add_json,
     add_ranks,
+    add_report,
     add_store,
     add_telemetry,
     name_arg,
     names_arg,
     open_store,
-    path_arg,
     positive_int,
     positive_percentage,
     positive_seconds,
@@ -67,10 +67,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_telemetry(parser)
     parser.add_argument("--timeout", type=positive_seconds, metavar="S",
                         help="fail a case that takes longer than this (default: per benchmark)")
-    parser.add_argument("--report", type=path_arg, metavar="FILE",
-                        help="where to write the HTML report, or Markdown if FILE ends in .md "
-                        "(default: reports/RUN.html beside the store)")
-    parser.add_argument("--no-report", action="store_true", help="do not write a report file")
+    add_report(parser)
     add_store(parser)
     add_json(parser)
 

@@ -14,11 +14,11 @@ from typing import TYPE_CHECKING, Any
 from accelbench.cli.options import (
     add_device,
     add_json,
+    add_report,
     add_store,
     add_telemetry,
     fraction,
     names_arg,
-    path_arg,
     positive_number,
     positive_seconds,
     print_json,
@@ -64,10 +64,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="share of the free device memory the memory test fills, between "
                         "0 and 1 (default 0.8; on the CPU at most 256 MiB)")
     add_telemetry(parser)
-    parser.add_argument("--report", type=path_arg, metavar="FILE",
-                        help="where to write the HTML report, or Markdown if FILE ends in .md "
-                        "(default: reports/RUN.html beside the store)")
-    parser.add_argument("--no-report", action="store_true", help="do not write a report file")
+    add_report(parser)
     add_store(parser)
     add_json(parser)
 
