@@ -7,8 +7,6 @@ from __future__ import annotations
 import contextlib
 import importlib
 import json
-import shutil
-import subprocess
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
@@ -30,6 +28,7 @@ from accelbench.env.telemetry.guard import (
     number,
     vendor_errors,
 )
+from accelbench.env.vendor_tools import TIMED_OUT, run_tool
 
 # gpu_metrics' indep_throttle_status: the SMU_THROTTLER_* bits of the kernel's
 # kgd_pp_interface.h, the same on every ASIC (throttle_status itself is ASIC-specific).
@@ -217,17 +216,10 @@ CLI_TIMEOUT_S = 5.0
 def run_cli(argv: Sequence[str], timeout: float) -> str | None:
     """stdout of the tool, None when it is absent or fails; TimeoutError when it hangs,
     so the sampler ends this source rather than block every tick for `timeout`."""
-    executable = shutil.which(argv[0]) if argv else None
-    if executable is None:
-        return None
-    try:
-        proc = subprocess.run([executable, *argv[1:]], capture_output=True, text=True,
-                              encoding="utf-8", errors="replace", timeout=timeout, check=False)
-    except subprocess.TimeoutExpired as exc:
-        raise TimeoutError(f"{' '.join(argv)} did not answer within {timeout:g} s") from exc
-    except (OSError, subprocess.SubprocessError, ValueError):
-        return None
-    return proc.stdout if proc.returncode == 0 and proc.stdout.strip() else None
+    run = run_tool(argv, timeout)
+    if run.problem == TIMED_OUT:
+        raise TimeoutError(f"{' '.join(argv)} did not answer within {timeout:g} s")
+    return run.stdout
 
 
 class AmdSmiCliSource:
