@@ -30,6 +30,7 @@ from typing import TYPE_CHECKING, Any
 from accelbench.benchmarks.mathmode import math_mode, tf32_worker_env
 from accelbench.benchmarks.models import MODEL_SOURCES, checks, engines
 from accelbench.benchmarks.models.engines import parity
+from accelbench.benchmarks.models.infer import sync
 from accelbench.benchmarks.models.memory import PeakMemory
 from accelbench.benchmarks.models.params import model_params
 from accelbench.benchmarks.models.precision import MATH_OPS, Precision
@@ -41,7 +42,6 @@ from accelbench.core.params import Param
 from accelbench.core.registry import Benchmark
 
 if TYPE_CHECKING:
-    import torch
     from torch import Tensor
 
 GENERATION_ENGINES = (engines.EAGER, engines.COMPILE, engines.MAX_AUTOTUNE)
@@ -101,7 +101,7 @@ def measure(ctx: CaseContext, params: dict[str, Any]) -> CaseResult:
             checks.check_math_mode(mode, precision)
             started = time.perf_counter()
             tokens, logits = generate()
-            _sync(torch, device)
+            sync(torch, device)
             first_call = time.perf_counter() - started
             check = _parity(torch, model, ids, tokens, logits, name, precision.dtype,
                             ctx.device.platform)
@@ -109,7 +109,7 @@ def measure(ctx: CaseContext, params: dict[str, Any]) -> CaseResult:
                 raise CaseFailed(check.reason())
             started = time.perf_counter()
             generate()
-            _sync(torch, device)
+            sync(torch, device)
             steady = time.perf_counter() - started
             del tokens, logits
 
@@ -213,11 +213,6 @@ def _split_latencies(ctx: CaseContext, runner: Decoder, ids: Tensor, new_tokens:
             tpot.append(ctx.clock.time(decode, 1) / (new_tokens - 1))
         state.clear()
     return ttft, tpot
-
-
-def _sync(torch: ModuleType, device: torch.device) -> None:
-    if device.type == "cuda":
-        torch.cuda.synchronize(device)
 
 
 BENCHMARK = Benchmark(

@@ -68,7 +68,7 @@ def measure(ctx: CaseContext, params: dict[str, Any]) -> CaseResult:
             first_call = time.perf_counter() - started
             started = time.perf_counter()
             forward()
-            _sync(torch, device)
+            sync(torch, device)
             steady = time.perf_counter() - started
             del out
 
@@ -122,7 +122,8 @@ def latency_samples(ctx: CaseContext, forward: Callable[[], Any]) -> list[float]
     return out
 
 
-def _sync(torch: ModuleType, device: torch.device) -> None:
+def sync(torch: ModuleType, device: torch.device) -> None:
+    """Wait for the device (a GPU's queued work); nothing to wait for on the CPU."""
     if device.type == "cuda":
         torch.cuda.synchronize(device)
 

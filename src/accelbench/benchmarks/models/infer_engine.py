@@ -27,7 +27,7 @@ from accelbench.benchmarks.models import MODEL_SOURCES, checks, engines, flops, 
 from accelbench.benchmarks.models.engines import parity
 from accelbench.benchmarks.models.engines.onnxrt import PROVIDER_NAMES, provider_problem
 from accelbench.benchmarks.models.flops import ModelFlops
-from accelbench.benchmarks.models.infer import latency_samples
+from accelbench.benchmarks.models.infer import latency_samples, sync
 from accelbench.benchmarks.models.memory import PeakMemory
 from accelbench.benchmarks.models.params import model_params
 from accelbench.benchmarks.models.precision import MATH_OPS, Precision
@@ -39,7 +39,7 @@ from accelbench.core.params import Param
 from accelbench.core.registry import Benchmark
 
 if TYPE_CHECKING:
-    import torch
+    pass
 
 # What `infer` has that engines do not take: a whole-model cast is what the graph
 # engines do for fp16/bf16 anyway, and torch.compile is an engine here.
@@ -190,7 +190,7 @@ def ready_engine(ctx: CaseContext, params: dict[str, Any], batch: int | None = N
 def _timed_call(torch: ModuleType, device: Any, fn: Callable[[], Any]) -> tuple[float, Any]:
     started = time.perf_counter()
     out = fn()
-    _sync(torch, device)
+    sync(torch, device)
     return time.perf_counter() - started, out
 
 
@@ -225,11 +225,6 @@ def measure(ctx: CaseContext, params: dict[str, Any]) -> CaseResult:
         peak_memory=peak_memory, step_times=latencies, compile_time=ready.compile_time,
         details=details, time_name="window_time", warnings=ready.warnings,
     )
-
-
-def _sync(torch: ModuleType, device: torch.device) -> None:
-    if device.type == "cuda":
-        torch.cuda.synchronize(device)
 
 
 BENCHMARK = Benchmark(
