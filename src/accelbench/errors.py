@@ -12,6 +12,10 @@ EXIT_CASE_FAILED = 1  # the run finished, but at least one case failed
 EXIT_USAGE = 2  # bad arguments: unknown name, invalid value
 EXIT_STORE = 3  # the store file is missing, unreadable, foreign or too new
 EXIT_DEVICE = 4  # the requested device is not available here
+EXIT_STORE_UNREACHABLE = 5  # the store's database server cannot be reached
+EXIT_STORE_AUTH = 6  # the store's database server refused the connection's credentials
+EXIT_SCHEDULER = 7  # the batch scheduler (Slurm) refused the job: no such partition, ...
+EXIT_NODES = 8  # the nodes asked for name no node, or a node cannot be used
 EXIT_INTERNAL = 70  # accelbench itself could not work (the worker could not start)
 EXIT_INTERRUPTED = 130  # stopped by the user (Ctrl-C); what was measured is kept
 EXIT_TERMINATED = 143  # stopped by SIGTERM (128 + 15), as by Ctrl-C; what was measured is kept
@@ -32,6 +36,30 @@ class StoreError(UserError):
     """The result store cannot be used as asked."""
 
     exit_code = EXIT_STORE
+
+
+class StoreUnreachable(StoreError):
+    """The store's database server cannot be reached (no such host, nothing listening)."""
+
+    exit_code = EXIT_STORE_UNREACHABLE
+
+
+class StoreAuthFailed(StoreError):
+    """The store's database server refused the credentials."""
+
+    exit_code = EXIT_STORE_AUTH
+
+
+class SchedulerError(UserError):
+    """The batch scheduler refused or lost the job."""
+
+    exit_code = EXIT_SCHEDULER
+
+
+class NodesError(UserError):
+    """The nodes asked for are no nodes, or cannot be used."""
+
+    exit_code = EXIT_NODES
 
 
 class DeviceError(UserError):
