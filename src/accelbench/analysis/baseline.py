@@ -31,13 +31,13 @@ import numpy as np
 
 from accelbench.core.formats import upgrade
 from accelbench.core.measurement import Measurement
+from accelbench.core.stats import robust_center
 from accelbench.core.untrusted import parse_json, read_text
 from accelbench.errors import UserError
 from accelbench.store import StoredRun
 
 FORMAT = "accelbench-baseline"
 FORMAT_VERSION = 1
-OUTLIER_Z = 5.0
 
 
 @dataclass(frozen=True)
@@ -168,19 +168,6 @@ def _fleet_case(items: list[tuple[str, Measurement]]) -> BaselineCase:
                                            spread, pct if _finite(pct) else None)
     kept = [m for n, m in items if n not in outliers] or [m for _, m in items]
     return _case(kept, tuple(sorted(outliers)), nodes=len(items), figures=figures)
-
-
-def robust_center(values: Sequence[float]) -> tuple[float, float, list[bool]]:
-    """(median of the inliers, their robust standard deviation, which values are outliers)."""
-    x = np.asarray(values, dtype=float)
-    median = float(np.median(x))
-    mad = float(np.median(np.abs(x - median)))
-    scale = max(1.4826 * mad, 1e-3 * abs(median), 1e-300)
-    out = list(np.abs(x - median) / scale > OUTLIER_Z)
-    inliers = x[~np.asarray(out)] if not all(out) else x
-    center = float(np.median(inliers))
-    spread = float(1.4826 * np.median(np.abs(inliers - center))) if inliers.size > 1 else 0.0
-    return center, spread, [bool(o) for o in out]
 
 
 def _case(
