@@ -145,17 +145,24 @@ def settling_point(samples: Samples, alpha: float = 1e-3, min_effect: float = 0.
 OUTLIER_Z = 5.0
 
 
-def robust_center(values: Sequence[float]) -> tuple[float, float, list[bool]]:
-    """(median of the inliers, their robust standard deviation, which values are outliers).
-
-    An outlier lies more than OUTLIER_Z robust standard deviations (1.4826 MAD, at least
-    0.1% of the median) from the median: the rule of fleet baselines and `isolate`."""
+def robust_z(values: Sequence[float]) -> list[float]:
+    """How many robust standard deviations (1.4826 MAD, at least 0.1% of the median) each
+    value lies from the median, signed."""
     x = np.asarray(values, dtype=float)
     median = float(np.median(x))
     mad = float(np.median(np.abs(x - median)))
     scale = max(1.4826 * mad, 1e-3 * abs(median), 1e-300)
-    out = list(np.abs(x - median) / scale > OUTLIER_Z)
+    return [float(v) for v in (x - median) / scale]
+
+
+def robust_center(values: Sequence[float]) -> tuple[float, float, list[bool]]:
+    """(median of the inliers, their robust standard deviation, which values are outliers).
+
+    An outlier lies more than OUTLIER_Z robust standard deviations from the median
+    (`robust_z`): the rule of fleet baselines and of `isolate`."""
+    x = np.asarray(values, dtype=float)
+    out = [abs(z) > OUTLIER_Z for z in robust_z(values)]
     inliers = x[~np.asarray(out)] if not all(out) else x
     center = float(np.median(inliers))
     spread = float(1.4826 * np.median(np.abs(inliers - center))) if inliers.size > 1 else 0.0
-    return center, spread, [bool(o) for o in out]
+    return center, spread, out
