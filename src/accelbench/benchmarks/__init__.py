@@ -7,6 +7,7 @@ benchmark's measure function, in the worker that runs it.
 from __future__ import annotations
 
 from accelbench.benchmarks.collectives import bench as collectives
+from accelbench.benchmarks.isolate import bench as isolate
 from accelbench.benchmarks.micro import attention, conv, gemm, launch, memory, unified
 from accelbench.benchmarks.models import generate, infer, infer_engine, train
 from accelbench.benchmarks.serving import bench as serve
@@ -34,6 +35,7 @@ REGISTRY = Registry([
     conv.BENCHMARK,
     attention.BENCHMARK,
     collectives.BENCHMARK,
+    isolate.BENCHMARK,
     train.BENCHMARK,
     train.DDP_BENCHMARK,
     infer.BENCHMARK,

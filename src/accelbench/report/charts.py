@@ -205,6 +205,60 @@ def time_chart(
         return _svg(fig, chart_id)
 
 
+def heat_map(
+    chart_id: str,
+    labels: Sequence[str],
+    values: Sequence[Sequence[float | None]],
+    *,
+    colorbar_label: str,
+    title: str = "",
+    cells: Sequence[Sequence[str]] = (),
+    low_is_bad: bool = True,
+    marked: Sequence[str] = (),
+) -> str:
+    """A square matrix of members x members as coloured cells, blank where there is no
+    value (the diagonal). The colours run the same way for every figure: the bad end
+    (low when `low_is_bad`, else high) is dark. `cells` writes a text in each cell (for
+    a small matrix); labels in `marked` are drawn in red, bold."""
+    import numpy as np
+    from matplotlib import colormaps
+    from matplotlib.figure import Figure
+
+    n = max(len(labels), 1)
+    side = min(max(2.6, 0.55 * n + 1.6), 12.0)
+    grid = np.array([[math.nan if v is None or not math.isfinite(v) else float(v)
+                      for v in row] for row in values], dtype=float).reshape(len(labels), -1)
+    with _style(chart_id):
+        fig = Figure(figsize=(side + 1.4, side), layout="constrained")
+        ax = fig.add_subplot()
+        cmap = colormaps["viridis" if low_is_bad else "viridis_r"].with_extremes(bad="white")
+        image = ax.imshow(np.ma.masked_invalid(grid), cmap=cmap, aspect="equal")
+        bar = fig.colorbar(image, ax=ax, shrink=0.8)
+        bar.set_label(text(colorbar_label))
+        shown = [text(label) for label in labels]
+        tilt = n > 3 or max((len(x) for x in shown), default=0) > 6
+        ax.set_xticks(range(len(labels)), shown, rotation=45 if tilt else 0,
+                      ha="right" if tilt else "center")
+        ax.set_yticks(range(len(labels)), shown)
+        for tick in (*ax.get_xticklabels(), *ax.get_yticklabels()):
+            if tick.get_text() in {text(m) for m in marked}:
+                tick.set_color("#b00020")
+                tick.set_fontweight("bold")
+        if cells and n <= 12:
+            finite = grid[np.isfinite(grid)]
+            middle = float(np.median(finite)) if finite.size else 0.0
+            for i, row in enumerate(cells):
+                for j, cell in enumerate(row):
+                    if cell and math.isfinite(grid[i, j]):
+                        dark = grid[i, j] < middle if low_is_bad else grid[i, j] > middle
+                        ax.text(j, i, text(cell), ha="center", va="center", fontsize=7,
+                                color="white" if dark else "black")
+        ax.spines[:].set_visible(False)
+        if title:
+            ax.set_title(text(title))
+        return _svg(fig, chart_id)
+
+
 def _log2_axis(axis: object, byte_ticks: bool) -> None:
     """A base-2 log axis labelled in plain text (mathtext tick labels are slow to lay out)."""
     from matplotlib.ticker import FuncFormatter, LogLocator, NullLocator

@@ -24,6 +24,8 @@ from accelbench.report import charts
 from accelbench.report.energy import ABOUT as ENERGY_ABOUT
 from accelbench.report.energy import case_label, energy_table, has_telemetry, trace
 from accelbench.report.engines import engines_tables
+from accelbench.report.isolate import ABOUT as ISOLATE_ABOUT
+from accelbench.report.isolate import isolate_tables
 from accelbench.report.table import COLUMNS, counts, row
 from accelbench.report.tables import BAD, WARN, Table
 from accelbench.report.text import printable
@@ -56,6 +58,10 @@ class RunView:
     # The validation checks: the pass/fail matrix and every check, failing ones first.
     validation: list[Table] = field(default_factory=list)
     validation_about: str = ""
+    # isolate: what was named, the matrices and their heat maps.
+    isolate: list[Table] = field(default_factory=list)
+    isolate_charts: list[Chart] = field(default_factory=list)
+    isolate_about: str = ""
 
 
 @dataclass
@@ -154,6 +160,10 @@ def _run_view(run: StoredRun, anchor: str, ids: Any) -> RunView:
     view = RunView(anchor, record, f"{started} UTC", counts(run.measurements),
                    fingerprint, sections, _run_charts(run, ids), notes)
     view.engines = engines_tables(run.measurements)
+    view.isolate = isolate_tables(run.measurements)
+    if view.isolate:
+        view.isolate_about = ISOLATE_ABOUT
+        view.isolate_charts = _isolate_charts(run.measurements, ids)
     view.validation = validation_tables(run.measurements)
     view.validation_about = VALIDATION_ABOUT if view.validation else ""
     view.energy = energy_table(run.measurements)
@@ -192,6 +202,7 @@ def _run_charts(run: StoredRun, ids: Any) -> list[Chart]:
     for (bench, unit), ms in micro.items():
         out.append(_micro_chart(bench, unit, ms, next(ids)))
     collectives = [m for m in ok if m.case.family == "collective"
+                   and m.case.benchmark != "isolate"  # drawn as heat maps of its own
                    and _is_size(m.case.param_dict.get("bytes"))]
     if collectives:
         out.append(_collective_chart(collectives, next(ids)))
@@ -202,6 +213,36 @@ def _run_charts(run: StoredRun, ids: Any) -> list[Chart]:
         out.append(_model_chart(mode or "", chosen, next(ids)))
     out += [_engine_chart(g, next(ids)) for g in engine_groups(run.measurements)
             if sum(r.measurement.ok for r in g.rows) > 1]
+    return out
+
+
+def _isolate_charts(measurements: Sequence[Measurement], ids: Any) -> list[Chart]:
+    """A heat map per fabric (the nodes, the ranks of each node) of the bus bandwidth and
+    of the latency of every pair, the named members marked."""
+    from accelbench.analysis.isolate import isolate_results
+    from accelbench.benchmarks.isolate.verdict import BY_NAME
+    from accelbench.report.isolate import HEAT_METRICS, fabric_title
+    from accelbench.report.units import format_value
+
+    out = []
+    for r in isolate_results(measurements):
+        for f in r.verdict.fabrics:
+            marked = [m for n in f.named for m in (n.name.split("-") if n.what == "link"
+                                                   else [n.name])]
+            for name in HEAT_METRICS:
+                metric = BY_NAME[name]
+                matrix = f.matrices.get(name, [])
+                factor, shown = axis_scale([v for row in matrix for v in row], metric.unit)
+                scaled = [[None if v is None else v / factor for v in row] for row in matrix]
+                cells = [["" if v is None else format_value(v, metric.unit) for v in row]
+                         for row in matrix]
+                svg = charts.heat_map(next(ids), list(f.members), scaled,
+                                      colorbar_label=f"{metric.title} ({shown})",
+                                      cells=cells, low_is_bad=metric.higher_is_better,
+                                      marked=marked)
+                named = ", ".join(dict.fromkeys(n.name for n in f.named)) or "none"
+                out.append(Chart(f"Isolate: {metric.title}, {fabric_title(f)}", _markup(svg),
+                                 f"Named slow: {named} (in red). Dark: slow."))
     return out
 
 

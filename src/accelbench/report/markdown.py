@@ -74,6 +74,13 @@ def run_report(
     engines = engines_tables(measurements)
     if engines:
         lines += ["", render_markdown(engines, level=2).rstrip()]
+    from accelbench.report.isolate import ABOUT as ISOLATE_ABOUT
+    from accelbench.report.isolate import isolate_tables
+
+    isolate = isolate_tables(measurements)
+    if isolate:
+        lines += ["", "## Isolate", "", escape(ISOLATE_ABOUT), "",
+                  render_markdown(isolate, level=3).rstrip()]
     energy = energy_table(measurements)
     if energy is not None:
         lines += ["", f"## {escape(energy.title)}", "", escape(ENERGY_ABOUT), ""]

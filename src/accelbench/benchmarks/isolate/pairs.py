@@ -1,0 +1,192 @@
+"""`isolate` on every rank of a job: each rank's node, then every pair, round by round.
+
+Each rank says which node it runs on (`runner.nodes.node_name`); every rank then works
+out the same rounds of disjoint pairs (`schedule`). In each round every rank makes the
+round's pair groups, in the same order (`new_subgroups_by_enumeration`, which every rank
+of the job must enter), and the two ranks of each pair, within their group:
+1. check, on known data (small integers, exact in float32): a send/recv both ways at
+   once, a ping-pong, an all-reduce; every wrong element is counted;
+2. time `samples` samples of each: the ping-pong of `latency_bytes` (one-way latency is
+   half the round trip), the send/recv of `bytes` both ways at once (bandwidth = bytes /
+   time, nccl-tests' sendrecv), the all-reduce of `bytes` (bus bandwidth with
+   nccl-tests' factor for 2 ranks).
+Ranks outside every pair of a round wait for the round to end. At the end every rank
+has every pair's samples: each sample is the slower rank's, and any wrong element
+fails the case. The figures and the verdict (`verdict.judge`) are stored in the case's
+details with every raw sample.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+from accelbench.benchmarks.collectives.ops import bus_factor, library
+from accelbench.benchmarks.isolate.schedule import NODE, Layout, Pair, plan_rounds
+from accelbench.benchmarks.isolate.verdict import PairFigures, judge, pair_figures
+from accelbench.core.context import CaseContext
+from accelbench.core.measurement import CaseFailed, CaseResult, CaseSkipped, Figure
+from accelbench.core.timing import Clock
+
+if TYPE_CHECKING:
+    from types import ModuleType
+
+    import torch
+
+NEEDS_RANKS = "needs at least 2 ranks; run with --nproc-per-node 2 or under torchrun"
+FIGURES = ("latency_s", "p2p_s", "allreduce_s")
+MAX_CALLS = 10_000  # calls per sample when sized by time
+ELEMENT_BYTES = 4  # float32
+
+
+def measure(ctx: CaseContext, params: dict[str, Any]) -> CaseResult:
+    info = ctx.dist
+    if info is None or info.world_size < 2:
+        raise CaseSkipped(NEEDS_RANKS)
+    import torch
+    import torch.distributed as dist
+
+    from accelbench.runner.nodes import node_name
+
+    world = info.world_size
+    names: list[Any] = [None] * world
+    dist.all_gather_object(names, node_name())
+    layout = Layout.from_names([str(n) for n in names])
+    rounds = plan_rounds(layout, bool(params["serial"]))
+    device = torch.device(ctx.device.torch_device)
+    own: dict[int, dict[str, Any]] = {}
+    first = 0
+    for pairs in rounds:
+        _, groups = dist.new_subgroups_by_enumeration([list(p.ranks) for p in pairs])
+        for k, (pair, group) in enumerate(zip(pairs, groups, strict=True)):
+            if info.rank in pair.ranks:
+                own[first + k] = _measure_pair(torch, dist, pair, group, info.rank, params,
+                                               ctx.clock, device, ctx.policy.block_time)
+        for group in groups:
+            dist.destroy_process_group(group)  # a rank outside the group has nothing to end
+        first += len(pairs)
+        # The round ends for everyone: the next round's pairs never overlap this one's.
+        dist.all_reduce(torch.zeros(1, device=device))
+    everyone: list[Any] = [None] * world
+    dist.all_gather_object(everyone, own)
+
+    ordered = [pair for pairs in rounds for pair in pairs]
+    nbytes = _count(params["bytes"]) * ELEMENT_BYTES
+    factor = bus_factor("all-reduce", 2) or 1.0
+    stored, figures, wrong = [], [], []
+    for index, pair in enumerate(ordered):
+        a, b = (everyone[r][index] for r in pair.ranks)
+        samples = {name: [max(x, y) for x, y in zip(a[name], b[name], strict=True)]
+                   for name in FIGURES}
+        if a["wrong"] or b["wrong"]:
+            wrong.append(f"{pair.label} ({a['wrong'] + b['wrong']} wrong elements)")
+        figures.append(pair_figures(pair, samples["latency_s"], samples["p2p_s"],
+                                    samples["allreduce_s"], nbytes, factor))
+        stored.append({**pair.to_dict(), "round": _round_of(rounds, index), **samples,
+                       "calls": {n: max(a["calls"][n], b["calls"][n]) for n in FIGURES},
+                       "figures": dict(figures[-1].figures)})
+    if wrong:
+        raise CaseFailed(f"wrong result between {', '.join(wrong)}: the data sent was not "
+                         "the data received")
+    verdict = judge(figures, float(params["min_busbw"]))
+    details: dict[str, Any] = {
+        "nodes": list(layout.nodes),
+        "ranks_per_node": [len(r) for r in layout.ranks],
+        "world_size": world,
+        "backend": info.backend,
+        "library": library(torch, info.backend),
+        "bytes": nbytes,
+        "latency_bytes": _count(params["latency_bytes"]) * ELEMENT_BYTES,
+        "rounds": len(rounds),
+        "serial": bool(params["serial"]),
+        "time_is": "slower rank of the pair per sample; latency is half the round trip",
+        "pairs": stored,
+        "verdict": verdict.to_dict(),
+        "named": verdict.names(),
+    }
+    return CaseResult(None, figures=_headline(figures), details=details)
+
+
+def _count(nbytes: int) -> int:
+    return max(1, nbytes // ELEMENT_BYTES)
+
+
+def _round_of(rounds: list[list[Pair]], index: int) -> int:
+    for r, pairs in enumerate(rounds):
+        if index < len(pairs):
+            return r
+        index -= len(pairs)
+    raise IndexError(index)
+
+
+def _headline(figures: list[PairFigures]) -> tuple[Figure, ...]:
+    """The slowest pair's figures: of the node pairs where there are any."""
+    node = [f for f in figures if f.pair.kind == NODE] or figures
+    return (
+        Figure("slowest busbw", min(f.figures["busbw"] for f in node), "B/s"),
+        Figure("slowest p2p_bw", min(f.figures["p2p_bw"] for f in node), "B/s"),
+        Figure("highest latency", max(f.figures["latency"] for f in node), "s",
+               higher_is_better=False),
+    )
+
+
+def _measure_pair(torch: ModuleType, dist: ModuleType, pair: Pair, group: Any, rank: int,
+                  params: dict[str, Any], clock: Clock, device: torch.device,
+                  block_time: float) -> dict[str, Any]:
+    """This rank's side of one pair: the count of wrong elements, then its samples."""
+    peer = pair.ranks[1] if rank == pair.ranks[0] else pair.ranks[0]
+    count, small = _count(params["bytes"]), _count(params["latency_bytes"])
+
+    def pattern(seed: int, n: int) -> torch.Tensor:
+        values = (torch.arange(n, dtype=torch.int64) + seed) % 101 + 1
+        return values.to(torch.float32).to(device)
+
+    send, recv = pattern(37 * rank, count), torch.zeros(count, device=device)
+    ping, pong = pattern(37 * rank + 11, small), torch.zeros(small, device=device)
+    summed = torch.empty(count, device=device)
+    ops = [dist.P2POp(dist.isend, send, peer, group), dist.P2POp(dist.irecv, recv, peer, group)]
+
+    def exchange() -> None:
+        for work in dist.batch_isend_irecv(ops):
+            work.wait()
+
+    def ping_pong() -> None:
+        if rank == pair.ranks[0]:
+            dist.send(ping, peer, group=group)
+            dist.recv(pong, peer, group=group)
+        else:
+            dist.recv(pong, peer, group=group)
+            dist.send(ping, peer, group=group)
+
+    def all_reduce() -> None:
+        dist.all_reduce(summed, group=group)
+
+    wrong = 0
+    exchange()
+    wrong += int((recv != pattern(37 * peer, count)).sum().item())
+    ping_pong()
+    wrong += int((pong != pattern(37 * peer + 11, small)).sum().item())
+    summed.copy_(send)
+    all_reduce()
+    wrong += int((summed != send + pattern(37 * peer, count)).sum().item())
+
+    out: dict[str, Any] = {"wrong": wrong, "calls": {}}
+    for name, fn, scale in (("latency_s", ping_pong, 0.5), ("p2p_s", exchange, 1.0),
+                            ("allreduce_s", all_reduce, 1.0)):
+        for _ in range(params["warmup"]):
+            fn()
+        calls = params["iters"] or _calls(torch, dist, fn, clock, group, device, block_time)
+        out["calls"][name] = calls
+        out[name] = [clock.time(fn, calls) / calls * scale for _ in range(params["samples"])]
+    return out
+
+
+def _calls(torch: ModuleType, dist: ModuleType, fn: Callable[[], Any], clock: Clock,
+           group: Any, device: torch.device, block_time: float) -> int:
+    """Calls per sample to fill `block_time`, from one timed call; the pair agrees on the
+    slower side's count, so both make the same calls."""
+    once = torch.tensor([clock.time(fn, 1)], dtype=torch.float64, device=device)
+    dist.all_reduce(once, op=dist.ReduceOp.MAX, group=group)
+    seconds = float(once.item())
+    return max(1, min(MAX_CALLS, math.ceil(block_time / seconds))) if seconds > 0 else MAX_CALLS

@@ -1,0 +1,135 @@
+"""`accelbench isolate`: which node or link is bad? Measure every pair of nodes and of
+ranks within a node, store the run, print the matrices and what the rule names; the
+exit code is 1 when it names a node, rank or link."""
+
+from __future__ import annotations
+
+import argparse
+import os
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from accelbench.cli.options import (
+    add_device,
+    add_json,
+    add_ranks,
+    add_report,
+    add_store,
+    finite_float,
+    name_arg,
+    non_negative_int,
+    positive_int,
+    positive_seconds,
+    print_json,
+)
+from accelbench.errors import EXIT_CASE_FAILED, NodesError
+
+if TYPE_CHECKING:
+    from accelbench.runner.plan import Request
+    from accelbench.runner.recorder import Outcome
+
+NAME = "isolate"
+HELP = ("name the slow node or link: latency and bandwidth of every pair of nodes and of "
+        "ranks within a node, judged by a median-and-MAD rule; exit 1 if one is named")
+BENCH = "isolate"
+NO_PAIRS = ("isolate measures pairs, and one rank on one node makes none: give "
+            "--nproc-per-node 2 or more, or start it under torchrun on 2 or more nodes")
+# Option -> the benchmark's parameter it sets.
+PARAMS = {"bytes": "bytes", "latency_bytes": "latency_bytes", "samples": "samples",
+          "iters": "iters", "warmup": "warmup", "min_busbw": "min_busbw"}
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    add_device(parser)
+    parser.add_argument("--nproc-per-node", type=positive_int, metavar="N",
+                        help="ranks started on this node with torchrun (local pairs); "
+                        "across nodes start `torchrun ... -m accelbench isolate` instead")
+    add_ranks(parser)
+    parser.add_argument("--bytes", type=name_arg, metavar="SIZE",
+                        help="message of the bandwidth figures, K/M/G suffixes (default 4M)")
+    parser.add_argument("--latency-bytes", type=name_arg, metavar="SIZE",
+                        help="message of the ping-pong latency (default 8)")
+    parser.add_argument("--samples", type=positive_int, metavar="N",
+                        help="timed samples per pair and figure (default 5)")
+    parser.add_argument("--iters", type=non_negative_int, metavar="N",
+                        help="calls per sample (default 0: sized by time)")
+    parser.add_argument("--warmup", type=non_negative_int, metavar="N",
+                        help="calls before timing, per pair and figure (default 2)")
+    parser.add_argument("--serial", action="store_true",
+                        help="measure one pair at a time (default: rounds of disjoint pairs "
+                        "at once, which share the fabric)")
+    parser.add_argument("--min-busbw", type=finite_float(at_least=0, what="B/s"),
+                        metavar="B/S",
+                        help="a pair below this bandwidth (B/s) is a slow link, whatever the "
+                        "others measure; the only way to call the one link of two nodes slow")
+    parser.add_argument("--timeout", type=positive_seconds, metavar="S",
+                        help="fail the measurement if it takes longer (default 600 s)")
+    add_report(parser)
+    add_store(parser)
+    add_json(parser)
+
+
+def build_request(args: argparse.Namespace) -> Request:
+    from accelbench.runner.distributed import launched_by_torchrun
+    from accelbench.runner.plan import Request
+
+    ranks = int(os.environ.get("WORLD_SIZE", "1")) if launched_by_torchrun() else (
+        args.nproc_per_node or 1)
+    if ranks < 2:
+        raise NodesError(NO_PAIRS)
+    overrides: dict[str, tuple[str, ...]] = {}
+    for option, param in PARAMS.items():
+        value = getattr(args, option)
+        if value is not None:
+            overrides[param] = (str(value),)
+    if args.serial:
+        overrides["serial"] = ("true",)
+    return Request(benches=(BENCH,), overrides=overrides, device=args.device,
+                   timing={"processes": 1}, nproc_per_node=args.nproc_per_node,
+                   backend=args.backend, oversubscribe=args.oversubscribe)
+
+
+def run(args: argparse.Namespace) -> int:
+    from accelbench.benchmarks import REGISTRY
+    from accelbench.cli.run_cmd import run_request
+    from accelbench.runner.plan import validate
+
+    # Bad names and values fail here, before anything starts or the store is opened.
+    valid = validate(build_request(args), REGISTRY)
+    return run_request(args, valid, _finish, args.timeout)
+
+
+def _finish(args: argparse.Namespace, outcome: Outcome, store_location: Path,
+            report: Path | None) -> int:
+    from accelbench.analysis.isolate import isolate_results
+    from accelbench.report.isolate import isolate_tables, verdict_lines
+    from accelbench.report.tables import render_rich
+    from accelbench.report.terminal import console, results_table, text
+
+    results = isolate_results(outcome.measurements)
+    named = [n for r in results for n in r.verdict.names()]
+    if args.json:
+        data: dict[str, Any] = {
+            "run_id": outcome.run_id,
+            "status": outcome.status,
+            "generation_key": outcome.fingerprint.generation_key,
+            "store": str(store_location),
+            "report": str(report) if report else None,
+            "named": named,
+            "verdicts": [{"nodes": r.nodes, "lines": verdict_lines(r),
+                          **r.verdict.to_dict()} for r in results],
+            "measurements": [m.export_dict() for m in outcome.measurements],
+        }
+        print_json(data)
+    else:
+        out = console()
+        if not results:  # failed or skipped: its reason
+            out.print(results_table(outcome.measurements,
+                                    title=f"Isolate {outcome.run_id}"))
+        render_rich(isolate_tables(outcome.measurements), out)
+        out.print(text(f"Stored in {store_location} as run {outcome.run_id}"))
+        if report:
+            out.print(text(f"Report: {report}"))
+    if outcome.exit_code:
+        return outcome.exit_code
+    return EXIT_CASE_FAILED if named else 0

@@ -1,0 +1,96 @@
+"""`isolate` as tables (one matrix per fabric and metric, and what was named) and heat
+maps, for the terminal, Markdown and HTML alike."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+
+from accelbench.analysis.isolate import IsolateResult, isolate_results
+from accelbench.benchmarks.isolate.verdict import BY_NAME, METRICS, RULE, Fabric, Named
+from accelbench.core.measurement import Measurement
+from accelbench.report.tables import BAD, Table
+from accelbench.report.units import MISSING, format_size, format_value
+
+NAMED_TITLE = "Isolate: slow nodes and links"
+NAMED_HEADER = ("Named", "Fabric", "Metric", "Figure", "Median", "Slower", "Robust SD")
+ABOUT = (
+    "Every pair of nodes (one rank each) and every pair of ranks within a node, measured "
+    "in rounds of disjoint pairs at once (they share the fabric; --serial measures one at "
+    "a time): the ping-pong latency (half the round trip), the send/recv bandwidth both "
+    f"ways at once, the all-reduce bus bandwidth. The rule, {RULE}."
+)
+HEAT_METRICS = ("busbw", "latency")  # drawn as heat maps; every metric has a table
+
+
+def sentence(n: Named) -> str:
+    """One line for a named node, rank or link, with the figures it was judged on."""
+    metric = BY_NAME[n.metric]
+    shown = format_value(n.value, metric.unit)
+    center = format_value(n.center, metric.unit)
+    head = f"{n.what} {n.name} is slow"
+    if n.ends_unknown:
+        head += " (which end cannot be told: one link between two)"
+    if n.z is None:
+        return f"{head}: {metric.title} {shown}, below the floor of {center}"
+    against = "the median pair" if n.what == "link" else f"the median {n.what}"
+    where = ("" if n.what == "link"
+             else f" (median of its {n.pairs} pairs, {n.slow_pairs} of them slow)")
+    return (f"{head}: {metric.title} {shown}{where} against {center} for {against}, "
+            f"{n.slowness:.3g}x slower, {abs(n.z):.3g} robust SD away")
+
+
+def verdict_lines(result: IsolateResult) -> list[str]:
+    """What the case named, one line each, then the fabrics' notes; "nothing named"."""
+    lines = [sentence(n) for n in result.verdict.named]
+    if not lines:
+        lines.append("nothing named: no node, rank or link is slow by the rule")
+    return lines + [note for f in result.verdict.fabrics for note in f.notes]
+
+
+def fabric_title(f: Fabric) -> str:
+    return "nodes" if f.name == "nodes" and f.kind == "node" else f"ranks of {f.name}"
+
+
+def matrix_table(f: Fabric, metric: str, heading: str = "") -> Table:
+    unit = BY_NAME[metric].unit
+    named = {n.name for n in f.named}
+    rows = []
+    for member, values in zip(f.members, f.matrices.get(metric, []), strict=False):
+        rows.append((member, *(MISSING if v is None else format_value(v, unit)
+                               for v in values)))
+    title = f"Isolate{heading}: {BY_NAME[metric].title}, {fabric_title(f)}"
+    return Table(title, ("", *f.members), rows,
+                 numeric=frozenset(range(1, len(f.members) + 1)),
+                 styles=[BAD if m in named else None for m in f.members])
+
+
+def named_table(results: Sequence[IsolateResult]) -> Table:
+    rows, notes = [], []
+    for r in results:
+        for f in r.verdict.fabrics:
+            for n in f.named:
+                unit = BY_NAME[n.metric].unit
+                rows.append((f"{n.what} {n.name}", fabric_title(f), BY_NAME[n.metric].title,
+                             format_value(n.value, unit), format_value(n.center, unit),
+                             f"{n.slowness:.3g}x",
+                             "floor" if n.z is None else f"{abs(n.z):.3g}"))
+        notes += verdict_lines(r)
+    return Table(NAMED_TITLE, NAMED_HEADER, rows, notes=notes,
+                 numeric=frozenset({3, 4, 5, 6}), styles=[BAD] * len(rows))
+
+
+def isolate_tables(measurements: Iterable[Measurement]) -> list[Table]:
+    """What was named, then every matrix; empty when no isolate case succeeded."""
+    results = isolate_results(measurements)
+    if not results:
+        return []
+    tables = [named_table(results)]
+    for r in results:
+        heading = _heading(r) if len(results) > 1 else ""
+        tables += [matrix_table(f, m.name, heading) for f in r.verdict.fabrics for m in METRICS]
+    return tables
+
+
+def _heading(r: IsolateResult) -> str:
+    sizes = r.measurement.details.get("bytes")
+    return f" ({format_size(sizes)})" if isinstance(sizes, int) else ""
