@@ -1,0 +1,97 @@
+"""`accelbench isolate` for real: 4 Gloo CPU ranks on this node through torchrun, every
+local pair measured, checked and stored; and its bad input. Real timing on a shared CPU
+is noisy, so nothing here asserts which pair is faster."""
+
+from __future__ import annotations
+
+import itertools
+import json
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from accelbench.errors import EXIT_NODES, EXIT_USAGE
+from accelbench.store import Store
+
+SAMPLES = 3
+
+
+def _isolate(*args: str, timeout: float = 240) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "accelbench", "isolate", *args],
+                          capture_output=True, text=True, timeout=timeout, check=False)
+
+
+@pytest.fixture(scope="module")
+def four_ranks(tmp_path_factory: pytest.TempPathFactory) -> tuple[Any, ...]:
+    folder = tmp_path_factory.mktemp("isolate")
+    store, report = folder / "results.sqlite", folder / "isolate.html"
+    done = _isolate("--nproc-per-node", "4", "--device", "cpu", "--oversubscribe",
+                    "--bytes", "16K", "--samples", str(SAMPLES), "--store", str(store),
+                    "--report", str(report), "--json")
+    assert done.returncode in (0, 1), done.stderr[-3000:]
+    out = json.loads(done.stdout)
+    with Store.open(store, create=False) as s:
+        stored = s.load_run(out["run_id"])
+    return done, out, stored, report
+
+
+def test_every_local_pair_is_measured_checked_and_stored(four_ranks) -> None:
+    done, out, stored, _ = four_ranks
+    (m,) = stored.measurements
+    assert m.case.benchmark == "isolate" and m.ok, m.reason
+    d = m.details
+    assert d["world_size"] == 4 and d["ranks_per_node"] == [4] and len(d["nodes"]) == 1
+    node = d["nodes"][0]
+    pairs = d["pairs"]
+    assert sorted(tuple(p["ranks"]) for p in pairs) == list(itertools.combinations(range(4), 2))
+    assert {p["kind"] for p in pairs} == {"local"} and {p["node"] for p in pairs} == {node}
+    assert d["rounds"] == 3  # 4 ranks: 3 rounds of 2 disjoint pairs
+    for r in range(3):
+        ranks = [x for p in pairs if p["round"] == r for x in p["ranks"]]
+        assert sorted(ranks) == [0, 1, 2, 3]
+    for p in pairs:
+        for name in ("latency_s", "p2p_s", "allreduce_s"):
+            assert len(p[name]) == SAMPLES and all(t > 0 for t in p[name])
+        assert set(p["figures"]) == {"busbw", "p2p_bw", "latency"}
+    assert d["bytes"] == 16 << 10 and d["latency_bytes"] == 8
+
+
+def test_the_matrices_are_complete_and_the_exit_code_follows_the_verdict(four_ranks) -> None:
+    done, out, stored, _ = four_ranks
+    (verdict,) = out["verdicts"]
+    (fabric,) = verdict["fabrics"]
+    assert fabric["kind"] == "local" and len(fabric["members"]) == 4
+    for rows in fabric["matrices"].values():
+        assert len(rows) == 4
+        for i, j in itertools.product(range(4), repeat=2):
+            assert (rows[i][j] is None) == (i == j)
+            assert rows[i][j] == rows[j][i]
+    assert out["named"] == stored.measurements[0].details["named"]
+    assert done.returncode == (1 if out["named"] else 0)
+    assert verdict["lines"]
+
+
+def test_the_report_holds_the_heat_maps(four_ranks) -> None:
+    page = Path(four_ranks[3]).read_text()
+    assert 'id="run-1-isolate"' in page
+    assert page.count('data-chart="') >= 2
+
+
+@pytest.mark.parametrize(("args", "code", "message"), [
+    ((), EXIT_NODES, "isolate measures pairs, and one rank on one node makes none"),
+    (("--nproc-per-node", "1"), EXIT_NODES, "give --nproc-per-node 2 or more"),
+    (("--nproc-per-node", "2", "--backend", "nccl2"), EXIT_USAGE, "invalid choice: 'nccl2'"),
+    (("--nproc-per-node", "2", "--bytes", "lots"), EXIT_USAGE, "bytes"),
+])
+def test_bad_input_is_one_line_and_touches_no_store(tmp_path: Path, args: tuple[str, ...],
+                                                    code: int, message: str) -> None:
+    store = tmp_path / "results.sqlite"
+    done = _isolate("--device", "cpu", "--store", str(store), *args, timeout=60)
+    assert done.returncode == code, done.stderr
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("accelbench: error: ")
+    assert message in lines[0]
+    assert not store.exists()
