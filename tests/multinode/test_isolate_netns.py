@@ -1,8 +1,8 @@
 """`accelbench isolate` across three hosts (network namespaces on one bridge), one Gloo
 rank each under torchrun's c10d rendezvous: node2's link is slowed with a token bucket,
-and node2 must be the node named. The slowed link is about a thousand times slower than
-the others, which holds on a loaded machine; the messages are small, so the test spends
-seconds, not minutes, in the slowed link."""
+and node2 must be the node named. The slowed link (1 Mbit/s) is a hundred times slower
+than the others or more, which holds on a loaded machine; the messages are small, so the
+test spends seconds, not minutes, in the slowed link."""
 
 from __future__ import annotations
 
@@ -11,9 +11,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-from netns import hosts
-
 from accelbench.store import Store
+from netns import hosts
 
 PORT = 29500
 

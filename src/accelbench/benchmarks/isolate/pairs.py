@@ -33,6 +33,7 @@ if TYPE_CHECKING:
     from types import ModuleType
 
     import torch
+    from torch import Tensor
 
 NEEDS_RANKS = "needs at least 2 ranks; run with --nproc-per-node 2 or under torchrun"
 FIGURES = ("latency_s", "p2p_s", "allreduce_s")
@@ -138,7 +139,7 @@ def _measure_pair(torch: ModuleType, dist: ModuleType, pair: Pair, group: Any, r
     peer = pair.ranks[1] if rank == pair.ranks[0] else pair.ranks[0]
     count, small = _count(params["bytes"]), _count(params["latency_bytes"])
 
-    def pattern(seed: int, n: int) -> torch.Tensor:
+    def pattern(seed: int, n: int) -> Tensor:
         values = (torch.arange(n, dtype=torch.int64) + seed) % 101 + 1
         return values.to(torch.float32).to(device)
 
