@@ -106,3 +106,5 @@ def test_the_html_report_draws_a_heat_map_per_metric_with_the_named_node_in_red(
     first = section[:section.index("</svg>")]
     assert "#b00020" in first  # the named node's tick labels
     assert "10.0 MB/s" in first  # cells are written in a small matrix
+    # Not drawn again as a collective sweep: its bytes are a message size, not a sweep.
+    assert "Collective bus bandwidth against message size" not in page
