@@ -35,6 +35,10 @@ others, a link is named by the same test against their median pair.
 
 - node n2 is slow: all-reduce bus bandwidth 10.0 MB/s (median of its 2 pairs, 2 of them \
 slow) against 5.00 GB/s for the median node, 500x slower, 998 robust SD away
+- The rule, each metric alone: a node (or rank) is named when the median over its pairs \
+lies more than 5 robust standard deviations (1.4826 MAD) from the median node's, on the \
+slow side, and is at least 1.25x slower; among the pairs of the others, a link is named by \
+the same test against their median pair.
 
 ### Isolate: all-reduce bus bandwidth, nodes
 

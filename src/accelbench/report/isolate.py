@@ -75,6 +75,7 @@ def named_table(results: Sequence[IsolateResult]) -> Table:
                              f"{n.slowness:.3g}x",
                              "floor" if n.z is None else f"{abs(n.z):.3g}"))
         notes += verdict_lines(r)
+    notes.append(f"The rule, {RULE}.")
     return Table(NAMED_TITLE, NAMED_HEADER, rows, notes=notes,
                  numeric=frozenset({3, 4, 5, 6}), styles=[BAD] * len(rows))
 
