@@ -350,3 +350,19 @@ def test_the_cli_names_the_formats_the_renderer_writes() -> None:
     from accelbench.report.openmetrics import FORMATS
 
     assert METRIC_FORMATS == FORMATS
+
+
+def test_a_store_of_an_older_accelbench(tmp_path, capsys) -> None:
+    import shutil
+
+    path = tmp_path / "results.sqlite"
+    shutil.copyfile(Path(__file__).parents[1] / "fixtures" / "store" / "results-schema1.db",
+                    path)
+    samples = _samples(_export(capsys, "--format", "openmetrics", "--store", str(path)))
+    info = {s.labels["node"]: s.labels for s in samples if s.name == "accelbench_run_info"}
+    assert {k: info["gpu-node-07"][k] for k in ("torch_version", "driver_version",
+                                                "platform", "device_name")} == {
+        "torch_version": "2.4.1+cu124", "driver_version": "550.90.07", "platform": "cuda",
+        "device_name": "NVIDIA H100 80GB HBM3"}
+    assert _value(samples, "accelbench_case_status", node="gpu-node-07",
+                  case="gemm dtype=fp8 shape=4096", accelbench_case_status="failed") == 1

@@ -44,11 +44,13 @@ _UNIT_WORDS = {"s": "seconds", "B": "bytes", "W": "watts", "J": "joules", "FLOP"
 _PER = {"s": "second", "J": "joule"}
 PERCENT = ("ratio", 0.01)
 
-# The stack of a run, as labels of accelbench_run_info: label -> fingerprint key.
+# The stack of a run, as labels of accelbench_run_info: label -> the fingerprint keys
+# that may hold it, the current one first (older records: "torch": "2.4.1+cu124").
 _STACK_LABELS = (
-    ("device_name", "device.name"), ("platform", "platform"), ("runtime", "runtime.name"),
-    ("runtime_version", "runtime.version"), ("driver_version", "driver.driver_version"),
-    ("torch_version", "torch.version"),
+    ("device_name", ("device.name",)), ("platform", ("platform", "device.platform")),
+    ("runtime", ("runtime.name",)), ("runtime_version", ("runtime.version",)),
+    ("driver_version", ("driver.driver_version", "driver")),
+    ("torch_version", ("torch.version", "torch")),
 )
 
 
@@ -201,14 +203,13 @@ def _halfwidth(found: LatestCase) -> float | None:
 
 def _run_info(run: StoredRun) -> dict[str, str]:
     record = run.record
-    info = {"run_id": record.id, "suite": record.suite or "",
-            "accelbench_version": record.accelbench_version,
-            "generation_key": record.generation_key, "fingerprint_id": record.fingerprint_id}
-    for label, key in _STACK_LABELS:
-        value = MetadataKey(key, label).get(run.fingerprint)
-        if value is None and isinstance(run.fingerprint, dict):
-            value = run.fingerprint.get(key.split(".")[0])  # older records: "torch": "2.4.1"
-        info[label] = "" if isinstance(value, (dict, list)) or value is None else value
+    info: dict[str, object] = {"run_id": record.id, "suite": record.suite or "",
+                               "accelbench_version": record.accelbench_version,
+                               "generation_key": record.generation_key,
+                               "fingerprint_id": record.fingerprint_id}
+    for label, keys in _STACK_LABELS:
+        values = (MetadataKey(key, label).get(run.fingerprint) for key in keys)
+        info[label] = next((v for v in values if isinstance(v, (str, int, float))), "")
     return {k: _text(v) for k, v in info.items()}
 
 
