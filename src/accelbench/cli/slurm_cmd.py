@@ -167,6 +167,7 @@ def _qualify(args: argparse.Namespace, slurm: Slurm) -> int:
     from accelbench.slurm.cluster import check_nodes, check_partition
     from accelbench.slurm.script import QUALIFY_JOB, qualify_script
 
+    _some_nodes(args.nodes)
     script = qualify_script(_directives(args, QUALIFY_JOB, "%x-%N-%j.out"), _launch(args),
                             hostlist=args.nodes, run_args=["--suite", args.suite,
                                                            *args.run_args],
@@ -191,6 +192,7 @@ def _collectives(args: argparse.Namespace, slurm: Slurm) -> int:
     from accelbench.slurm.cluster import check_node_count, check_nodes, check_partition
     from accelbench.slurm.script import COLLECTIVES_JOB, collectives_script
 
+    _some_nodes(args.nodes)
     count = int(args.nodes) if args.nodes.strip().isdigit() else None
     if count == 0:
         raise NodesError("--nodes 0 names no node")
@@ -209,6 +211,11 @@ def _collectives(args: argparse.Namespace, slurm: Slurm) -> int:
         where = ",".join(check_nodes(slurm, args.nodes, args.partition))
     _make_output_dir(args)
     return _after_submit(args, slurm, [(slurm.submit(script, []), where)])
+
+
+def _some_nodes(text: str) -> None:
+    if not text.strip(" ,"):
+        raise NodesError(f"--nodes {text!r} names no node")
 
 
 def _make_output_dir(args: argparse.Namespace) -> None:

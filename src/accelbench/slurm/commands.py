@@ -61,8 +61,8 @@ def _unreachable(message: str) -> bool:
 class Slurm:
     """sbatch, scontrol, squeue, scancel and sacct, parsed."""
 
-    def __init__(self, run: Runner = run_command) -> None:
-        self._run = run
+    def __init__(self, run: Runner | None = None) -> None:
+        self._run = run or run_command
 
     def _call(self, argv: Sequence[str], stdin: str | None = None) -> Completed:
         done = self._run(argv, stdin)

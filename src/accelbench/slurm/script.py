@@ -85,6 +85,8 @@ def qualify_script(directives: Directives, launch: Launch, *, hostlist: str,
     """One node's qualification: `accelbench run` (and `accelbench validate`), submitted
     once per node with `sbatch --nodelist=NODE`."""
     run = [launch.python, "-m", "accelbench", "run", *run_args, *_store_args(store)]
+    # It is written in a comment, which a line break would end.
+    hostlist = directive_value("--nodes", hostlist)
     lines = [
         "#!/bin/bash",
         "# accelbench qualification of one node. Submit it once per node:",
