@@ -31,3 +31,6 @@ from hypothesis import settings  # noqa: E402
 settings.register_profile("accelbench", deadline=None, derandomize=True, max_examples=60,
                           database=None)
 settings.load_profile("accelbench")
+
+# A real PostgreSQL server and the store location fixture on both back-ends.
+from postgres import pg_cluster, pg_url, store_location  # noqa: E402, F401

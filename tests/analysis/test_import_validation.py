@@ -167,7 +167,7 @@ def test_a_report_never_leaves_the_reports_folder(source, tmp_path, capsys) -> N
     assert sorted(p.name for p in reports.iterdir()) == [
         "_.._escaped.html", "_abs_path.html", "a_.._.._b.html", "report.html"]
     assert [p for p in tmp_path.rglob("*.html") if p.parent != reports] == []
-    assert default_report_path(store_dir / "s.sqlite", "20250523-113320-564c").name == (
+    assert default_report_path(store_dir, "20250523-113320-564c").name == (
         "20250523-113320-564c.html")
 
 
@@ -176,7 +176,7 @@ def test_a_report_path_through_a_link_out_of_the_folder_is_refused(tmp_path) -> 
     reports.mkdir()
     (reports / "run1.html").symlink_to(tmp_path / "elsewhere.html")
     with pytest.raises(UserError, match="would not be in"):
-        default_report_path(tmp_path / "s.sqlite", "run1")
+        default_report_path(tmp_path, "run1")
 
 
 def _merge_export(data: dict, tmp_path: Path, name: str = "in.json") -> tuple[int, Path]:

@@ -1,4 +1,5 @@
-"""What `accelbench show`, `accelbench compare` and the Markdown report print, word for word,
+"""What `accelbench show`, `accelbench compare`, the Markdown report and the OpenMetrics
+export print, word for word,
 for a small store of fixed measurements: the golden files in tests/fixtures/golden/.
 
 Only what changes from one store to the next is masked (run ids, which end in random
@@ -171,6 +172,13 @@ def test_markdown_report(golden_store: tuple[Path, str],
     out = _run(capsys, "report", "*MI300X*", "*H100*", "--format", "md", "-o", "-",
                "--store", str(golden_store[0]))
     check_golden("report.md", out)
+
+
+def test_openmetrics_export(golden_store: tuple[Path, str],
+                            capsys: pytest.CaptureFixture[str]) -> None:
+    out = _run(capsys, "export", "--format", "openmetrics", "--node", "mi300x-01",
+               "--store", str(golden_store[0]))
+    check_golden("export.om", out)
 
 
 def test_masks_hide_only_what_changes_between_stores() -> None:

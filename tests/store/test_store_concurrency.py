@@ -1,4 +1,5 @@
-"""Several processes writing one store at once, and a writer that dies mid-run."""
+"""Several processes writing one store at once (on both back-ends), and a writer that dies
+mid-run."""
 
 from __future__ import annotations
 
@@ -15,7 +16,8 @@ from fakes import stored_measurement
 
 pytestmark = pytest.mark.slow
 
-WRITERS = 4
+WRITERS = 6
+RUNS_PER_WRITER = 3
 PER_WRITER = 25
 
 
@@ -33,13 +35,14 @@ def _begin(store: Store, writer: int) -> str:
     )
 
 
-def _write_one_run(path: str, writer: int, barrier) -> None:
+def _write_runs(location: str, writer: int, barrier) -> None:
     barrier.wait()
-    with Store.open(path) as store:
-        run_id = _begin(store, writer)
-        for i in range(PER_WRITER):
-            store.add_measurement(run_id, _measurement(writer, i))
-        store.finish_run(run_id, "complete")
+    with Store.open(location) as store:  # every writer opens (and migrates) a new store
+        for _ in range(RUNS_PER_WRITER):
+            run_id = _begin(store, writer)  # all in the same second: ids may clash
+            for i in range(PER_WRITER):
+                store.add_measurement(run_id, _measurement(writer, i))
+            store.finish_run(run_id, "complete")
 
 
 def _write_then_die(path: str, committed) -> None:
@@ -51,26 +54,27 @@ def _write_then_die(path: str, committed) -> None:
     os._exit(1)  # no close, no finish_run: as if the process were killed
 
 
-def test_concurrent_writers_on_a_new_store(tmp_path: Path) -> None:
-    path = tmp_path / "new" / "results.sqlite"
+def test_concurrent_writers_on_a_new_store(store_location: str) -> None:
     ctx = multiprocessing.get_context("spawn")
     barrier = ctx.Barrier(WRITERS)
-    procs = [ctx.Process(target=_write_one_run, args=(str(path), w, barrier))
+    procs = [ctx.Process(target=_write_runs, args=(store_location, w, barrier))
              for w in range(WRITERS)]
     for p in procs:
         p.start()
     for p in procs:
-        p.join(120)
+        p.join(180)
     assert [p.exitcode for p in procs] == [0] * WRITERS
 
-    with Store.open(path, create=False) as store:
+    with Store.open(store_location, create=False) as store:
         runs = store.list_runs()
-        assert len(runs) == WRITERS
+        assert len({r.id for r in runs}) == len(runs) == WRITERS * RUNS_PER_WRITER
         assert all(r.status == "complete" and r.n_ok == PER_WRITER for r in runs)
-        loaded = {store.load_run(r.id).fingerprint["writer"]: store.load_run(r.id)
-                  for r in runs}
-    assert sorted(loaded) == list(range(WRITERS))
-    for writer, run in loaded.items():
+        loaded = [store.load_run(r.id) for r in runs]
+    writers = sorted(run.fingerprint["writer"] for run in loaded)
+    assert writers == sorted(list(range(WRITERS)) * RUNS_PER_WRITER)
+    for run in loaded:
+        writer = run.fingerprint["writer"]
+        assert run.record.host == f"host-{writer}"
         assert run.measurements == tuple(_measurement(writer, i) for i in range(PER_WRITER))
 
 

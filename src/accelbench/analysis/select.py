@@ -110,9 +110,9 @@ def _record_matches(record: RunRecord, pairs: list[tuple[str, str]]) -> bool:
 
 def select_group(store: Store, ref: str) -> RunGroup:
     """Load the runs one reference selects; a filter that selects nothing is an error."""
-    records = matching_records(store.list_runs(), ref, store.path)
+    records = matching_records(store.list_runs(), ref, store.name)
     if not records:
-        raise UserError(f"no run matches {ref!r} in result store {store.path}")
+        raise UserError(f"no run matches {ref!r} in result store {store.name}")
     runs = [store.load_run(r.id) for r in reversed(records)]
     return RunGroup(ref, tuple(runs))
 
@@ -124,9 +124,9 @@ def select_runs(store: Store, refs: Sequence[str]) -> list[StoredRun]:
     records = store.list_runs()
     chosen: dict[str, RunRecord] = {}
     for ref in refs:
-        found = matching_records(records, ref, store.path)
+        found = matching_records(records, ref, store.name)
         if not found:
-            raise UserError(f"no run matches {ref!r} in result store {store.path}")
+            raise UserError(f"no run matches {ref!r} in result store {store.name}")
         chosen.update((r.id, r) for r in found)
     ordered = sorted(chosen.values(), key=lambda r: (r.started_at, r.id))
     return [store.load_run(r.id) for r in ordered]

@@ -99,7 +99,7 @@ def run(args: argparse.Namespace) -> int:
     return run_request(args, valid, _finish, args.timeout)
 
 
-def _finish(args: argparse.Namespace, outcome: Outcome, store_location: Path,
+def _finish(args: argparse.Namespace, outcome: Outcome, store_location: str,
             report: Path | None) -> int:
     from accelbench.analysis.isolate import isolate_results
     from accelbench.report.isolate import isolate_tables, verdict_lines

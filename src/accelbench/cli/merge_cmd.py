@@ -1,8 +1,10 @@
 """`accelbench merge`: gather runs from other stores or JSON exports into one store.
 
-Every source is untrusted: read within the caps of `core.untrusted`, and every run of it
-checked (`store.record_schema`) before anything is written, so a merge that fails writes
-nothing, and a merge that succeeds leaves a store every command can read."""
+Sources and the target are store files (SQLite), postgresql:// URLs or (sources only)
+JSON exports, so runs go from SQLite to PostgreSQL and back. Every source is untrusted:
+read within the caps of `core.untrusted`, and every run of it checked
+(`store.record_schema`) before anything is written, so a merge that fails writes nothing,
+and a merge that succeeds leaves a store every command can read."""
 
 from __future__ import annotations
 
@@ -20,20 +22,36 @@ _SQLITE_HEADER = b"SQLite format 3\x00"
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("sources", nargs="+", type=path_arg, metavar="SOURCE",
-                        help="result stores (.sqlite) or exports (`accelbench export`, JSON)")
+                        help="result stores (.sqlite files or postgresql:// URLs) or exports "
+                        "(`accelbench export`, JSON)")
     parser.add_argument("--into", type=path_arg, metavar="STORE",
-                        help="the store to merge into (default: $ACCELBENCH_STORE, else "
-                        "results.sqlite in the user data directory)")
+                        help="the store to merge into, a file or a postgresql:// URL "
+                        "(default: $ACCELBENCH_STORE, else results.sqlite in the user data "
+                        "directory)")
     add_json(parser)
 
 
-def read_source(path: Path) -> list[Any]:
-    """Every run of a store file or a JSON export, checked (see the module docstring)."""
+def read_source(source: str | Path) -> list[Any]:
+    """Every run of a store (a file or a URL) or a JSON export, checked (see the module
+    docstring)."""
+    from accelbench.report.readable import check_readable
+    from accelbench.store import parse_location
+    from accelbench.store.record_schema import check_runs
+
+    location = parse_location(str(source) if isinstance(source, Path) else source)
+    runs = _store_runs(location) if location.path is None else _file_runs(location.path)
+    name = str(location)  # a URL without its password
+    check_runs(runs, name)
+    for run in runs:
+        check_readable(run, f"{name}: run {run.record.id}")
+    return runs
+
+
+def _file_runs(path: Path) -> list[Any]:
+    """Every run of a store file or a JSON export, unchecked."""
     from accelbench.core.untrusted import MAX_EXPORT_BYTES, parse_json, read_bytes
     from accelbench.errors import StoreError
-    from accelbench.report.readable import check_readable
     from accelbench.store import load_json
-    from accelbench.store.record_schema import check_runs
     from accelbench.store.sqlite import check_regular_file
 
     # A FIFO would make the read below wait forever.
@@ -45,19 +63,15 @@ def read_source(path: Path) -> list[Any]:
     except OSError as exc:
         raise StoreError(f"cannot read {path}: {exc.strerror or exc}") from None
     if head == _SQLITE_HEADER:
-        runs = _store_runs(path)
-    else:
-        data = parse_json(read_bytes(path, "export", StoreError, MAX_EXPORT_BYTES), str(path),
-                          StoreError, not_json=" is neither a result store nor a JSON export")
-        runs = load_json(data, str(path))
-    check_runs(runs, str(path))
-    for run in runs:
-        check_readable(run, f"{path}: run {run.record.id}")
-    return runs
+        return _store_runs(path)
+    data = parse_json(read_bytes(path, "export", StoreError, MAX_EXPORT_BYTES), str(path),
+                      StoreError, not_json=" is neither a result store nor a JSON export")
+    return load_json(data, str(path))
 
 
-def _store_runs(path: Path) -> list[Any]:
-    """Every run of another store, oldest first; what it holds may be anything."""
+def _store_runs(path: Any) -> list[Any]:
+    """Every run of another store (a path or a StoreLocation), oldest first; what it
+    holds may be anything."""
     from accelbench.core.untrusted import clip
     from accelbench.errors import StoreError
     from accelbench.store import Store
@@ -72,11 +86,12 @@ def _store_runs(path: Path) -> list[Any]:
 
 
 def run(args: argparse.Namespace) -> int:
-    from accelbench.store import Store, default_store_path
+    from accelbench.store import Store, default_store_location, parse_location
 
-    target = Path(args.into).expanduser() if args.into else default_store_path()
-    sources = [Path(s).expanduser() for s in args.sources]
-    loaded = [(path, read_source(path)) for path in sources]  # all read before any write
+    target = parse_location(args.into) if args.into else default_store_location()
+    sources = [parse_location(s) for s in args.sources]
+    # All read before any write.
+    loaded = [(source, read_source(source.path or source.url or "")) for source in sources]
     added = skipped = 0
     per_source = []
     with Store.open(target, create=True) as store:

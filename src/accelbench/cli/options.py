@@ -7,7 +7,6 @@ import json
 import math
 import sys
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any
 
 from accelbench.errors import UserError
@@ -114,9 +113,9 @@ def add_store(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--store",
         type=path_arg,
-        metavar="PATH",
-        help="result store (default: $ACCELBENCH_STORE, else results.sqlite in the user "
-        "data directory)",
+        metavar="STORE",
+        help="result store: a file (SQLite) or a postgresql:// URL (default: "
+        "$ACCELBENCH_STORE, else results.sqlite in the user data directory)",
     )
 
 
@@ -200,16 +199,18 @@ def add_device(parser: argparse.ArgumentParser) -> None:
     )
 
 
-def store_path(args: argparse.Namespace) -> Path:
-    from accelbench.store import default_store_path
+def store_location(args: argparse.Namespace) -> Any:
+    """The StoreLocation of --store (else $ACCELBENCH_STORE, else the default file); a
+    URL of a scheme accelbench cannot store into is a usage error."""
+    from accelbench.store import default_store_location, parse_location
 
-    return Path(args.store).expanduser() if args.store else default_store_path()
+    return parse_location(args.store) if args.store else default_store_location()
 
 
 def open_store(args: argparse.Namespace, create: bool) -> Any:
     from accelbench.store import Store
 
-    return Store.open(store_path(args), create=create)
+    return Store.open(store_location(args), create=create)
 
 
 class StoreOnFirstUse:

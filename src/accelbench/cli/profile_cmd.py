@@ -85,7 +85,7 @@ def run(args: argparse.Namespace) -> int:
         return _launch_ranks(args, kind)
     with open_store(args, create=True) as store:
         outcome = profile_session(valid, store, schedule, output, argv=sys.argv[1:])
-        store_location = store.path
+        store_location = store.name
     return _finish(args, outcome, store_location)
 
 
@@ -98,7 +98,7 @@ def _profile_as_rank(args: argparse.Namespace, valid: Any, schedule: Any, output
         outcome = profile_as_rank(valid, schedule, store, output, argv=sys.argv[1:])
         if outcome is None:
             return 0
-        return _finish(args, outcome, store().path)
+        return _finish(args, outcome, store().name)
 
 
 def _launch_ranks(args: argparse.Namespace, device_kind: str) -> int:

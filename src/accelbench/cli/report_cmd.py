@@ -50,10 +50,10 @@ def run(args: argparse.Namespace) -> int:
         if args.output:
             path = Path(args.output)
         elif len(groups) == 1 and len(groups[0].runs) == 1:
-            path = default_report_path(store.path, groups[0].runs[0].record.id, fmt)
+            path = default_report_path(store.location.files_dir, groups[0].runs[0].record.id, fmt)
         else:
             stamp = time.strftime("%Y%m%d-%H%M%S", time.gmtime())
-            path = report_path(Path(store.path).parent / "reports", f"report-{stamp}", fmt)
+            path = report_path(store.location.files_dir / "reports", f"report-{stamp}", fmt)
     _write(path, text)
     print(f"Report: {path}")
     return 0
@@ -67,8 +67,9 @@ def _format_for(output: str | None) -> str:
     return "html"
 
 
-def default_report_path(store_path: Path, run_id: str, fmt: str = "html") -> Path:
-    return report_path(Path(store_path).parent / "reports", run_id, fmt)
+def default_report_path(files_dir: Path, run_id: str, fmt: str = "html") -> Path:
+    """reports/RUN.FMT in the store's folder (`StoreLocation.files_dir`)."""
+    return report_path(Path(files_dir) / "reports", run_id, fmt)
 
 
 def report_path(folder: Path, name: str, fmt: str) -> Path:

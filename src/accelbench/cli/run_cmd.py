@@ -148,7 +148,7 @@ def build_request(args: argparse.Namespace) -> Any:
 
 # What a command prints of a finished run, and its exit code: (args, outcome, where the
 # store is, the report written or None) -> exit code.
-Finish: TypeAlias = Callable[[argparse.Namespace, "Outcome", Path, "Path | None"], int]
+Finish: TypeAlias = Callable[[argparse.Namespace, "Outcome", str, "Path | None"], int]
 
 
 def run(args: argparse.Namespace) -> int:
@@ -179,7 +179,7 @@ def run_request(args: argparse.Namespace, valid: Any, finish: Finish,
                               case_timeout=case_timeout)
         listener.close()
         report = _write_report(args, store, outcome)
-        store_location = store.path
+        store_location = store.name
     return finish(args, outcome, store_location, report)
 
 
@@ -194,7 +194,7 @@ def _run_as_rank(args: argparse.Namespace, valid: Any, listener: TerminalListene
         if outcome is None:
             return 0
         report = _write_report(args, store(), outcome)
-        return finish(args, outcome, store().path, report)
+        return finish(args, outcome, store().name, report)
 
 
 def _write_report(args: argparse.Namespace, store: Any, outcome: Any) -> Path | None:
@@ -202,11 +202,12 @@ def _write_report(args: argparse.Namespace, store: Any, outcome: Any) -> Path | 
 
     if args.no_report:
         return None
-    path = Path(args.report) if args.report else default_report_path(store.path, outcome.run_id)
+    path = Path(args.report) if args.report else default_report_path(store.location.files_dir,
+                                                                        outcome.run_id)
     return write_report(store.load_run(outcome.run_id), path)
 
 
-def _finish(args: argparse.Namespace, outcome: Outcome, store_location: Path,
+def _finish(args: argparse.Namespace, outcome: Outcome, store_location: str,
             report: Path | None) -> int:
     from accelbench.report.collectives import collectives_table
     from accelbench.report.engines import engines_tables

@@ -126,7 +126,7 @@ def run(args: argparse.Namespace) -> int:
     return run_request(args, valid, _finish)
 
 
-def _finish(args: argparse.Namespace, outcome: Outcome, store_location: Path,
+def _finish(args: argparse.Namespace, outcome: Outcome, store_location: str,
             report: Path | None) -> int:
     from accelbench.analysis.validation import check_results, tally
     from accelbench.report.tables import render_rich

@@ -66,7 +66,8 @@ def profile_as_rank(
         shared: list[Any] = [None]
         if info.rank == 0:
             recorder = RunRecorder(open_store(), fingerprint, SUITE, argv)
-            parent = Path(output) if output else default_output(recorder.store.path)
+            parent = (Path(output) if output
+                      else default_output(recorder.store.location.files_dir))
             shared = [str(parent / recorder.run_id)]
         dist.broadcast_object_list(shared, src=0)
         trace_dir = Path(shared[0])

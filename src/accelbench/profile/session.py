@@ -105,7 +105,8 @@ def profile_session(
     planned = plan_one(valid, fingerprint.device)
     env = planned.benchmark.environment(planned.params, fingerprint.device)
     recorder = RunRecorder(store, fingerprint, SUITE, argv)
-    trace_dir = (Path(output) if output else default_output(store.path)) / recorder.run_id
+    parent = Path(output) if output else default_output(store.location.files_dir)
+    trace_dir = parent / recorder.run_id
     try:
         with applied(env.for_user(os.environ)):
             profiled = profile_case(planned, fingerprint.device, schedule, trace_dir)
@@ -140,5 +141,6 @@ def add_analysis(outcome: ProfileOutcome, store: Store, planned: PlannedCase, tr
                       analysis=outcome.analysis)
 
 
-def default_output(store_path: Path) -> Path:
-    return Path(store_path).parent / "profiles"
+def default_output(files_dir: Path) -> Path:
+    """profiles/ in the store's folder (`StoreLocation.files_dir`)."""
+    return Path(files_dir) / "profiles"

@@ -20,7 +20,7 @@ from accelbench.core.formats import upgrade
 from accelbench.core.measurement import STATUS_FAILED, STATUS_OK, STATUS_SKIPPED, Measurement
 from accelbench.core.untrusted import clip
 from accelbench.errors import StoreError
-from accelbench.store.sqlite import RunRecord, StoredRun
+from accelbench.store.records import RunRecord, StoredRun
 
 FORMAT = "accelbench-results"
 FORMAT_VERSION = 2

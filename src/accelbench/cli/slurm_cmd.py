@@ -1,0 +1,288 @@
+"""`accelbench slurm`: submit qualification runs (one job per node) and a multi-node
+collectives job to Slurm, each writing into the store named by --store; wait for them
+or read their state. Slurm schedules; accelbench writes the jobs and reads their state
+with sbatch, squeue, scontrol and sacct."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from accelbench.cli.options import (
+    add_json,
+    name_arg,
+    path_arg,
+    positive_int,
+    positive_seconds,
+    print_json,
+)
+from accelbench.errors import EXIT_CASE_FAILED, EXIT_OK, NodesError, UserError
+
+if TYPE_CHECKING:
+    from accelbench.slurm.commands import Slurm
+    from accelbench.slurm.parse import JobState
+    from accelbench.slurm.script import Directives, Launch
+
+NAME = "slurm"
+HELP = ("submit qualification runs (one job per node) and a multi-node collectives job "
+        "to Slurm, wait for them, or show their state")
+
+DEFAULT_POLL_S = 10.0
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    from accelbench.slurm.script import DEFAULT_RDZV_PORT
+
+    actions = parser.add_subparsers(dest="slurm_action", metavar="ACTION")
+    qualify = actions.add_parser(
+        "qualify", help="one accelbench run (and validate) on each node, one job per node",
+        description="Submit one job per node of --nodes, each running `accelbench run` "
+        "(and `accelbench validate` with --validate) on that node alone. Arguments after "
+        "`--` go to `accelbench run`.")
+    qualify.add_argument("--nodes", required=True, metavar="HOSTLIST",
+                         help="the nodes, as a Slurm hostlist (gpu[01-16],gpu20)")
+    qualify.add_argument("--suite", type=name_arg, default="quick",
+                         help="the suite each node runs (default quick)")
+    qualify.add_argument("--validate", action="store_true",
+                         help="also run `accelbench validate` on each node")
+    _add_common(qualify)
+
+    collectives = actions.add_parser(
+        "collectives", help="one job across nodes: torchrun on each, c10d rendezvous",
+        description="Submit one job across --nodes: srun starts torchrun on every node, "
+        "which meet through the c10d rendezvous on the first node, and run "
+        "`accelbench run --bench collectives`. Arguments after `--` go to `accelbench run`.")
+    collectives.add_argument("--nodes", required=True, metavar="N|HOSTLIST",
+                             help="a number of nodes, or the nodes as a Slurm hostlist")
+    collectives.add_argument("--nproc-per-node", type=positive_int, default=1, metavar="K",
+                             help="ranks per node (default 1; one per GPU on GPU nodes)")
+    collectives.add_argument("--rdzv-port", type=_port, default=DEFAULT_RDZV_PORT,
+                             metavar="PORT", help="the rendezvous port on the first node "
+                             f"(default {DEFAULT_RDZV_PORT})")
+    _add_common(collectives)
+
+    status = actions.add_parser("status", help="the state of jobs: exit codes and output",
+                                description="The state of each job (each task of a job "
+                                "array), its exit code, nodes and output file; exit 1 if "
+                                "one ended unsuccessfully.")
+    status.add_argument("job_ids", nargs="+", type=_job_id, metavar="JOBID")
+    add_json(status)
+
+
+def _add_common(parser: argparse.ArgumentParser) -> None:
+    from accelbench.slurm.script import time_limit
+
+    parser.add_argument("--partition", required=True, type=name_arg, metavar="P",
+                        help="the Slurm partition to submit to")
+    parser.add_argument("--time", type=time_limit, metavar="LIMIT",
+                        help="each job's time limit (sbatch --time: MINUTES, HH:MM:SS, "
+                        "DAYS-HH:MM:SS; default: the partition's)")
+    parser.add_argument("--account", type=name_arg, metavar="A",
+                        help="the account to charge (sbatch --account)")
+    parser.add_argument("--store", type=path_arg, metavar="PATH|URL",
+                        help="the store every job writes into, handed to each job "
+                        "unchanged: a path on a shared file system or a database URL "
+                        "(default: the job's $ACCELBENCH_STORE, else the default store of "
+                        "the node)")
+    parser.add_argument("--python", type=path_arg, metavar="PYTHON",
+                        help="the interpreter the jobs run accelbench with (default: the "
+                        "one running this command; its PYTHONPATH goes with it)")
+    parser.add_argument("--output-dir", type=path_arg, metavar="DIR", default="slurm-logs",
+                        help="where the jobs' output files go (default ./slurm-logs)")
+    parser.add_argument("--print", action="store_true",
+                        help="print the batch script instead of submitting it (no Slurm "
+                        "needed)")
+    parser.add_argument("--wait", action="store_true",
+                        help="wait for the jobs to end, show how each ended, and exit 1 if "
+                        "one did not succeed")
+    parser.add_argument("--wait-timeout", type=positive_seconds, metavar="S",
+                        help="with --wait, stop waiting after S seconds (the jobs go on)")
+    parser.add_argument("--poll-interval", type=positive_seconds, default=DEFAULT_POLL_S,
+                        metavar="S", help="with --wait, seconds between two looks at the "
+                        f"queue (default {DEFAULT_POLL_S:g})")
+    add_json(parser)
+    parser.add_argument("run_args", nargs="*", metavar="-- RUN-ARGS",
+                        help="arguments for `accelbench run` on the nodes")
+
+
+def _port(text: str) -> int:
+    value = positive_int(text)
+    if value > 65535:
+        raise argparse.ArgumentTypeError(f"expected a port number (1-65535), got {text!r}")
+    return value
+
+
+def _job_id(text: str) -> str:
+    head, _, task = text.partition("_")
+    if not head.isdigit() or (task and not task.isdigit()):
+        raise argparse.ArgumentTypeError(f"expected a Slurm job id (12 or 12_3), got {text!r}")
+    return text
+
+
+def run(args: argparse.Namespace) -> int:
+    from accelbench.slurm.commands import Slurm
+
+    action = getattr(args, "slurm_action", None)
+    if action is None:
+        raise UserError("slurm: choose an action: qualify, collectives or status")
+    slurm = Slurm()
+    if action == "status":
+        return _report(args, _states(slurm, args.job_ids), finished=True)
+    if args.wait_timeout is not None and not args.wait:
+        raise UserError("--wait-timeout is for --wait")
+    if action == "qualify":
+        return _qualify(args, slurm)
+    return _collectives(args, slurm)
+
+
+def _states(slurm: Slurm, job_ids: list[str]) -> list[JobState]:
+    from accelbench.slurm.wait import job_states
+
+    return job_states(slurm, job_ids)
+
+
+def _launch(args: argparse.Namespace) -> Launch:
+    from accelbench.slurm.script import Launch
+
+    # Absolute, so that the job finds the same packages from any folder.
+    pythonpath = os.pathsep.join(str(Path(entry).absolute()) for entry in
+                                 os.environ.get("PYTHONPATH", "").split(os.pathsep) if entry)
+    return Launch(python=args.python or sys.executable, pythonpath=pythonpath or None,
+                  workdir=str(Path.cwd()))
+
+
+def _directives(args: argparse.Namespace, job_name: str, pattern: str) -> Directives:
+    from accelbench.slurm.script import Directives, directive_value
+
+    folder = Path(args.output_dir).expanduser().absolute()
+    output = Path(directive_value("--output-dir", str(folder))) / pattern
+    return Directives(job_name=job_name, partition=args.partition, output=str(output),
+                      time=args.time, account=args.account)
+
+
+def _qualify(args: argparse.Namespace, slurm: Slurm) -> int:
+    from accelbench.slurm.cluster import check_nodes, check_partition
+    from accelbench.slurm.script import QUALIFY_JOB, qualify_script
+
+    _some_nodes(args.nodes)
+    script = qualify_script(_directives(args, QUALIFY_JOB, "%x-%N-%j.out"), _launch(args),
+                            hostlist=args.nodes, run_args=["--suite", args.suite,
+                                                           *args.run_args],
+                            store=args.store, validate=args.validate)
+    if args.print:
+        sys.stdout.write(script)
+        return EXIT_OK
+    check_partition(slurm, args.partition)
+    nodes = check_nodes(slurm, args.nodes, args.partition)
+    _make_output_dir(args)
+    submitted: list[tuple[str, str]] = []
+    try:
+        for node in nodes:
+            submitted.append((slurm.submit(script, [f"--nodelist={node}"]), node))
+    except UserError:
+        slurm.cancel([job_id for job_id, _ in submitted])  # all of them, or none
+        raise
+    return _after_submit(args, slurm, submitted)
+
+
+def _collectives(args: argparse.Namespace, slurm: Slurm) -> int:
+    from accelbench.slurm.cluster import check_node_count, check_nodes, check_partition
+    from accelbench.slurm.script import COLLECTIVES_JOB, collectives_script
+
+    _some_nodes(args.nodes)
+    count = int(args.nodes) if args.nodes.strip().isdigit() else None
+    if count == 0:
+        raise NodesError("--nodes 0 names no node")
+    script = collectives_script(
+        _directives(args, COLLECTIVES_JOB, "%x-%j.out"), _launch(args), node_count=count,
+        hostlist=None if count else args.nodes, nproc_per_node=args.nproc_per_node,
+        port=args.rdzv_port, run_args=args.run_args, store=args.store)
+    if args.print:
+        sys.stdout.write(script)
+        return EXIT_OK
+    partition = check_partition(slurm, args.partition)
+    if count:
+        check_node_count(partition, count)
+        where = f"{count} node(s)"
+    else:
+        where = ",".join(check_nodes(slurm, args.nodes, args.partition))
+    _make_output_dir(args)
+    return _after_submit(args, slurm, [(slurm.submit(script, []), where)])
+
+
+def _some_nodes(text: str) -> None:
+    if not text.strip(" ,"):
+        raise NodesError(f"--nodes {text!r} names no node")
+
+
+def _make_output_dir(args: argparse.Namespace) -> None:
+    """Slurm opens a job's output file but makes no folder for it."""
+    folder = Path(args.output_dir).expanduser()
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise UserError(f"--output-dir {folder}: cannot be made: {exc.strerror or exc}") from None
+
+
+def _after_submit(args: argparse.Namespace, slurm: Slurm,
+                  submitted: list[tuple[str, str]]) -> int:
+    from accelbench.report.terminal import console, text
+    from accelbench.slurm.wait import wait_for_jobs
+
+    job_ids = [job_id for job_id, _ in submitted]
+    if not args.json:
+        err = console(stderr=True)
+        for job_id, where in submitted:
+            err.print(text(f"accelbench: submitted job {job_id} ({where})"))
+    if not args.wait:
+        if args.json:
+            print_json({"submitted": [{"job_id": j, "nodes": w} for j, w in submitted]})
+        else:
+            console().print(text(f"Submitted {len(job_ids)} job(s): {' '.join(job_ids)}; "
+                                 f"`accelbench slurm status {' '.join(job_ids)}` shows "
+                                 "their state"))
+        return EXIT_OK
+    states, ended = wait_for_jobs(slurm, job_ids, interval=args.poll_interval,
+                                  timeout=args.wait_timeout)
+    return _report(args, states, finished=ended)
+
+
+def _report(args: argparse.Namespace, states: list[JobState], finished: bool) -> int:
+    from dataclasses import asdict
+
+    ok = finished and all(job.succeeded for job in states)
+    if args.json:
+        print_json({"all_ended": finished, "succeeded": ok,
+                    "jobs": [{**asdict(job), "succeeded": job.succeeded} for job in states]})
+    else:
+        _print_table(states)
+        if not finished:
+            from accelbench.report.terminal import console, text
+
+            console(stderr=True).print(text("accelbench: stopped waiting: some jobs are "
+                                            "still queued or running"))
+    if args.slurm_action == "status":
+        return EXIT_CASE_FAILED if any(j.finished and not j.succeeded for j in states) \
+            else EXIT_OK
+    return EXIT_OK if ok else EXIT_CASE_FAILED
+
+
+def _print_table(states: list[JobState]) -> None:
+    from rich.table import Table
+
+    from accelbench.report.terminal import console, text
+
+    table = Table(title="Slurm jobs", title_justify="left")
+    for column in ("Job", "Name", "State", "Exit", "Nodes", "Output"):
+        table.add_column(column, overflow="fold")
+    for job in states:
+        exit_text = "-" if job.exit_code is None else str(job.exit_code)
+        if job.signal:
+            exit_text += f" (signal {job.signal})"
+        state = job.state + (f" ({job.reason})" if job.reason and not job.succeeded else "")
+        table.add_row(*(text(cell) for cell in (job.job_id, job.name or "-", state, exit_text,
+                                                 job.nodes or "-", job.output or "-")))
+    console().print(table)

@@ -1,0 +1,493 @@
+"""The result store: every run, its stack fingerprint and its raw measurements.
+
+One interface, two back-ends (`store.backend`): a SQLite file, the embedded default, and
+a PostgreSQL database shared by a fleet. Each case is stored as it finishes, one short
+transaction per measurement, so several processes (or nodes) may write at once, and a
+writer that dies loses only what it had not committed: its run stays "running".
+Opening checks that the database is an accelbench store this version understands
+before anything is written to it.
+
+Reading (`Store.open(location, create=False)`, what every read command does) never
+creates or changes a store, with one exception: a store written by an older accelbench
+is upgraded, losslessly and one transaction per migration, when it can be written; a
+SQLite file that cannot is read from an upgraded copy in memory.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import secrets
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from accelbench.core.measurement import FORMAT_VERSION, Measurement
+from accelbench.core.names import (
+    RUN_COMPLETE,
+    RUN_FAILED,
+    RUN_INTERRUPTED,
+    RUN_RUNNING,
+    RUN_STATUSES,
+)
+from accelbench.errors import StoreError, UserError
+from accelbench.store import schema
+from accelbench.store.backend import Backend, Row, Transaction
+from accelbench.store.location import (
+    POSTGRESQL,
+    StoreLocation,
+    default_store_location,
+    parse_location,
+)
+from accelbench.store.records import RunRecord, StoredProfile, StoredRun
+
+__all__ = [
+    "RUN_COMPLETE", "RUN_FAILED", "RUN_INTERRUPTED", "RUN_RUNNING", "RUN_STATUSES",
+    "RunRecord", "Store", "StoredProfile", "StoredRun", "default_store_path",
+]
+
+
+def default_store_path() -> Path:
+    """$ACCELBENCH_STORE if set, else results.sqlite in the user's data directory (as a
+    path: see store.location.default_store_location for a store that may be a URL)."""
+    env = os.environ.get("ACCELBENCH_STORE")
+    if env:
+        return Path(env).expanduser()
+    from platformdirs import user_data_path
+
+    return user_data_path("accelbench", appauthor=False) / "results.sqlite"
+
+
+# Counts by status, written so that SQLite and PostgreSQL read it alike.
+_RUNS_QUERY = """
+SELECT r.*,
+       COALESCE(SUM(CASE WHEN m.status = 'ok' THEN 1 ELSE 0 END), 0) AS n_ok,
+       COALESCE(SUM(CASE WHEN m.status = 'failed' THEN 1 ELSE 0 END), 0) AS n_failed,
+       COALESCE(SUM(CASE WHEN m.status = 'skipped' THEN 1 ELSE 0 END), 0) AS n_skipped
+FROM runs r LEFT JOIN measurements m ON m.run_id = r.id
+{where}
+GROUP BY r.id
+ORDER BY r.started_at DESC, r.id DESC
+{limit}
+"""
+
+
+def _open_backend(location: StoreLocation, create: bool) -> Backend:
+    if location.kind == POSTGRESQL:
+        from accelbench.store.postgres import open_postgres
+
+        return open_postgres(location, create=create)
+    from accelbench.store.sqlite import open_sqlite
+
+    assert location.path is not None
+    return open_sqlite(location.path, create=create)
+
+
+class Store:
+    """An open result store. Use `Store.open(location)`, as a context manager."""
+
+    def __init__(self, backend: Backend, read_only: bool = False) -> None:
+        self._backend = backend
+        self.location: StoreLocation = backend.location
+        self.read_only = read_only
+        self._pending: list[str] = []  # migrations this (read-only) store lacks
+
+    @property
+    def name(self) -> str:
+        """The store as messages name it: its path, or its URL without the password."""
+        return str(self.location)
+
+    # -- opening ---------------------------------------------------------------------
+
+    @classmethod
+    def open(cls, location: str | os.PathLike[str] | StoreLocation | None = None, *,
+             create: bool = True, upgrade_in_place: bool = True) -> Store:
+        """Open (and with `create`, create) the store at `location`: a path (SQLite), a
+        postgresql:// URL, or by default default_store_location().
+
+        Without `create` the store is only read: opened read-only, and refused when it is
+        missing or empty; one of an older accelbench is upgraded in place when it can be
+        written and `upgrade_in_place` (the user's own store), else (a SQLite file) in a
+        copy in memory (a store merged from elsewhere is never changed). Raises
+        StoreError, leaving the store as it was, when it is missing (and `create` is
+        false), not a regular file, unreadable, not a database, another application's
+        database or written by a newer accelbench; StoreUnreachable and StoreAuthFailed
+        when its database server cannot be reached or refuses the credentials.
+        """
+        if location is None:
+            location = default_store_location()
+        elif not isinstance(location, StoreLocation):
+            location = parse_location(location)
+        backend = _open_backend(location, create)
+        store = cls._opened(backend, migrate=create)
+        return store._upgraded(upgrade_in_place) if store._pending else store
+
+    def _upgraded(self, in_place: bool) -> Store:
+        """This store, written by an older accelbench, brought to the schema that reading
+        it needs; closes this one.
+
+        The one write that reading does: in place when asked and the store can be
+        written (every migration keeps every record, and runs in its own transaction);
+        else in a copy, so that a store on read-only media, of another user or merged
+        from elsewhere can be read.
+        """
+        backend = self._backend
+        if not (in_place and backend.can_upgrade_in_place()):
+            return self._opened(backend.copy_for_reading(), migrate=True, read_only=True)
+        try:
+            writer = backend.reopened(writable=True)
+        finally:
+            self.close()
+        self._opened(writer, migrate=True).close()
+        reader = writer.reopened(writable=False)
+        return self._opened(reader, migrate=False)
+
+    @classmethod
+    def _opened(cls, backend: Backend, *, migrate: bool, read_only: bool = False) -> Store:
+        """The store on an open back-end, checked (and with `migrate`, brought up to
+        date); the back-end is closed if that fails."""
+        store = cls(backend, read_only=not migrate)
+        try:
+            applied = store._applied_migrations()
+            if migrate:
+                store._migrate(applied)
+            else:
+                store._pending = [name for name, _ in backend.migrations if name not in applied]
+        except BaseException:
+            backend.close()
+            raise
+        store.read_only = store.read_only or read_only
+        return store
+
+    def close(self) -> None:
+        self._backend.close()
+
+    def __enter__(self) -> Store:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def _applied_migrations(self) -> set[str]:
+        """Read-only checks that this is our store and not from a newer accelbench."""
+        seen = self._backend.inspect()
+        if seen.mark == "foreign" or (seen.mark == "none" and seen.tables):
+            raise StoreError(f"{self.name} is not an accelbench result store: "
+                             f"{self._backend.foreign_reason}")
+        if not seen.tables and self.read_only:
+            raise StoreError(f"{self.name} is empty: not a result store")
+        self._refuse_unknown(seen.applied)
+        return set(seen.applied)
+
+    def _refuse_unknown(self, applied: set[str] | frozenset[str]) -> None:
+        unknown = sorted(applied - {name for name, _ in self._backend.migrations})
+        if unknown:
+            raise StoreError(
+                f"result store {self.name} was written by a newer accelbench "
+                f"(unknown schema migrations: {', '.join(unknown)}); upgrade accelbench to use it"
+            )
+
+    def _migrate(self, applied: set[str]) -> None:
+        migrations = self._backend.migrations
+        pending = [(name, sql) for name, sql in migrations if name not in applied]
+        if not pending:
+            return
+        self._backend.prepare_for_writes()
+        for name, statements in pending:
+            # Checked again under the migration lock: another process may have applied it.
+            with self._backend.migration_transaction() as tx:
+                tx.execute(schema.MIGRATIONS_TABLE)
+                recorded = {row[0] for row in tx.execute("SELECT name FROM migrations")
+                            .fetchall()}
+                self._refuse_unknown(recorded)
+                if name in recorded:
+                    continue
+                for statement in statements:
+                    tx.execute(statement)
+                tx.execute("INSERT INTO migrations (name, applied_at) VALUES (?, ?)",
+                           (name, time.time()))
+                self._backend.mark_migrated(tx, len(recorded) + 1)
+
+    # -- transactions ----------------------------------------------------------------
+
+    def _write(self) -> Any:
+        """One write transaction, committed on exit (rolled back on any exception)."""
+        if self.read_only:  # and what a copy in memory took would be lost
+            raise StoreError(f"result store {self.name} is open for reading only")
+        return self._backend.write()
+
+    def _query(self, sql: str, params: Sequence[Any] = ()) -> list[Row]:
+        return self._backend.query(sql, params)
+
+    # -- writing ---------------------------------------------------------------------
+
+    def begin_run(
+        self,
+        *,
+        fingerprint: dict[str, Any],
+        fingerprint_id: str,
+        generation_key: str,
+        device: str,
+        suite: str | None,
+        argv: Sequence[str],
+        host: str,
+        accelbench_version: str,
+        started_at: float | None = None,
+    ) -> str:
+        """Record a new run in status "running" and return its id."""
+        started_at = time.time() if started_at is None else started_at
+        with self._write() as tx:
+            # A run id another writer took meanwhile (many nodes start in the same
+            # second) is not inserted: choose again.
+            for _ in range(_ID_ATTEMPTS):
+                run_id = _unused_run_id(tx, started_at)
+                record = RunRecord(
+                    id=run_id, started_at=started_at, finished_at=None, status=RUN_RUNNING,
+                    suite=suite, argv=tuple(argv), device=device,
+                    generation_key=generation_key, host=host,
+                    accelbench_version=accelbench_version, fingerprint_id=fingerprint_id,
+                    n_ok=0, n_failed=0, n_skipped=0,
+                )
+                if _insert_run(tx, record, fingerprint):
+                    return run_id
+        raise StoreError(f"no free run id found in result store {self.name}")
+
+    def add_measurement(self, run_id: str, m: Measurement) -> None:
+        """Store one measurement, committed before this returns."""
+        with self._write() as tx:
+            _insert_measurement(tx, run_id, m)
+
+    def import_run(self, stored: StoredRun) -> bool:
+        """Copy a run read from another store or an export into this one, with its id;
+        see import_runs."""
+        return self.import_runs([stored])[0]
+
+    def import_runs(self, runs: Sequence[StoredRun]) -> list[bool]:
+        """Copy runs read from other stores or exports into this one, with their ids, all
+        in one transaction: either every run is written or none is.
+
+        Idempotent on the run id: a run already here is left as it is (False); a new one
+        is written with its fingerprint and measurements (True). A fingerprint id that
+        is already here with other content is refused: the id names one stack, and
+        binding the run to the stored one would misstate what it ran on.
+        """
+        added = []
+        with self._write() as tx:
+            for stored in runs:
+                record = stored.record
+                if tx.execute("SELECT 1 FROM runs WHERE id = ?", (record.id,)).fetchone():
+                    added.append(False)
+                    continue
+                _check_fingerprint(tx, self.name, record.fingerprint_id, stored.fingerprint)
+                if not _insert_run(tx, record, stored.fingerprint):
+                    added.append(False)  # written meanwhile by another merge
+                    continue
+                tx.executemany(_INSERT_MEASUREMENT,
+                               [_measurement_row(record.id, m) for m in stored.measurements])
+                added.append(True)
+        return added
+
+    def finish_run(self, run_id: str, status: str, finished_at: float | None = None) -> None:
+        if status not in RUN_STATUSES:
+            raise ValueError(f"unknown run status {status!r}")
+        with self._write() as tx:
+            cursor = tx.execute(
+                "UPDATE runs SET status = ?, finished_at = ? WHERE id = ?",
+                (status, time.time() if finished_at is None else finished_at, run_id),
+            )
+            if cursor.rowcount == 0:
+                raise StoreError(f"no run {run_id} in result store {self.name}")
+
+    def add_profile(
+        self,
+        run_id: str,
+        *,
+        case_key: str,
+        benchmark: str,
+        label: str,
+        trace_paths: Sequence[str],
+        analysis: dict[str, Any],
+        created_at: float | None = None,
+    ) -> int:
+        """Store the profile of one case of a run; returns its id."""
+        with self._write() as tx:
+            row = tx.execute(
+                "INSERT INTO profiles (run_id, case_key, benchmark, label, trace_paths,"
+                " analysis, created_at) VALUES (?, ?, ?, ?, ?, ?, ?) RETURNING id",
+                (run_id, case_key, benchmark, label, _dumps(list(trace_paths)),
+                 _dumps(analysis), time.time() if created_at is None else created_at),
+            ).fetchone()
+        return int(row[0])
+
+    # -- reading ---------------------------------------------------------------------
+
+    def profiles_for_run(self, ref: str) -> list[StoredProfile]:
+        """The profiles of a run (an id, a unique prefix or "latest"), oldest first."""
+        run_id = self.resolve_run(ref)
+        rows = self._query("SELECT * FROM profiles WHERE run_id = ? ORDER BY id", (run_id,))
+        out = []
+        for row in rows:
+            try:
+                paths, analysis = json.loads(row["trace_paths"]), json.loads(row["analysis"])
+            except ValueError as e:
+                raise StoreError(
+                    f"result store {self.name}: cannot read profile {row['id']}: {e}"
+                ) from None
+            out.append(StoredProfile(row["id"], row["run_id"], row["case_key"],
+                                     row["benchmark"], row["label"], tuple(paths), analysis,
+                                     row["created_at"]))
+        return out
+
+    def list_runs(self, limit: int | None = None) -> list[RunRecord]:
+        """Runs, newest first."""
+        return self._runs("", (), limit)
+
+    def resolve_run(self, ref: str) -> str:
+        """A full run id, a unique prefix of one, or "latest"/"last" -> the run id."""
+        if ref in ("latest", "last"):
+            rows = self._query("SELECT id FROM runs ORDER BY started_at DESC, id DESC LIMIT 1")
+            if not rows:
+                raise UserError(f"no runs in result store {self.name}")
+            return str(rows[0][0])
+        if not ref:
+            raise UserError("no run id given")
+        if self._query("SELECT 1 FROM runs WHERE id = ?", (ref,)):
+            return ref
+        rows = self._query(
+            "SELECT id FROM runs WHERE substr(id, 1, ?) = ? ORDER BY started_at DESC, id DESC",
+            (len(ref), ref),
+        )
+        if not rows:
+            raise UserError(f"no run matches {ref!r} in result store {self.name}")
+        if len(rows) > 1:
+            shown = ", ".join(row[0] for row in rows[:5]) + (", ..." if len(rows) > 5 else "")
+            raise UserError(f"run {ref!r} is ambiguous: it matches {len(rows)} runs ({shown})")
+        return str(rows[0][0])
+
+    def load_run(self, ref: str) -> StoredRun:
+        run_id = self.resolve_run(ref)
+        (record,) = self._runs("WHERE r.id = ?", (run_id,))
+        (row,) = self._query("SELECT data FROM fingerprints WHERE id = ?", (record.fingerprint_id,))
+        rows = self._query(
+            "SELECT id, record FROM measurements WHERE run_id = ? ORDER BY id", (run_id,)
+        )
+        return StoredRun(
+            record=record,
+            fingerprint=json.loads(row["data"]),
+            measurements=tuple(self._measurement(r["id"], r["record"]) for r in rows),
+        )
+
+    def measurements_for_case(self, case_key: str) -> list[tuple[RunRecord, Measurement]]:
+        """Every stored measurement of one case, oldest run first."""
+        runs = {
+            record.id: record
+            for record in self._runs(
+                "WHERE r.id IN (SELECT run_id FROM measurements WHERE case_key = ?)", (case_key,)
+            )
+        }
+        rows = self._query(
+            "SELECT m.id, m.run_id, m.record FROM measurements m JOIN runs r ON r.id = m.run_id"
+            " WHERE m.case_key = ? ORDER BY r.started_at, r.id, m.id",
+            (case_key,),
+        )
+        return [(runs[r["run_id"]], self._measurement(r["id"], r["record"])) for r in rows]
+
+    def _runs(self, where: str, params: Sequence[Any], limit: int | None = None) -> list[RunRecord]:
+        sql = _RUNS_QUERY.format(where=where, limit="LIMIT ?" if limit is not None else "")
+        rows = self._query(sql, (*params, limit) if limit is not None else params)
+        return [_run_record(row) for row in rows]
+
+    def _measurement(self, measurement_id: int, record: str) -> Measurement:
+        try:
+            return Measurement.from_dict(json.loads(record))
+        except StoreError as e:
+            raise StoreError(f"result store {self.name}: measurement {measurement_id}: {e}"
+                             ) from None
+        except (ValueError, KeyError, TypeError) as e:
+            raise StoreError(
+                f"result store {self.name}: cannot read measurement {measurement_id}: {e}"
+            ) from None
+
+
+_ID_ATTEMPTS = 100
+_INSERT_MEASUREMENT = (
+    "INSERT INTO measurements (run_id, case_key, status, record) VALUES (?, ?, ?, ?)"
+)
+
+
+def _unused_run_id(tx: Transaction, started_at: float) -> str:
+    """"20261130-002249-3fa2": UTC start time and 4 random hex digits, free in this store."""
+    stamp = time.strftime("%Y%m%d-%H%M%S", time.gmtime(started_at))
+    for _ in range(1000):
+        run_id = f"{stamp}-{secrets.token_hex(2)}"
+        if not tx.execute("SELECT 1 FROM runs WHERE id = ?", (run_id,)).fetchone():
+            return run_id
+    raise StoreError(f"no free run id left for {stamp}")
+
+
+def _insert_run(tx: Transaction, record: RunRecord, fingerprint: dict[str, Any]) -> bool:
+    """The one place a run (and its fingerprint, once per stack) is written; False, and
+    nothing written, when a run of that id is there already (another writer's).
+
+    ON CONFLICT DO NOTHING: a clash with a writer still in its transaction waits for it
+    and then skips, rather than failing this transaction (as a unique violation would
+    on PostgreSQL).
+    """
+    if record.status not in RUN_STATUSES:
+        raise ValueError(f"unknown run status {record.status!r}")
+    tx.execute(
+        "INSERT INTO fingerprints (id, generation_key, data, first_seen)"
+        " VALUES (?, ?, ?, ?) ON CONFLICT (id) DO NOTHING",
+        (record.fingerprint_id, record.generation_key, _dumps(fingerprint), record.started_at),
+    )
+    inserted = tx.execute(
+        "INSERT INTO runs (id, started_at, finished_at, status, suite, argv, device,"
+        " generation_key, fingerprint_id, host, accelbench_version, format_version)"
+        " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (id) DO NOTHING",
+        (record.id, record.started_at, record.finished_at, record.status, record.suite,
+         _dumps(list(record.argv)), record.device, record.generation_key,
+         record.fingerprint_id, record.host, record.accelbench_version, FORMAT_VERSION),
+    )
+    return inserted.rowcount == 1
+
+
+def _check_fingerprint(tx: Transaction, name: str, fingerprint_id: str,
+                       fingerprint: dict[str, Any]) -> None:
+    row = tx.execute("SELECT data FROM fingerprints WHERE id = ?", (fingerprint_id,)
+                       ).fetchone()
+    if row is not None and json.loads(row[0]) != json.loads(_dumps(fingerprint)):
+        raise StoreError(f"result store {name} holds fingerprint {fingerprint_id!r} with other "
+                         "content than the one imported: refusing to bind the run to it")
+
+
+def _insert_measurement(tx: Transaction, run_id: str, m: Measurement) -> None:
+    tx.execute(_INSERT_MEASUREMENT, _measurement_row(run_id, m))
+
+
+def _measurement_row(run_id: str, m: Measurement) -> tuple[str, str, str, str]:
+    return (run_id, m.case.key, m.status, _dumps(m.to_dict()))
+
+
+def _run_record(row: Row) -> RunRecord:
+    return RunRecord(
+        id=row["id"],
+        started_at=row["started_at"],
+        finished_at=row["finished_at"],
+        status=row["status"],
+        suite=row["suite"],
+        argv=tuple(json.loads(row["argv"])),
+        device=row["device"],
+        generation_key=row["generation_key"],
+        host=row["host"],
+        accelbench_version=row["accelbench_version"],
+        fingerprint_id=row["fingerprint_id"],
+        n_ok=row["n_ok"],
+        n_failed=row["n_failed"],
+        n_skipped=row["n_skipped"],
+    )
+
+
+def _dumps(value: Any) -> str:
+    # default=str: an odd value in `details` must not cost the measurement.
+    return json.dumps(value, default=str)

@@ -1,0 +1,242 @@
+"""The Slurm seam and `accelbench slurm` on recorded outputs: what is checked before
+anything is submitted, and the one line (with its exit code) for each bad input."""
+
+from pathlib import Path
+
+import pytest
+
+from accelbench.cli.main import main
+from accelbench.errors import EXIT_NODES, EXIT_SCHEDULER, EXIT_USAGE
+from accelbench.slurm import commands
+from accelbench.slurm.commands import Completed, Slurm
+from accelbench.slurm.wait import wait_for_jobs
+
+FIXTURES = Path(__file__).parents[1] / "fixtures" / "slurm"
+
+
+def _out(name: str, returncode: int = 0) -> Completed:
+    text = (FIXTURES / name).read_text()
+    return Completed(returncode, text, "") if returncode == 0 else Completed(returncode, "",
+                                                                             text)
+
+
+class FakeSlurm:
+    """Answers each command from recorded outputs, and records what was run."""
+
+    def __init__(self, nodes=("vm",), partitions=("debug",)):
+        self.nodes = set(nodes)
+        self.partitions = set(partitions)
+        self.calls: list[tuple[list[str], str | None]] = []
+        self.queue: list[str] = []  # squeue outputs, one per call, the last one repeated
+        self.next_job = 40
+
+    def __call__(self, argv, stdin=None):
+        argv = list(argv)
+        self.calls.append((argv, stdin))
+        if argv[:3] == ["scontrol", "show", "hostnames"]:
+            # Slurm expands hostlists; these tests need only this one and plain lists.
+            names = (["gpu01", "gpu02"] if argv[3] == "gpu[01-02]" else
+                     [n for n in argv[3].split(",") if n])
+            return Completed(0, "".join(f"{n}\n" for n in names), "")
+        if argv[:4] == ["scontrol", "-o", "show", "partition"]:
+            if argv[4] in self.partitions:
+                return _out("scontrol-show-partition.txt")
+            return Completed(1, "", f"Partition {argv[4]} not found\n")
+        if argv[:4] == ["scontrol", "-o", "show", "node"]:
+            if argv[4] in self.nodes:
+                text = (FIXTURES / "scontrol-show-node.txt").read_text()
+                return Completed(0, text.replace("NodeName=vm", f"NodeName={argv[4]}"), "")
+            return Completed(1, "", f"Node {argv[4]} not found\n")
+        if argv[0] == "sbatch":
+            self.next_job += 1
+            return Completed(0, f"{self.next_job}\n", "")
+        if argv[0] == "squeue":
+            text = self.queue.pop(0) if len(self.queue) > 1 else self.queue[0]
+            return Completed(0, text, "")
+        if argv[:4] == ["scontrol", "-o", "show", "job"]:
+            return Completed(0, f"JobId={argv[4]} JobName=accelbench-qualify "
+                             "JobState=COMPLETED Reason=None ExitCode=0:0 NodeList=vm "
+                             f"StdOut=/l/accelbench-qualify-%N-{argv[4]}.out\n", "")
+        if argv[0] == "scancel":
+            return Completed(0, "", "")
+        raise AssertionError(f"unexpected command {argv}")
+
+    def submitted(self):
+        return [(argv, stdin) for argv, stdin in self.calls if argv[0] == "sbatch"]
+
+
+@pytest.fixture
+def fake(monkeypatch):
+    slurm = FakeSlurm(nodes=("vm", "gpu01", "gpu02"))
+    monkeypatch.setattr(commands, "run_command", slurm)
+    return slurm
+
+
+def test_qualify_submits_one_job_per_node_pinned_to_it(fake, tmp_path, capsys):
+    code = main(["slurm", "qualify", "--nodes", "gpu[01-02]", "--partition", "debug",
+                 "--store", "/shared/r.sqlite", "--output-dir", str(tmp_path / "logs"),
+                 "--python", "/venv/bin/python", "--", "--bench", "launch"])
+    assert code == 0
+    jobs = fake.submitted()
+    assert [argv for argv, _ in jobs] == [["sbatch", "--parsable", "--nodelist=gpu01"],
+                                          ["sbatch", "--parsable", "--nodelist=gpu02"]]
+    script = jobs[0][1]
+    assert ("/venv/bin/python -m accelbench run --suite quick --bench launch --store "
+            "/shared/r.sqlite || status=$?") in script
+    assert f"#SBATCH --output={tmp_path / 'logs'}/%x-%N-%j.out" in script
+    assert (tmp_path / "logs").is_dir()  # Slurm makes no folder for an output file
+    assert "41 42" in capsys.readouterr().out
+
+
+def test_print_writes_the_script_and_asks_nothing_of_slurm(fake, capsys):
+    assert main(["slurm", "collectives", "--nodes", "2", "--partition", "nowhere",
+                 "--print"]) == 0
+    assert capsys.readouterr().out.startswith("#!/bin/bash\n")
+    assert fake.calls == []
+
+
+@pytest.mark.parametrize(("argv", "code", "message"), [
+    (["qualify", "--nodes", "vm", "--partition", "nope"], EXIT_SCHEDULER,
+     "partition 'nope' does not exist"),
+    (["collectives", "--nodes", "1", "--partition", "nope"], EXIT_SCHEDULER,
+     "partition 'nope' does not exist"),
+    (["qualify", "--nodes", "gpu01,gpu09", "--partition", "debug"], EXIT_NODES,
+     "node 'gpu09' (of --nodes 'gpu01,gpu09') is not in this cluster"),
+    (["qualify", "--nodes", "", "--partition", "debug"], EXIT_NODES, "names no node"),
+    (["qualify", "--nodes", ",", "--partition", "debug"], EXIT_NODES, "names no node"),
+    (["collectives", "--nodes", "0", "--partition", "debug"], EXIT_NODES, "names no node"),
+    (["collectives", "--nodes", "3", "--partition", "debug"], EXIT_NODES,
+     "partition 'debug' has 1 node(s)"),
+    (["qualify", "--nodes", "vm", "--partition", "debug", "--time", "1:2:3:4"], EXIT_USAGE,
+     "Slurm time limit"),
+    (["qualify", "--nodes", "vm", "--partition", "de bug"], EXIT_USAGE, "--partition"),
+    (["qualify", "--nodes", "vm", "--partition", "debug", "--wait-timeout", "5"],
+     EXIT_USAGE, "--wait-timeout is for --wait"),
+])
+def test_bad_input_is_one_line_and_submits_nothing(fake, capsys, argv, code, message):
+    assert main(["slurm", *argv]) == code
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and err.startswith("accelbench: error: ") and message in err
+    assert fake.submitted() == []
+
+
+def test_a_node_that_cannot_run_jobs_is_refused(fake, monkeypatch, capsys):
+    down = (FIXTURES / "scontrol-show-node.txt").read_text().replace(
+        "State=ALLOCATED", "State=IDLE+DRAIN Reason=bad_dimm")
+    real = fake.__call__
+
+    def answer(argv, stdin=None):
+        if list(argv)[:4] == ["scontrol", "-o", "show", "node"]:
+            return Completed(0, down, "")
+        return real(argv, stdin)
+
+    monkeypatch.setattr(commands, "run_command", answer)
+    assert main(["slurm", "qualify", "--nodes", "vm", "--partition", "debug"]) == EXIT_NODES
+    assert "node 'vm' cannot run jobs: its state is IDLE+DRAIN (bad_dimm)" in (
+        capsys.readouterr().err)
+
+
+def test_a_node_outside_the_partition_is_refused(fake, capsys):
+    fake.partitions.add("gpu")
+    assert main(["slurm", "qualify", "--nodes", "vm", "--partition", "gpu"]) == EXIT_NODES
+    assert "node 'vm' is not in partition 'gpu' (it is in: debug)" in capsys.readouterr().err
+
+
+def test_a_controller_that_does_not_answer(monkeypatch, capsys):
+    monkeypatch.setattr(commands, "run_command",
+                        lambda argv, stdin=None: _out("scontrol-controller-down.txt", 1))
+    assert main(["slurm", "qualify", "--nodes", "vm", "--partition", "debug"]) == (
+        EXIT_SCHEDULER)
+    err = capsys.readouterr().err
+    assert "slurmctld is not answering" in err and "Unable to contact slurm controller" in err
+
+
+def test_slurm_not_installed(monkeypatch, tmp_path, capsys):
+    monkeypatch.setenv("PATH", str(tmp_path))  # no sbatch, no scontrol
+    assert main(["slurm", "status", "12"]) == EXIT_SCHEDULER
+    assert "scontrol is not installed here" in capsys.readouterr().err
+
+
+def test_a_refused_submission_cancels_the_jobs_already_submitted(fake, monkeypatch, capsys):
+    real = fake.__call__
+
+    def answer(argv, stdin=None):
+        if argv[0] == "sbatch" and fake.next_job == 41:
+            fake.calls.append((list(argv), stdin))
+            return _out("sbatch-bad-partition.txt", 1)
+        return real(argv, stdin)
+
+    monkeypatch.setattr(commands, "run_command", answer)
+    code = main(["slurm", "qualify", "--nodes", "gpu[01-02]", "--partition", "debug"])
+    assert code == EXIT_SCHEDULER
+    assert "sbatch refused the job: sbatch: error: Batch job submission failed: Invalid " \
+           "partition name specified" in capsys.readouterr().err
+    assert ["scancel", "41"] in [argv for argv, _ in fake.calls]
+
+
+def test_wait_polls_until_every_job_ended_then_reads_how(fake, tmp_path, capsys):
+    fake.queue = ["41|PENDING\n42|PENDING\n", "41|RUNNING\n42|PENDING\n",
+                  "41|COMPLETED\n42|RUNNING\n", "41|COMPLETED\n42|COMPLETED\n"]
+    code = main(["slurm", "qualify", "--nodes", "gpu[01-02]", "--partition", "debug",
+                 "--wait", "--poll-interval", "0.001", "--output-dir", str(tmp_path), "--json"])
+    assert code == 0
+    import json
+
+    report = json.loads(capsys.readouterr().out)
+    assert report["all_ended"] and report["succeeded"]
+    assert [(j["job_id"], j["state"], j["output"]) for j in report["jobs"]] == [
+        ("41", "COMPLETED", "/l/accelbench-qualify-vm-41.out"),
+        ("42", "COMPLETED", "/l/accelbench-qualify-vm-42.out")]
+    assert sum(argv[0] == "squeue" for argv, _ in fake.calls) == 4
+
+
+def test_a_failed_job_makes_the_exit_code_1(fake, monkeypatch, capsys):
+    real = fake.__call__
+
+    def answer(argv, stdin=None):
+        if list(argv)[:4] == ["scontrol", "-o", "show", "job"]:
+            return _out("scontrol-show-job.txt")  # 1_0 COMPLETED, 1_1 FAILED, ...
+        return real(argv, stdin)
+
+    monkeypatch.setattr(commands, "run_command", answer)
+    assert main(["slurm", "status", "1"]) == 1
+    out = capsys.readouterr().out
+    assert "FAILED (NonZeroExitCode)" in out and "COMPLETED" in out
+
+
+class FakeClock:
+    def __init__(self):
+        self.now = 100.0
+        self.slept: list[float] = []
+
+    def __call__(self):
+        return self.now
+
+    def sleep(self, seconds):
+        self.slept.append(seconds)
+        self.now += seconds
+
+
+def test_the_wait_ends_at_its_deadline_with_the_jobs_still_running(fake):
+    fake.queue = ["41|RUNNING\n"]
+    clock = FakeClock()
+    states, ended = wait_for_jobs(Slurm(fake), ["41"], interval=10, timeout=25, clock=clock,
+                                  sleep=clock.sleep)
+    assert not ended and clock.slept == [10, 10, 5]
+    assert [s.job_id for s in states] == ["41"]
+
+
+def test_a_job_gone_from_the_queue_has_ended(fake):
+    fake.queue = ["41|RUNNING\n", ""]
+    clock = FakeClock()
+    _, ended = wait_for_jobs(Slurm(fake), ["41"], interval=3, clock=clock, sleep=clock.sleep)
+    assert ended and clock.slept == [3]
+
+
+def test_a_job_unknown_to_controller_and_accounting(monkeypatch):
+    answers = {"scontrol": _out("scontrol-show-job-missing.txt", 1),
+               "sacct": _out("sacct-disabled.txt", 1)}
+    slurm = Slurm(lambda argv, stdin=None: answers[argv[0]])
+    (job,) = slurm.jobs("999")
+    assert job.state == "UNKNOWN" and job.finished and not job.succeeded
+    assert "no job accounting" in job.reason
