@@ -62,7 +62,7 @@ def _selected(store: Any, refs: list[str], nodes: tuple[str, ...]) -> list[Any]:
     if missing:
         from accelbench.core.untrusted import short
 
-        among = "the runs named" if refs else f"result store {store.path}"
+        among = "the runs named" if refs else f"result store {store.name}"
         raise NodesError(f"no run of node {short(missing[0])} in {among}")
     return [store.load_run(i) for i in ids if host[i] in nodes]
 
