@@ -232,6 +232,46 @@ def test_measurements_for_case(store_location: str) -> None:
     assert history[0][0].n_ok == 1
 
 
+def test_a_case_pattern_reads_only_the_cases_it_selects(store_location: str) -> None:
+    from accelbench.analysis.select import parse_case_pattern, select_case_runs
+
+    gemm, fp8, conv = sample_measurements()[:3]
+    with Store.open(store_location) as store:
+        later = store.begin_run(**RUN_ARGS, started_at=1_750_000_100.0)
+        earlier = store.begin_run(**RUN_ARGS, started_at=1_750_000_000.0)
+        for run_id in (later, earlier):
+            for m in sample_measurements():
+                store.add_measurement(run_id, m)
+        assert {m.case.key for m in store.case_examples()} == {
+            m.case.key for m in sample_measurements()}
+        runs = select_case_runs(store, parse_case_pattern("GEMM dtype=fp*"))
+        by_key = select_case_runs(store, conv.case.key)
+        assert select_case_runs(store, parse_case_pattern("attention")) == []
+    assert [r.record.id for r in runs] == [earlier, later]
+    assert all(r.measurements == (gemm, fp8) for r in runs)
+    assert [(r.record.id, r.measurements) for r in by_key] == [(earlier, (conv,)),
+                                                               (later, (conv,))]
+
+
+def test_the_newest_run_of_each_node_is_read_alone(store_location: str) -> None:
+    from accelbench.analysis.baseline import node_runs
+    from accelbench.analysis.select import select_node_runs, select_runs
+
+    with Store.open(store_location) as store:
+        for i, host in enumerate(["node-b", "node-a", "node-b", "node-a", "node-c"]):
+            run_id = store.begin_run(**{**RUN_ARGS, "host": host},
+                                     started_at=1_750_000_000.0 + i)
+            store.add_measurement(run_id, sample_measurements()[0])
+        newest = select_node_runs(store, [])
+        assert newest == node_runs(select_runs(store, []))
+        assert [r.record.host for r in newest] == ["node-a", "node-b", "node-c"]
+        assert {r.record.started_at for r in newest} == {
+            1_750_000_002.0, 1_750_000_003.0, 1_750_000_004.0}
+        only_b = select_node_runs(store, ["host=node-b"])
+    assert [(r.record.host, r.record.started_at) for r in only_b] == [
+        ("node-b", 1_750_000_002.0)]
+
+
 def test_profiles_round_trip(store_location: str) -> None:
     with Store.open(store_location) as store:
         run_id = store.begin_run(**RUN_ARGS)

@@ -132,6 +132,39 @@ def select_runs(store: Store, refs: Sequence[str]) -> list[StoredRun]:
     return [store.load_run(r.id) for r in ordered]
 
 
+def select_node_runs(store: Store, refs: Sequence[str]) -> list[StoredRun]:
+    """The newest run of each node (host and device) among those `refs` selects, in host
+    order, as `baseline.node_runs` picks them, reading only those runs from the store."""
+    records = store.list_runs()
+    if refs:
+        chosen: dict[str, RunRecord] = {}
+        for ref in refs:
+            found = matching_records(records, ref, store.name)
+            if not found:
+                raise UserError(f"no run matches {ref!r} in result store {store.name}")
+            chosen.update((r.id, r) for r in found)
+        records = list(chosen.values())
+    newest: dict[tuple[str, str], RunRecord] = {}
+    for record in sorted(records, key=lambda r: (r.started_at, r.id)):
+        newest[(record.host, record.device)] = record
+    return [store.load_run(newest[k].id) for k in sorted(newest)]
+
+
+def select_case_runs(store: Store, wanted: CasePattern | str) -> list[StoredRun]:
+    """The runs holding a case `wanted` (a case key or a pattern) selects, oldest first,
+    each with only those measurements and without its fingerprint: what a question about
+    some cases (`history`) reads, instead of every run whole."""
+    if isinstance(wanted, str):
+        pairs = store.measurements_for_case(wanted)
+    else:
+        keys = [m.case.key for m in store.case_examples() if wanted.matches(m.case)]
+        pairs = store.measurements_for_cases(keys)
+    grouped: dict[str, tuple[RunRecord, list[Measurement]]] = {}
+    for record, m in pairs:
+        grouped.setdefault(record.id, (record, []))[1].append(m)
+    return [StoredRun(record, {}, tuple(ms)) for record, ms in grouped.values()]
+
+
 def exclude_contended(runs: Sequence[StoredRun]) -> list[StoredRun]:
     """The runs with each figure measured on a busy host set aside: such a measurement
     stays, as not measured, with what made the host busy as its reason, so a comparison

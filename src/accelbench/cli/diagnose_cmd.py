@@ -64,13 +64,13 @@ def run(args: argparse.Namespace) -> int:
 
     from accelbench.analysis.diagnose import diagnose, unmatched_message
     from accelbench.analysis.rules import load_rules
-    from accelbench.analysis.select import select_runs
+    from accelbench.analysis.select import select_node_runs
     from accelbench.errors import EXIT_CASE_FAILED
 
     rules = load_rules(args.rules)
     with open_store(args, create=False) as store:
         base = load_baseline(args.baseline, store)
-        runs = select_runs(store, args.runs)
+        runs = select_node_runs(store, args.runs)
     strict = args.rules is not None
     result = diagnose(runs, rules, base, strict=strict, allow_unmatched=args.allow_unmatched)
     if strict and result.unmatched:

@@ -41,7 +41,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from accelbench.analysis.history import case_matcher, history
-    from accelbench.analysis.select import exclude_contended, exclude_throttled, select_runs
+    from accelbench.analysis.select import (
+        exclude_contended,
+        exclude_throttled,
+        select_case_runs,
+    )
     from accelbench.cli.compare_cmd import check_percent
     from accelbench.errors import EXIT_CASE_FAILED, UserError
 
@@ -50,7 +54,7 @@ def run(args: argparse.Namespace) -> int:
     check_percent(args.min_effect, "--min-effect")
     wanted = case_matcher(args.case)
     with open_store(args, create=False) as store:
-        runs = select_runs(store, [])
+        runs = select_case_runs(store, wanted)
     if args.exclude_contended:
         runs = exclude_contended(runs)
     if args.exclude_throttled:

@@ -380,17 +380,41 @@ class Store:
 
     def measurements_for_case(self, case_key: str) -> list[tuple[RunRecord, Measurement]]:
         """Every stored measurement of one case, oldest run first."""
-        runs = {
-            record.id: record
-            for record in self._runs(
-                "WHERE r.id IN (SELECT run_id FROM measurements WHERE case_key = ?)", (case_key,)
-            )
-        }
+        return self._measurements_where("m.case_key = ?", (case_key,))
+
+    def case_examples(self) -> list[Measurement]:
+        """One stored measurement of each case (the first stored), by case key: what
+        tells which cases a pattern selects without reading every record."""
+        rows = self._query(
+            "SELECT m.id, m.record FROM measurements m WHERE m.id IN"
+            " (SELECT MIN(id) FROM measurements GROUP BY case_key) ORDER BY m.case_key")
+        return [self._measurement(r["id"], r["record"]) for r in rows]
+
+    def measurements_for_cases(self, case_keys: Sequence[str]
+                               ) -> list[tuple[RunRecord, Measurement]]:
+        """Every stored measurement of these cases, oldest run first."""
+        out: list[tuple[RunRecord, Measurement]] = []
+        keys = sorted(set(case_keys))
+        for start in range(0, len(keys), _IDS_PER_QUERY):
+            chunk = keys[start:start + _IDS_PER_QUERY]
+            marks = ", ".join("?" for _ in chunk)
+            out += self._measurements_where(f"m.case_key IN ({marks})", chunk)
+        if len(keys) > _IDS_PER_QUERY:
+            out.sort(key=lambda pair: (pair[0].started_at, pair[0].id))  # stable: m.id kept
+        return out
+
+    def _measurements_where(self, where: str, params: Sequence[Any]
+                            ) -> list[tuple[RunRecord, Measurement]]:
         rows = self._query(
             "SELECT m.id, m.run_id, m.record FROM measurements m JOIN runs r ON r.id = m.run_id"
-            " WHERE m.case_key = ? ORDER BY r.started_at, r.id, m.id",
-            (case_key,),
-        )
+            f" WHERE {where} ORDER BY r.started_at, r.id, m.id", params)
+        ids = sorted({r["run_id"] for r in rows})
+        runs: dict[str, RunRecord] = {}
+        for start in range(0, len(ids), _IDS_PER_QUERY):
+            chunk = ids[start:start + _IDS_PER_QUERY]
+            marks = ", ".join("?" for _ in chunk)
+            runs.update((record.id, record)
+                        for record in self._runs(f"WHERE r.id IN ({marks})", chunk))
         return [(runs[r["run_id"]], self._measurement(r["id"], r["record"])) for r in rows]
 
     def _runs(self, where: str, params: Sequence[Any], limit: int | None = None) -> list[RunRecord]:
@@ -411,6 +435,7 @@ class Store:
 
 
 _ID_ATTEMPTS = 100
+_IDS_PER_QUERY = 500  # below SQLite's older limit of 999 bound parameters
 _INSERT_MEASUREMENT = (
     "INSERT INTO measurements (run_id, case_key, status, record) VALUES (?, ?, ?, ?)"
 )
