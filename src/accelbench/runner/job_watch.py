@@ -149,7 +149,14 @@ class Watchdog:
         self._thread = threading.Thread(target=self._loop, name="accelbench-watchdog",
                                         daemon=True)
         self._gone_at: float | None = None  # when this rank saw the group broken
+        self._stopped = threading.Event()
         self._thread.start()
+
+    def stop(self) -> None:
+        """The cases are over: stop watching, before the job's store goes away (its
+        client must not be in use while the process exits)."""
+        self._stopped.set()
+        self._thread.join(timeout=10 * POLL_S)
 
     @contextmanager
     def case(self, index: int, timeout_s: float) -> Iterator[None]:
@@ -169,11 +176,12 @@ class Watchdog:
             self._wait_and_end("its group lost a peer")
 
     def _loop(self) -> None:
-        while True:
-            time.sleep(POLL_S)
+        while not self._stopped.wait(POLL_S):
             try:
                 self._look()
             except Exception as exc:  # the store's server went with rank 0's node
+                if self._stopped.is_set():
+                    return
                 if self.channel.rank != 0:
                     self._end(f"the job's store stopped answering ({exc})")
                 print(f"accelbench: warning: the job's watchdog stopped: {exc}",

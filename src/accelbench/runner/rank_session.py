@@ -60,6 +60,7 @@ def run_as_rank(
     info, rank_device, backend = join_as_rank(request.device, request.backend,
                                               longest + SETTLE_WAIT_S)
     broken = False
+    watchdog: Watchdog | None = None
     try:
         cluster = gather_cluster(info)
         fingerprint = collect(rank_device)
@@ -117,6 +118,8 @@ def run_as_rank(
         return recorder.finish()
     finally:
         if not broken:
+            if watchdog is not None:
+                watchdog.stop()
             shutdown_group()
 
 
