@@ -237,3 +237,12 @@ def test_the_readme_command_runs_the_sweep_and_show_reads_it(tmp_path):
     assert len(measurements) == 5
     assert {m["status"] for m in measurements} == {"ok"}
     assert {m["details"]["wrong_elements"] for m in measurements} == {0}
+
+
+def test_a_one_node_job_records_its_node_and_interconnect(two_ranks):
+    outcome, _ = two_ranks
+    cluster = outcome.fingerprint.data["cluster"]
+    assert (cluster["node_count"], cluster["ranks_per_node"]) == (1, [2])
+    assert cluster["node_ranks"] == [[0, 1]]
+    assert len(cluster["node_names"]) == 1
+    assert isinstance(cluster["interconnect"][0], dict)

@@ -173,7 +173,7 @@ def run_request(args: argparse.Namespace, valid: Any, finish: Finish,
     err = console(stderr=True)
     listener = TerminalListener(err)
     if launched_by_torchrun():
-        return _run_as_rank(args, valid, listener, finish)
+        return _run_as_rank(args, valid, listener, finish, case_timeout)
     with open_store(args, create=True) as store:
         outcome = run_session(valid, store, argv=sys.argv[1:], listener=listener,
                               case_timeout=case_timeout)
@@ -184,12 +184,14 @@ def run_request(args: argparse.Namespace, valid: Any, finish: Finish,
 
 
 def _run_as_rank(args: argparse.Namespace, valid: Any, listener: TerminalListener,
-                 finish: Finish) -> int:
+                 finish: Finish, case_timeout: float | None) -> int:
     """Under torchrun: every rank measures; rank 0 stores, reports and prints."""
     from accelbench.runner.rank_session import run_as_rank
 
     with StoreOnFirstUse(args) as store:
-        outcome = run_as_rank(valid, store, argv=sys.argv[1:], listener=listener)
+        outcome = run_as_rank(valid, store, argv=sys.argv[1:], listener=listener,
+                              case_timeout=case_timeout,
+                              reopen_store=lambda: open_store(args, create=True))
         listener.close()
         if outcome is None:
             return 0

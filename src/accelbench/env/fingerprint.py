@@ -30,7 +30,9 @@ from accelbench.errors import DeviceError, StoreError
 #   1: first version. Keys added since, absent from older fingerprints (which still load):
 #      device.market_name; "product" (what the GPU was identified as, and why it has no
 #      published peaks if so); driver.problems (vendor tools that gave nothing, and why);
-#      "memory_model" (an APU or not, and XNACK on AMD GPUs: env.apu).
+#      "memory_model" (an APU or not, and XNACK on AMD GPUs: env.apu); "cluster" (the
+#      nodes of the distributed job the run's cases ran on, their ranks and interconnect
+#      settings: env.cluster; checked by store.record_schema).
 FORMAT_VERSION = 1
 
 # Environment variables that change what a benchmark measures: library selection and
@@ -125,6 +127,10 @@ class Fingerprint:
         """First 16 hex digits of the SHA-256 of the canonical JSON form."""
         canonical = json.dumps(self.to_dict(), sort_keys=True, separators=(",", ":"))
         return hashlib.sha256(canonical.encode("utf-8")).hexdigest()[:16]
+
+    def with_cluster(self, cluster: Mapping[str, Any]) -> Fingerprint:
+        """The same stack, with the nodes of the job its cases ran on (env.cluster)."""
+        return Fingerprint(self.device, {**self.data, "cluster": dict(cluster)})
 
     def to_dict(self) -> dict[str, Any]:
         return {"format_version": FORMAT_VERSION, **self.data, "device": self.device.to_dict()}

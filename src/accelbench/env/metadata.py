@@ -12,12 +12,14 @@ from dataclasses import dataclass
 from typing import Any
 
 # How a value is written (report.fingerprint): as it is, as a binary size, as a list of
-# names counted ("2 x MI300X"), or as a library's {"name", "version"}.
+# names counted ("2 x MI300X"), as a library's {"name", "version"}, or as the nodes of a
+# distributed job (env.cluster: one row for the nodes, then their interconnect settings).
 VALUE = "value"
 BYTES = "bytes"
 COUNTED = "counted"
 LIBRARY = "library"
-KINDS = (VALUE, BYTES, COUNTED, LIBRARY)
+CLUSTER = "cluster"
+KINDS = (VALUE, BYTES, COUNTED, LIBRARY, CLUSTER)
 
 
 @dataclass(frozen=True)
@@ -83,6 +85,7 @@ KEYS: tuple[MetadataKey, ...] = (
     MetadataKey("packages", "Packages", expand=True),
     MetadataKey("onnxruntime_providers", "onnxruntime providers"),
     MetadataKey("environment", "Environment", expand=True),
+    MetadataKey("cluster", "Nodes", kind=CLUSTER),
     MetadataKey("host.hostname", "Host"),
     MetadataKey("host.cpu_model", "CPU"),
     MetadataKey("host.physical_cores", "CPU cores"),

@@ -9,7 +9,7 @@ from collections import Counter
 from collections.abc import Mapping
 from typing import Any
 
-from accelbench.env.metadata import BYTES, COUNTED, KEYS, LIBRARY, MetadataKey
+from accelbench.env.metadata import BYTES, CLUSTER, COUNTED, KEYS, LIBRARY, MetadataKey
 from accelbench.report.units import format_bytes, format_plain
 
 
@@ -55,6 +55,9 @@ def rows(fingerprint: Mapping[str, Any]) -> list[tuple[str, str]]:
         value = meta.get(fingerprint)
         if _absent(value):
             continue
+        if meta.kind == CLUSTER and isinstance(value, Mapping):
+            result.extend(cluster_rows(meta.label, value))
+            continue
         if meta.expand and isinstance(value, Mapping):
             # An empty value is kept here: CUDA_VISIBLE_DEVICES="" hides every GPU.
             result.extend(
@@ -67,6 +70,38 @@ def rows(fingerprint: Mapping[str, Any]) -> list[tuple[str, str]]:
         if text:
             result.append((meta.label, text))
     return result
+
+
+def cluster_rows(label: str, cluster: Mapping[str, Any]) -> list[tuple[str, str]]:
+    """The nodes of a job with their ranks, the interconnect settings they share, and each
+    node's settings that differ from the others'."""
+    from accelbench.env.cluster import Cluster, shared_settings
+
+    nodes = Cluster.from_dict(cluster).nodes
+    listed = ", ".join(f"{n.name} ({_ranks(n.ranks)})" for n in nodes)
+    out = [(label, f"{len(nodes)}: {listed}")]
+    common, differing = shared_settings(nodes)
+    if common:
+        out.append(("Interconnect" if len(nodes) == 1 else "Interconnect (every node)",
+                    _settings(common)))
+    for node, own in zip(nodes, differing, strict=True):
+        if own:
+            out.append((f"Interconnect ({node.name})", _settings(own)))
+    return out
+
+
+def _ranks(ranks: tuple[int, ...]) -> str:
+    if not ranks:
+        return "no ranks"
+    if len(ranks) == 1:
+        return f"rank {ranks[0]}"
+    if list(ranks) == list(range(ranks[0], ranks[-1] + 1)):
+        return f"ranks {ranks[0]}-{ranks[-1]}"
+    return "ranks " + ", ".join(map(str, ranks))
+
+
+def _settings(values: Mapping[str, Any]) -> str:
+    return ", ".join(f"{k}={v}" for k, v in values.items())
 
 
 def flatten(d: Any, prefix: str = "") -> list[tuple[str, str]]:

@@ -143,6 +143,16 @@ class GroupCoordinator:
         return int(data.item())
 
 
+class GroupBroken(Exception):
+    """The job's process group failed between cases: a peer is gone or out of step, and
+    no collective of this group can be trusted again."""
+
+    def __init__(self, index: int, error: str) -> None:
+        super().__init__(f"case {index}: {error}")
+        self.index = index
+        self.error = error
+
+
 def gather_outcomes(status: str, reason: str | None) -> list[tuple[str, str | None]]:
     """Every rank's (status, reason) of the case just run, on every rank."""
     import torch.distributed as dist

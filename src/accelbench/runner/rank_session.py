@@ -1,21 +1,35 @@
 """`accelbench run` started by the user under torchrun, on one node or many.
 
-Every rank runs this: it joins the job's process group, reads its own device, plans the
-same cases, and runs them in step with the others; only rank 0 opens the store, writes
-each result and prints. Without a supervising process, a case that desynchronises the
-ranks ends when the process group's timeout expires.
+Every rank runs this: it joins the job's process group, says which node it is on and with
+which interconnect settings (gathered once, into the fingerprint's "cluster"), reads its
+own device, plans the same cases, and runs them in step with the others; only rank 0
+opens the store, writes each result and prints.
+
+No accelbench supervises the ranks, so each watches the job itself (runner.job_watch):
+when a node dies or stops answering during a case, rank 0 stores that case as failed,
+naming the nodes and ranks that stopped answering, stores the cases it can no longer run
+as failed too, and finishes the run (failed, exit 1); every rank ends within the case's
+timeout and the probe that names the lost ranks.
 """
 
 from __future__ import annotations
 
+import atexit
+import threading
+import time
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING
+from contextlib import suppress
+from typing import TYPE_CHECKING, Any
 
-from accelbench.errors import UserError
-from accelbench.runner.plan import ValidRequest, expand
+from accelbench.errors import EXIT_CASE_FAILED, UserError
+from accelbench.runner.job_watch import PEER_LOST
+from accelbench.runner.plan import PlannedCase, ValidRequest, expand
 from accelbench.runner.recorder import Listener, Outcome, RunRecorder
 
 if TYPE_CHECKING:
+    from accelbench.core.context import DistInfo
+    from accelbench.env.cluster import Cluster
+    from accelbench.runner.job_watch import Channel, Watchdog
     from accelbench.store import Store
 
 
@@ -24,18 +38,31 @@ def run_as_rank(
     open_store: Callable[[], Store],
     argv: Sequence[str] = (),
     listener: Listener | None = None,
+    case_timeout: float | None = None,
+    reopen_store: Callable[[], Store] | None = None,
 ) -> Outcome | None:
-    """Returns rank 0's outcome; None on the other ranks."""
+    """Returns rank 0's outcome; None on the other ranks.
+
+    `reopen_store` opens another connection to the store, for the watchdog thread that
+    stores the run when the main thread is stuck in a collective of a broken group.
+    """
     from accelbench.env.fingerprint import collect
-    from accelbench.runner.distributed import join_as_rank, shutdown_group
+    from accelbench.runner.distributed import GroupBroken, join_as_rank, shutdown_group
+    from accelbench.runner.job_watch import SETTLE_WAIT_S, Channel, Watchdog
     from accelbench.runner.ranks import run_cases_as_rank
 
     request = valid.request
     if request.nproc_per_node is not None:
         raise UserError("already started by torchrun: leave out --nproc-per-node")
+    longest = case_timeout or max(b.timeout_s for b in valid.registry)
+    # The group's own timeout comes after the watchdog's deadline and its settling, so
+    # that the watchdog, not NCCL's teardown of the process, ends a hung case.
     info, rank_device, backend = join_as_rank(request.device, request.backend,
-                                              max(b.timeout_s for b in valid.registry))
+                                              longest + SETTLE_WAIT_S)
+    broken = False
+    watchdog: Watchdog | None = None
     try:
+        cluster = gather_cluster(info)
         fingerprint = collect(rank_device)
         device = fingerprint.device
         cases = [c.on_world(info.world_size, backend) if c.benchmark.distributed else c
@@ -47,19 +74,191 @@ def run_as_rank(
 
             threads = request.threads or max(1, (os.cpu_count() or 1) // info.local_world_size)
             cases = [c.with_threads(threads) for c in cases]
+
+        def timeout_for(planned: PlannedCase) -> float:
+            return case_timeout or planned.benchmark.case_timeout(planned.params)
+
+        channel = (Channel.connect(info.rank, info.world_size, longest)
+                   if info.world_size > 1 else None)
         if info.rank != 0:
-            run_cases_as_rank(cases, device, valid.policy, info, lambda i: None,
-                              lambda i, m: None)
+            watchdog = Watchdog(channel) if channel else None
+            try:
+                run_cases_as_rank(cases, device, valid.policy, info, lambda i: None,
+                                  lambda i, m: None,
+                                  on_rank_failure=_tell_failure(channel),
+                                  guard=_guard(watchdog, timeout_for))
+            except GroupBroken:
+                broken = True
+                if watchdog is None:
+                    raise
+                watchdog.broken_here()  # ends this process once rank 0 has settled
             return None
 
-        recorder = RunRecorder(open_store(), fingerprint, request.suite, argv, listener)
+        recorder = RunRecorder(open_store(), fingerprint.with_cluster(cluster.to_dict()),
+                               request.suite, argv, listener)
         recorder.planned(cases)
+        job = _Job(recorder, cases, info, cluster, channel, reopen_store)
+        watchdog = Watchdog(channel, on_broken=job.settle_from_watchdog) if channel else None
         try:
             run_cases_as_rank(cases, device, valid.policy, info,
-                              on_start=lambda i: recorder.listener.started(i, cases[i]),
-                              on_result=recorder.record)
+                              on_start=job.started, on_result=job.record,
+                              on_rank_failure=_tell_failure(channel),
+                              guard=_guard(watchdog, timeout_for))
+        except GroupBroken as lost:
+            broken = True
+            job.settle(lost.index, f"rank 0: {_first_sentence(lost.error)}")
         except KeyboardInterrupt as stop:
-            recorder.interrupt(stop)
+            # torchrun's agent stops every worker of a node (SIGTERM) when one of them
+            # fails: if peers are gone, the case in flight failed for that.
+            if job.in_flight is not None and channel is not None and channel.probe():
+                broken = True
+                job.settle(job.in_flight, "stopped by SIGTERM")
+            else:
+                recorder.interrupt(stop)
         return recorder.finish()
     finally:
-        shutdown_group()
+        if not broken:
+            if watchdog is not None:
+                watchdog.stop()
+            shutdown_group()
+
+
+def gather_cluster(info: DistInfo) -> Cluster:
+    """Every rank's node and interconnect settings, on every rank (one exchange)."""
+    import os
+
+    import torch.distributed as dist
+
+    from accelbench.env.cluster import Cluster, RankPlace
+    from accelbench.runner.nodes import interconnect_env, node_name
+
+    group_rank = os.environ.get("GROUP_RANK", "")
+    place = RankPlace(info.rank, int(group_rank) if group_rank.isdigit() else None,
+                      node_name(), interconnect_env())
+    places: list[Any] = [None] * info.world_size
+    dist.all_gather_object(places, place)
+    return Cluster.from_places(places)
+
+
+def _tell_failure(channel: Channel | None) -> Callable[[int, Any], None] | None:
+    if channel is None:
+        return None
+    return lambda index, m: channel.fail_case(index, m.reason or "failed")
+
+
+def _guard(watchdog: Watchdog | None, timeout_for: Callable[[PlannedCase], float]) -> Any:
+    if watchdog is None:
+        return None
+    return lambda index, planned: watchdog.case(index, timeout_for(planned))
+
+
+class _Job:
+    """Rank 0's account of the job: which case is in flight, and how to settle the run
+    when the group breaks (from the main thread, or from the watchdog's)."""
+
+    def __init__(self, recorder: RunRecorder, cases: Sequence[PlannedCase], info: DistInfo,
+                 cluster: Cluster, channel: Channel | None,
+                 reopen_store: Callable[[], Store] | None) -> None:
+        self.recorder = recorder
+        self.cases = cases
+        self.info = info
+        self.cluster = cluster
+        self.channel = channel
+        self.reopen_store = reopen_store
+        self.in_flight: int | None = None
+        self.started_at = time.time()
+        self._settling = threading.Lock()
+
+    def started(self, index: int) -> None:
+        self.in_flight = index
+        self.started_at = time.time()
+        self.recorder.listener.started(index, self.cases[index])
+
+    def record(self, index: int, measurement: Any) -> None:
+        self.recorder.record(index, measurement)
+        self.in_flight = None
+
+    def settle(self, index: int, how: str) -> None:
+        """Store case `index` as failed, with the ranks that stopped answering, and every
+        later case as not run; finish the run; let the other ranks end."""
+        with self._settling:
+            self._store_failed(index, how, self.recorder)
+
+    def settle_from_watchdog(self, index: int, how: str) -> None:
+        """The main thread is stuck in a collective: store through another connection,
+        then end the process (the lock is never released: nothing else settles)."""
+        import sys
+
+        from accelbench.runner.job_watch import end_process
+
+        if self.reopen_store is None or not self._settling.acquire(blocking=False):
+            return
+        try:
+            store = self.reopen_store()
+        except Exception as exc:  # the main thread may still settle, once it is free
+            self._settling.release()
+            print(f"accelbench: warning: cannot store the run from the watchdog: {exc}",
+                  file=sys.stderr, flush=True)
+            return
+        try:
+            self._store_failed(index, how, RunRecorder.resumed(
+                store, self.recorder.outcome, self.recorder.listener))
+        finally:
+            store.close()
+        print(f"accelbench: error: {self.cases[index].case.label}: the job lost ranks; "
+              f"run {self.recorder.run_id} stored as failed", file=sys.stderr, flush=True)
+        if self.channel is not None:
+            _leave(self.channel)
+        end_process(EXIT_CASE_FAILED)
+
+    def _store_failed(self, index: int, how: str, recorder: RunRecorder) -> None:
+        lost = self.channel.probe() if self.channel else []
+        own = self.channel.failures(index) if self.channel else {}
+        if how == PEER_LOST and own:  # said by another rank: its own words are better
+            rank = min(own)
+            how = f"rank {rank}: {_first_sentence(own[rank])}"
+        reason = failure_reason(self.cluster, lost, own, how)
+        details = {"dist": self.info.to_dict(), "lost_ranks": lost,
+                   "lost_nodes": sorted({n.name for r in lost
+                                         if (n := self.cluster.node_of(r)) is not None})}
+        for i in range(index, len(self.cases)):
+            recorder.record(i, _failed(self.cases[i], reason if i == index
+                                       else f"not run: {reason}",
+                                       self.started_at if i == index else time.time(),
+                                       details))
+        recorder.finish()
+        if self.channel is not None:
+            self.channel.settle()
+            # The others wait for this rank to leave: at exit, its output written (or
+            # at once, when the watchdog ends the process).
+            atexit.register(_leave, self.channel)
+
+
+def _leave(channel: Channel) -> None:
+    with suppress(Exception):
+        channel.leave()
+
+
+def _first_sentence(error: str) -> str:
+    """Gloo's transport errors end with advice ("This is typically caused by ...")."""
+    return error.split(". This is typically caused", 1)[0]
+
+
+def failure_reason(cluster: Cluster, lost: Sequence[int], own: dict[int, str],
+                   how: str) -> str:
+    """Why the case failed: the nodes and ranks that stopped answering (and how that was
+    seen), else the first rank's own failure of it, else how it was seen."""
+    if lost:
+        return f"{cluster.describe(lost)} stopped answering ({how})"
+    if own:
+        rank = min(own)
+        return f"rank {rank}: {own[rank]}"
+    return how
+
+
+def _failed(planned: PlannedCase, reason: str, started_at: float,
+            details: dict[str, Any]) -> Any:
+    from accelbench.core.measurement import STATUS_FAILED, not_measured
+
+    return not_measured(planned.case, STATUS_FAILED, reason, started_at,
+                        max(0.0, time.time() - started_at), details=dict(details))

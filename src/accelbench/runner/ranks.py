@@ -14,6 +14,7 @@ import os
 import pickle
 import sys
 from collections.abc import Callable, Sequence
+from contextlib import AbstractContextManager, nullcontext
 from typing import Any
 
 from accelbench.core.context import DistInfo
@@ -42,26 +43,33 @@ def run_cases_as_rank(
     on_start: Callable[[int], None],
     on_result: Callable[[int, Measurement], None],
     on_rank_failure: Callable[[int, Measurement], None] | None = None,
+    guard: Callable[[int, PlannedCase], AbstractContextManager[Any]] | None = None,
 ) -> None:
     """Run every case on this rank; rank 0's callbacks see the combined outcome.
 
     A rank whose case failed, rank 0 included, says so through `on_rank_failure` at
     once, with its failed measurement: if the other ranks are still inside the case's
     collectives, they will never reach the exchange of outcomes, and whoever supervises
-    the job should not wait for them.
+    the job should not wait for them. Each case runs inside `guard(index, case)` (a
+    watchdog's deadline). When the exchange of outcomes itself fails, the group is
+    broken: GroupBroken says so, with the index of the case.
     """
-    from accelbench.runner.distributed import GroupCoordinator, gather_outcomes
-    from accelbench.runner.worker import execute_case
+    from accelbench.runner.distributed import GroupBroken, GroupCoordinator, gather_outcomes
+    from accelbench.runner.worker import describe_error, execute_case
 
     coordinator = GroupCoordinator("cpu" if info.backend != "nccl" else device.torch_device)
     for index, planned in enumerate(cases):
         if info.rank == 0:
             on_start(index)
-        measurement = execute_case(planned, device, policy, info, coordinator)
-        if measurement.status == STATUS_FAILED and on_rank_failure:
-            on_rank_failure(index, dataclasses.replace(
-                measurement, details={**measurement.details, "dist": info.to_dict()}))
-        outcomes = gather_outcomes(measurement.status, measurement.reason)
+        with guard(index, planned) if guard else nullcontext():
+            measurement = execute_case(planned, device, policy, info, coordinator)
+            if measurement.status == STATUS_FAILED and on_rank_failure:
+                on_rank_failure(index, dataclasses.replace(
+                    measurement, details={**measurement.details, "dist": info.to_dict()}))
+            try:
+                outcomes = gather_outcomes(measurement.status, measurement.reason)
+            except Exception as exc:
+                raise GroupBroken(index, measurement.reason or describe_error(exc)) from exc
         if info.rank == 0:
             on_result(index, combine(measurement, outcomes, info))
 

@@ -104,6 +104,18 @@ class RunRecorder:
         self.outcome = Outcome(run_id, fingerprint)
         self._finished = False
 
+    @classmethod
+    def resumed(cls, store: Store, outcome: Outcome,
+                listener: Listener | None = None) -> RunRecorder:
+        """A recorder of a run begun by another, through another connection to its store
+        (a connection serves the thread that opened it): it goes on from `outcome`."""
+        recorder = cls.__new__(cls)
+        recorder._store = store
+        recorder.listener = listener or SilentListener()
+        recorder.outcome = outcome
+        recorder._finished = False
+        return recorder
+
     @property
     def run_id(self) -> str:
         return self.outcome.run_id

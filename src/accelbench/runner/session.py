@@ -59,6 +59,7 @@ def run_session(
                                      request)
             cases = [c.on_world(c.ranks, backend) if c.benchmark.distributed else c
                      for c in cases]
+            fingerprint = fingerprint.with_cluster(_this_node(cases))
         if device.type == "cpu":
             threads = request.threads or _free_cores()
             cases = [c.with_threads(max(1, threads // c.ranks)) for c in cases]
@@ -126,6 +127,16 @@ def _refused_ranks(cases: Sequence[PlannedCase], device: DeviceInfo, device_coun
         if warning:
             print(f"accelbench: warning: {warning}", file=sys.stderr)
     return refused
+
+
+def _this_node(cases: Sequence[PlannedCase]) -> dict[str, Any]:
+    """The one node the ranks of --nproc-per-node run on (env.cluster), with the most
+    ranks a case runs on; the ranks inherit this process's interconnect settings."""
+    from accelbench.env.cluster import Cluster
+    from accelbench.runner.nodes import interconnect_env, node_name
+
+    ranks = max(c.ranks for c in cases if c.benchmark.distributed)
+    return Cluster.one_node(node_name(), ranks, interconnect_env()).to_dict()
 
 
 def _free_cores() -> int:

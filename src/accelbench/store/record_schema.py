@@ -201,6 +201,24 @@ _RECORD = {
     },
 }
 
+# The fingerprint is read leniently (keys come and go with its history), but the nodes of
+# a distributed job are read by `show` and the reports: env.cluster's dict form.
+_CLUSTER = {
+    "type": "object",
+    "required": ["node_count", "node_names", "ranks_per_node"],
+    "properties": {
+        "node_count": {"type": "integer", "minimum": 1},
+        "node_names": _TEXTS,
+        "ranks_per_node": {"type": "array", "items": {"type": "integer", "minimum": 0}},
+        "node_ranks": {"type": "array",
+                       "items": {"type": "array", "items": {"type": "integer", "minimum": 0}}},
+        "interconnect": {"type": "array",
+                         "items": {"type": "object", "additionalProperties": _TEXT}},
+    },
+    "additionalProperties": False,
+}
+_FINGERPRINT = {"type": "object", "properties": {"cluster": _CLUSTER}}
+
 RUN = {
     "type": "object",
     "required": ["id", "started_at", "status", "device", "generation_key", "fingerprint_id"],
@@ -238,7 +256,7 @@ SCHEMA: dict[str, Any] = {
                 "required": ["run", "fingerprint", "measurements"],
                 "properties": {
                     "run": {"$ref": "#/$defs/run"},
-                    "fingerprint": {"type": "object"},
+                    "fingerprint": {"$ref": "#/$defs/fingerprint"},
                     "measurements": {"type": "array", "items": {"$ref": "#/$defs/record"}},
                 },
                 "additionalProperties": False,
@@ -246,8 +264,8 @@ SCHEMA: dict[str, Any] = {
         },
     },
     "additionalProperties": False,
-    "$defs": {"run": RUN, "record": _RECORD, "record1": RECORD_1, "record2": RECORD_2,
-              "record3": RECORD_3},
+    "$defs": {"run": RUN, "fingerprint": _FINGERPRINT, "record": _RECORD,
+              "record1": RECORD_1, "record2": RECORD_2, "record3": RECORD_3},
 }
 
 
