@@ -119,33 +119,30 @@ def select_group(store: Store, ref: str) -> RunGroup:
 
 def select_runs(store: Store, refs: Sequence[str]) -> list[StoredRun]:
     """Every run any of `refs` selects (no reference: every run), oldest first, once each."""
-    if not refs:
-        return [store.load_run(r.id) for r in reversed(store.list_runs())]
+    ordered = sorted(_chosen_records(store, refs), key=lambda r: (r.started_at, r.id))
+    return [store.load_run(r.id) for r in ordered]
+
+
+def _chosen_records(store: Store, refs: Sequence[str]) -> list[RunRecord]:
+    """The records of the runs any of `refs` selects (no reference: every run), once
+    each; a reference that selects nothing is an error."""
     records = store.list_runs()
+    if not refs:
+        return records
     chosen: dict[str, RunRecord] = {}
     for ref in refs:
         found = matching_records(records, ref, store.name)
         if not found:
             raise UserError(f"no run matches {ref!r} in result store {store.name}")
         chosen.update((r.id, r) for r in found)
-    ordered = sorted(chosen.values(), key=lambda r: (r.started_at, r.id))
-    return [store.load_run(r.id) for r in ordered]
+    return list(chosen.values())
 
 
 def select_node_runs(store: Store, refs: Sequence[str]) -> list[StoredRun]:
     """The newest run of each node (host and device) among those `refs` selects, in host
     order, as `baseline.node_runs` picks them, reading only those runs from the store."""
-    records = store.list_runs()
-    if refs:
-        chosen: dict[str, RunRecord] = {}
-        for ref in refs:
-            found = matching_records(records, ref, store.name)
-            if not found:
-                raise UserError(f"no run matches {ref!r} in result store {store.name}")
-            chosen.update((r.id, r) for r in found)
-        records = list(chosen.values())
     newest: dict[tuple[str, str], RunRecord] = {}
-    for record in sorted(records, key=lambda r: (r.started_at, r.id)):
+    for record in sorted(_chosen_records(store, refs), key=lambda r: (r.started_at, r.id)):
         newest[(record.host, record.device)] = record
     return [store.load_run(newest[k].id) for k in sorted(newest)]
 

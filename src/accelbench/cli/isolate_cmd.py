@@ -7,7 +7,7 @@ from __future__ import annotations
 import argparse
 import os
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from accelbench.cli.options import (
     add_device,
@@ -102,6 +102,7 @@ def run(args: argparse.Namespace) -> int:
 def _finish(args: argparse.Namespace, outcome: Outcome, store_location: str,
             report: Path | None) -> int:
     from accelbench.analysis.isolate import isolate_results
+    from accelbench.cli.run_cmd import outcome_json
     from accelbench.report.isolate import isolate_tables, verdict_lines
     from accelbench.report.tables import render_rich
     from accelbench.report.terminal import console, results_table, text
@@ -109,18 +110,10 @@ def _finish(args: argparse.Namespace, outcome: Outcome, store_location: str,
     results = isolate_results(outcome.measurements)
     named = [n for r in results for n in r.verdict.names()]
     if args.json:
-        data: dict[str, Any] = {
-            "run_id": outcome.run_id,
-            "status": outcome.status,
-            "generation_key": outcome.fingerprint.generation_key,
-            "store": str(store_location),
-            "report": str(report) if report else None,
-            "named": named,
-            "verdicts": [{"nodes": r.nodes, "lines": verdict_lines(r),
-                          **r.verdict.to_dict()} for r in results],
-            "measurements": [m.export_dict() for m in outcome.measurements],
-        }
-        print_json(data)
+        print_json(outcome_json(
+            outcome, store_location, report, named=named,
+            verdicts=[{"nodes": r.nodes, "lines": verdict_lines(r), **r.verdict.to_dict()}
+                      for r in results]))
     else:
         out = console()
         if not results:  # failed or skipped: its reason

@@ -209,6 +209,21 @@ def _write_report(args: argparse.Namespace, store: Any, outcome: Any) -> Path | 
     return write_report(store.load_run(outcome.run_id), path)
 
 
+def outcome_json(outcome: Outcome, store_location: str, report: Path | None,
+                 **extra: Any) -> dict[str, Any]:
+    """A finished run as `--json` prints it: the run, where it is stored and reported,
+    what a command adds (`extra`), and every measurement."""
+    return {
+        "run_id": outcome.run_id,
+        "status": outcome.status,
+        "generation_key": outcome.fingerprint.generation_key,
+        "store": str(store_location),
+        "report": str(report) if report else None,
+        **extra,
+        "measurements": [m.export_dict() for m in outcome.measurements],
+    }
+
+
 def _finish(args: argparse.Namespace, outcome: Outcome, store_location: str,
             report: Path | None) -> int:
     from accelbench.report.collectives import collectives_table
@@ -218,14 +233,7 @@ def _finish(args: argparse.Namespace, outcome: Outcome, store_location: str,
     from accelbench.report.validation import validation_tables
 
     if args.json:
-        print_json({
-            "run_id": outcome.run_id,
-            "status": outcome.status,
-            "generation_key": outcome.fingerprint.generation_key,
-            "store": str(store_location),
-            "report": str(report) if report else None,
-            "measurements": [m.export_dict() for m in outcome.measurements],
-        })
+        print_json(outcome_json(outcome, store_location, report))
     else:
         out = console()
         title = f"Run {outcome.run_id}: {outcome.fingerprint.generation_key}"

@@ -9,7 +9,7 @@ import difflib
 import os
 from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from accelbench.cli.options import (
     add_device,
@@ -129,23 +129,15 @@ def run(args: argparse.Namespace) -> int:
 def _finish(args: argparse.Namespace, outcome: Outcome, store_location: str,
             report: Path | None) -> int:
     from accelbench.analysis.validation import check_results, tally
+    from accelbench.cli.run_cmd import outcome_json
     from accelbench.report.tables import render_rich
     from accelbench.report.terminal import console, text
     from accelbench.report.validation import summary_line, validation_tables
 
     if args.json:
         results = check_results(outcome.measurements)
-        data: dict[str, Any] = {
-            "run_id": outcome.run_id,
-            "status": outcome.status,
-            "generation_key": outcome.fingerprint.generation_key,
-            "store": str(store_location),
-            "report": str(report) if report else None,
-            "summary": tally(results),
-            "checks": [r.to_dict() for r in results],
-            "measurements": [m.export_dict() for m in outcome.measurements],
-        }
-        print_json(data)
+        print_json(outcome_json(outcome, store_location, report, summary=tally(results),
+                                checks=[r.to_dict() for r in results]))
     else:
         out = console()
         out.print(text(f"Validation {outcome.run_id}: {outcome.fingerprint.generation_key}"))
