@@ -4,6 +4,8 @@ server; a password in the URL is never shown."""
 from __future__ import annotations
 
 import json
+import os
+import subprocess
 import sys
 from pathlib import Path
 
@@ -274,3 +276,43 @@ def test_the_driver_missing_is_one_line(pg_url: str, capsys, monkeypatch) -> Non
     monkeypatch.setattr(builtins, "__import__", no_psycopg)
     assert main(["runs", "--store", pg_url]) == EXIT_STORE
     _one_line_error(capsys.readouterr().err, "pip install 'accelbench[postgres]'")
+
+
+def _accelbench(*args: str, home: Path) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "XDG_DATA_HOME": str(home)}
+    return subprocess.run([sys.executable, "-m", "accelbench", *args], capture_output=True,
+                          text=True, env=env, timeout=600, check=False)
+
+
+def test_run_validate_and_profile_write_into_postgres(pg_url: str, _data_home: Path) -> None:
+    """The commands that measure store into a database as into a file: their runs are
+    there, and their reports and traces go to the user data directory."""
+    ran = _accelbench("run", "--bench", "gemm", "--dtype", "fp32", "-p", "shape=64",
+                      "--device", "cpu", "--max-time", "0.1", "--store", pg_url, "--json",
+                      home=_data_home)
+    assert ran.returncode == 0, ran.stderr
+    run = json.loads(ran.stdout)
+    assert run["status"] == "complete" and Path(run["report"]).is_file()
+    assert Path(run["report"]).is_relative_to(_data_home / "accelbench" / "reports")
+
+    checked = _accelbench("validate", "--check", "determinism", "--dtype", "fp32",
+                          "--device", "cpu", "--store", pg_url, "--json", "--no-report",
+                          home=_data_home)
+    assert checked.returncode == 0, checked.stderr
+    validation = json.loads(checked.stdout)
+
+    profiled = _accelbench("profile", "gemm", "-p", "shape=96", "--dtype", "fp32",
+                           "--device", "cpu", "--wait", "1", "--warmup", "1", "--steps", "3",
+                           "--store", pg_url, "--json", home=_data_home)
+    assert profiled.returncode == 0, profiled.stderr
+    profile = json.loads(profiled.stdout)
+    (trace,) = profile["traces"]
+    assert Path(trace).is_relative_to(_data_home / "accelbench" / "profiles")
+
+    with Store.open(pg_url, create=False) as store:
+        stored = {r.id: r for r in store.list_runs()}
+        assert set(stored) == {run["run_id"], validation["run_id"], profile["run_id"]}
+        assert stored[profile["run_id"]].suite == "profile"
+        assert [p.case_key for p in store.profiles_for_run(profile["run_id"])] == [
+            profile["measurement"]["case"]["key"]]
+        assert store.load_run(validation["run_id"]).measurements
