@@ -183,6 +183,25 @@ def test_collectives_job_runs_torchrun_ranks_and_stores_them(cluster, tmp_path):
     assert params["world_size"] == 2 and params["backend"] == "gloo"
 
 
+def test_isolate_job_runs_isolate_on_the_ranks_and_stores_it(cluster, tmp_path):
+    store = tmp_path / "results.sqlite"
+    done = cluster.accelbench(
+        "slurm", "isolate", "--nodes", "1", "--nproc-per-node", "2", "--partition",
+        PARTITION, "--rdzv-port", str(_free_port()), "--store", str(store),
+        "--output-dir", str(tmp_path / "logs"), "--wait", "--poll-interval", "0.5",
+        "--wait-timeout", str(JOB_DEADLINE_S), "--", "--device", "cpu", "--bytes", "16K",
+        "--samples", "3", "--no-report")
+    logs = "\n".join(p.read_text() for p in (tmp_path / "logs").glob("*.out"))
+    # One pair of local ranks: nothing can be named, so isolate exits 0 and the job
+    # completes.
+    assert done.returncode == 0, f"{done.stdout}\n{done.stderr}\n{logs}\n{cluster.logs()}"
+    assert "COMPLETED" in done.stdout
+    (run,) = _runs(store)
+    assert run.record.host == cluster.node
+    (m,) = run.measurements
+    assert (m.case.benchmark, m.status) == ("isolate", "ok"), m.reason
+
+
 def test_a_partition_that_does_not_exist(cluster, tmp_path):
     done = cluster.accelbench("slurm", "qualify", "--nodes", cluster.node, "--partition",
                               "no-such-partition", "--store", str(tmp_path / "r.sqlite"))

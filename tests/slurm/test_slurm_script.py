@@ -7,6 +7,7 @@ import pytest
 
 from accelbench.errors import UserError
 from accelbench.slurm.script import (
+    ISOLATE_PROGRAM,
     Directives,
     Launch,
     collectives_script,
@@ -98,6 +99,17 @@ def test_collectives_on_named_nodes_asks_for_that_list():
                                 nproc_per_node=1, port=29600, run_args=[], store=None)
     assert "#SBATCH --nodelist=gpu[01-02]\n" in script and "--nodes=" not in script
     assert '"$head:29600"' in script and "--store" not in script
+
+
+def test_an_isolate_job_runs_isolate_on_every_rank():
+    directives = Directives(job_name="accelbench-isolate", partition="gpu",
+                            output="/l/%x-%j.out")
+    script = collectives_script(directives, LAUNCH, node_count=8, hostlist=None,
+                                nproc_per_node=8, port=29500, run_args=["--bytes", "64M"],
+                                store=None, program=ISOLATE_PROGRAM)
+    assert script.startswith("#!/bin/bash\n# accelbench isolate across the nodes")
+    assert script.endswith("-m accelbench isolate --bytes 64M\n")
+    assert "--bench" not in script and "#SBATCH --nodes=8\n" in script
 
 
 HOSTILE = ["$(touch /tmp/owned)", "`id`", "a b; rm -rf ~", "it's", "line\nbreak", "--x=\"y\"",

@@ -1,5 +1,5 @@
-"""`accelbench slurm`: submit qualification runs (one job per node) and a multi-node
-collectives job to Slurm, each writing into the store named by --store; wait for them
+"""`accelbench slurm`: submit qualification runs (one job per node) and multi-node
+collectives and isolate jobs to Slurm, each writing into the store named by --store; wait for them
 or read their state. Slurm schedules; accelbench writes the jobs and reads their state
 with sbatch, squeue, scontrol and sacct."""
 
@@ -27,8 +27,8 @@ if TYPE_CHECKING:
     from accelbench.slurm.script import Directives, Launch
 
 NAME = "slurm"
-HELP = ("submit qualification runs (one job per node) and a multi-node collectives job "
-        "to Slurm, wait for them, or show their state")
+HELP = ("submit qualification runs (one job per node) and multi-node collectives or "
+        "isolate jobs to Slurm, wait for them, or show their state")
 
 DEFAULT_POLL_S = 10.0
 
@@ -50,19 +50,21 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                          help="also run `accelbench validate` on each node")
     _add_common(qualify)
 
-    collectives = actions.add_parser(
-        "collectives", help="one job across nodes: torchrun on each, c10d rendezvous",
-        description="Submit one job across --nodes: srun starts torchrun on every node, "
-        "which meet through the c10d rendezvous on the first node, and run "
-        "`accelbench run --bench collectives`. Arguments after `--` go to `accelbench run`.")
-    collectives.add_argument("--nodes", required=True, metavar="N|HOSTLIST",
-                             help="a number of nodes, or the nodes as a Slurm hostlist")
-    collectives.add_argument("--nproc-per-node", type=positive_int, default=1, metavar="K",
-                             help="ranks per node (default 1; one per GPU on GPU nodes)")
-    collectives.add_argument("--rdzv-port", type=_port, default=DEFAULT_RDZV_PORT,
-                             metavar="PORT", help="the rendezvous port on the first node "
-                             f"(default {DEFAULT_RDZV_PORT})")
-    _add_common(collectives)
+    for name, command in (("collectives", "run --bench collectives"),
+                          ("isolate", "isolate")):
+        across = actions.add_parser(
+            name, help=f"one job across nodes: torchrun on each, `accelbench {command}`",
+            description="Submit one job across --nodes: srun starts torchrun on every "
+            "node, which meet through the c10d rendezvous on the first node, and run "
+            f"`accelbench {command}`. Arguments after `--` go to `accelbench {command}`.")
+        across.add_argument("--nodes", required=True, metavar="N|HOSTLIST",
+                            help="a number of nodes, or the nodes as a Slurm hostlist")
+        across.add_argument("--nproc-per-node", type=positive_int, default=1, metavar="K",
+                            help="ranks per node (default 1; one per GPU on GPU nodes)")
+        across.add_argument("--rdzv-port", type=_port, default=DEFAULT_RDZV_PORT,
+                            metavar="PORT", help="the rendezvous port on the first node "
+                            f"(default {DEFAULT_RDZV_PORT})")
+        _add_common(across)
 
     status = actions.add_parser("status", help="the state of jobs: exit codes and output",
                                 description="The state of each job (each task of a job "
@@ -127,7 +129,7 @@ def run(args: argparse.Namespace) -> int:
 
     action = getattr(args, "slurm_action", None)
     if action is None:
-        raise UserError("slurm: choose an action: qualify, collectives or status")
+        raise UserError("slurm: choose an action: qualify, collectives, isolate or status")
     slurm = Slurm()
     if action == "status":
         return _report(args, _states(slurm, args.job_ids), finished=True)
@@ -135,7 +137,7 @@ def run(args: argparse.Namespace) -> int:
         raise UserError("--wait-timeout is for --wait")
     if action == "qualify":
         return _qualify(args, slurm)
-    return _collectives(args, slurm)
+    return _across_nodes(args, slurm)
 
 
 def _states(slurm: Slurm, job_ids: list[str]) -> list[JobState]:
@@ -188,18 +190,28 @@ def _qualify(args: argparse.Namespace, slurm: Slurm) -> int:
     return _after_submit(args, slurm, submitted)
 
 
-def _collectives(args: argparse.Namespace, slurm: Slurm) -> int:
+def _across_nodes(args: argparse.Namespace, slurm: Slurm) -> int:
+    """`collectives` or `isolate`: one job across the nodes."""
     from accelbench.slurm.cluster import check_node_count, check_nodes, check_partition
-    from accelbench.slurm.script import COLLECTIVES_JOB, collectives_script
+    from accelbench.slurm.script import (
+        COLLECTIVES_JOB,
+        COLLECTIVES_PROGRAM,
+        ISOLATE_JOB,
+        ISOLATE_PROGRAM,
+        collectives_script,
+    )
+
+    job, program = ((ISOLATE_JOB, ISOLATE_PROGRAM) if args.slurm_action == "isolate"
+                    else (COLLECTIVES_JOB, COLLECTIVES_PROGRAM))
 
     _some_nodes(args.nodes)
     count = int(args.nodes) if args.nodes.strip().isdigit() else None
     if count == 0:
         raise NodesError("--nodes 0 names no node")
     script = collectives_script(
-        _directives(args, COLLECTIVES_JOB, "%x-%j.out"), _launch(args), node_count=count,
+        _directives(args, job, "%x-%j.out"), _launch(args), node_count=count,
         hostlist=None if count else args.nodes, nproc_per_node=args.nproc_per_node,
-        port=args.rdzv_port, run_args=args.run_args, store=args.store)
+        port=args.rdzv_port, run_args=args.run_args, store=args.store, program=program)
     if args.print:
         sys.stdout.write(script)
         return EXIT_OK

@@ -17,6 +17,10 @@ from accelbench.errors import UserError
 
 QUALIFY_JOB = "accelbench-qualify"
 COLLECTIVES_JOB = "accelbench-collectives"
+ISOLATE_JOB = "accelbench-isolate"
+# What a job across nodes runs on every rank, by the action that submits it.
+COLLECTIVES_PROGRAM = ("run", "--bench", "collectives")
+ISOLATE_PROGRAM = ("isolate",)
 DEFAULT_RDZV_PORT = 29500
 
 _UNSAFE = re.compile(r"[\s\"'\\%]|[\x00-\x1f\x7f]")
@@ -113,9 +117,11 @@ def qualify_script(directives: Directives, launch: Launch, *, hostlist: str,
 
 def collectives_script(directives: Directives, launch: Launch, *, node_count: int | None,
                        hostlist: str | None, nproc_per_node: int, port: int,
-                       run_args: Sequence[str], store: str | None) -> str:
+                       run_args: Sequence[str], store: str | None,
+                       program: Sequence[str] = COLLECTIVES_PROGRAM) -> str:
     """One job across nodes: srun starts one torchrun per node, and the torchruns meet
-    through the c10d rendezvous on the first node of the allocation."""
+    through the c10d rendezvous on the first node of the allocation; every rank runs
+    `accelbench PROGRAM` (the collectives, or `isolate`)."""
     shape = [("--nodes", str(node_count))] if node_count else [
         ("--nodelist", hostlist or "")]
     shape.append(("--ntasks-per-node", "1"))
@@ -124,18 +130,18 @@ def collectives_script(directives: Directives, launch: Launch, *, node_count: in
                 '--nnodes "$SLURM_NNODES" --node-rank "$SLURM_NODEID" "$@"')
     torchrun = [launch.python, "--nproc-per-node", str(nproc_per_node),
                 "--rdzv-backend", "c10d"]
-    program = ["-m", "accelbench", "run", "--bench", "collectives", *run_args,
-               *_store_args(store)]
+    what = "isolate" if tuple(program) == ISOLATE_PROGRAM else "collectives"
+    program = ["-m", "accelbench", *program, *run_args, *_store_args(store)]
     lines = [
         "#!/bin/bash",
-        "# accelbench collectives across the nodes of one allocation: srun starts one",
+        f"# accelbench {what} across the nodes of one allocation: srun starts one",
         "# torchrun per node; they meet through c10d on the allocation's first node.",
         *directives.lines(shape),
         "#SBATCH --exclusive",
         "",
         *_environment(launch),
         'head=$(scontrol show hostnames "$SLURM_JOB_NODELIST" | head -n 1)',
-        f'echo "accelbench collectives on $SLURM_JOB_NODELIST, rendezvous at $head:{port}"',
+        f'echo "accelbench {what} on $SLURM_JOB_NODELIST, rendezvous at $head:{port}"',
         "",
         "# --whole: each node's torchrun gets every CPU and device the job holds there.",
         "srun --whole --ntasks-per-node=1 --kill-on-bad-exit=1 \\",
