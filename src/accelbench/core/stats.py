@@ -7,6 +7,7 @@ figure here against numpy and scipy.
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -63,19 +64,26 @@ def median_ci(samples: Samples, confidence: float = 0.95) -> tuple[float, float,
     largest rank that keeps that coverage at or above `confidence`. With too few
     samples no k qualifies and the whole range is returned with exact=False.
     """
-    from scipy.stats import binom
-
     x = np.sort(np.asarray(samples, dtype=float))
     n = x.size
     if n == 0:
         raise ValueError("no samples")
-    alpha = 1.0 - confidence
-    # ppf gives the smallest j with P(B <= j) >= alpha/2, so P(B <= j-1) < alpha/2:
-    # j is the rank k we want (0 when even the extremes do not reach the confidence).
-    k = int(binom.ppf(alpha / 2.0, n, 0.5))
+    k = _median_ci_rank(int(n), float(confidence))
     if k < 1:
         return float(x[0]), float(x[-1]), False
     return float(x[k - 1]), float(x[n - k]), True
+
+
+@functools.lru_cache(maxsize=4096)
+def _median_ci_rank(n: int, confidence: float) -> int:
+    """The rank k of median_ci for n samples: it depends on n and the confidence alone,
+    and reading a fleet's store asks for it once per stored measurement."""
+    from scipy.stats import binom
+
+    alpha = 1.0 - confidence
+    # ppf gives the smallest j with P(B <= j) >= alpha/2, so P(B <= j-1) < alpha/2:
+    # j is the rank k we want (0 when even the extremes do not reach the confidence).
+    return int(binom.ppf(alpha / 2.0, n, 0.5))
 
 
 def summarize(samples: Samples, confidence: float = 0.95) -> Summary:
