@@ -110,11 +110,13 @@ def test_isolate_across_three_hosts_names_the_slowed_one(cluster: Cluster, nodes
     out, context = _submit(cluster, tmp_path, "isolate", "3", "--device", "cpu", "--bytes",
                            "16K", "--latency-bytes", "8", "--samples", "3", "--iters", "1",
                            "--warmup", "1", "--no-report")
-    # isolate exits 1 when it names a node, so the job fails, and so does the wait.
+    # isolate exits 1 on the node that names a node, so the job fails, and so does the
+    # wait. The job's exit code is srun's, the highest of its tasks': 1, or 143 where
+    # srun's --kill-on-bad-exit ended another node's torchrun (SIGTERM) before it was out.
     assert out["returncode"] == 1 and not out["succeeded"], context
     (job,) = out["jobs"]
-    assert (job["state"], job["exit_code"], job["nodes"]) == ("FAILED", 1, "node[0-2]"), \
-        context
+    assert (job["state"], job["nodes"]) == ("FAILED", "node[0-2]"), context
+    assert job["exit_code"] in (1, 143), context
     run = _run(tmp_path / "results.sqlite")
     (m,) = run.measurements
     assert m.ok, m.reason
