@@ -151,6 +151,17 @@ def test_a_controller_that_does_not_answer(monkeypatch, capsys):
     assert "slurmctld is not answering" in err and "Unable to contact slurm controller" in err
 
 
+def test_a_machine_with_no_slurm_configuration(monkeypatch, capsys):
+    monkeypatch.setattr(commands, "run_command",
+                        lambda argv, stdin=None: _out("scontrol-no-configuration.txt", 1))
+    assert main(["slurm", "qualify", "--nodes", "vm", "--partition", "debug"]) == (
+        EXIT_SCHEDULER)
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "does not exist" not in err
+    assert "no Slurm configuration here" in err
+    assert "Could not establish a configuration source" in err
+
+
 def test_slurm_not_installed(monkeypatch, tmp_path, capsys):
     monkeypatch.setenv("PATH", str(tmp_path))  # no sbatch, no scontrol
     assert main(["slurm", "status", "12"]) == EXIT_SCHEDULER

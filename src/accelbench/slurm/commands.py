@@ -43,19 +43,28 @@ def run_command(argv: Sequence[str], stdin: str | None = None) -> Completed:
     return Completed(done.returncode, done.stdout, done.stderr)
 
 
+# What Slurm's clients say when there is no controller to ask, and what that means.
+_NO_CONTROLLER = (
+    ("Unable to contact slurm controller", "slurmctld is not answering"),
+    ("Could not establish a configuration source",
+     "no Slurm configuration here (no slurm.conf, SLURM_CONF or configless controller)"),
+)
+
+
 def _message(done: Completed) -> str:
     """What a failed Slurm command said, in one line."""
     lines = [line.strip() for line in (done.stderr + "\n" + done.stdout).splitlines()
              if line.strip()]
     for line in lines:
-        if "Unable to contact slurm controller" in line:
+        if any(words in line for words, _ in _NO_CONTROLLER):
             return line
     text = lines[-1] if lines else f"exit status {done.returncode}"
     return text if len(text) <= 300 else text[:300] + "..."
 
 
-def _unreachable(message: str) -> bool:
-    return "Unable to contact slurm controller" in message
+def _no_controller(message: str) -> str | None:
+    """Why no controller can be asked, or None."""
+    return next((why for words, why in _NO_CONTROLLER if words in message), None)
 
 
 class Slurm:
@@ -66,8 +75,9 @@ class Slurm:
 
     def _call(self, argv: Sequence[str], stdin: str | None = None) -> Completed:
         done = self._run(argv, stdin)
-        if done.returncode != 0 and _unreachable(_message(done)):
-            raise SchedulerError(f"slurmctld is not answering: {_message(done)}")
+        why = _no_controller(_message(done)) if done.returncode != 0 else None
+        if why is not None:
+            raise SchedulerError(f"{why}: {_message(done)}")
         return done
 
     def _checked(self, argv: Sequence[str], stdin: str | None = None) -> str:
