@@ -136,7 +136,9 @@ RANK = textwrap.dedent("""
     pids = [os.getpid()]
     if sys.argv[1:] == ["helper"]:
         pids.append(subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"]).pid)
-    print(*pids, flush=True)
+    # One write of the whole line: two ranks share the pipe, and a line written in parts
+    # could be split by the other's.
+    os.write(1, (" ".join(map(str, pids)) + "\\n").encode())
     time.sleep(600)
 """)
 
