@@ -68,15 +68,22 @@ def test_qualify_runs_on_the_node_and_stores_its_run(cluster, tmp_path):
     assert status.returncode == 0 and "COMPLETED" in status.stdout, status.stderr
 
 
-def test_collectives_job_runs_torchrun_ranks_and_stores_them(cluster, tmp_path):
+def _across_nodes(cluster, tmp_path, action: str, *args: str):
+    """`accelbench slurm ACTION` on one node with 2 CPU ranks, waited for: the store, the
+    finished command and the jobs' output."""
     store = tmp_path / "results.sqlite"
     done = cluster.accelbench(
-        "slurm", "collectives", "--nodes", "1", "--nproc-per-node", "2", "--partition",
+        "slurm", action, "--nodes", "1", "--nproc-per-node", "2", "--partition",
         PARTITION, "--rdzv-port", str(free_port()), "--store", str(store),
         "--output-dir", str(tmp_path / "logs"), "--wait", "--poll-interval", "0.5",
-        "--wait-timeout", str(JOB_DEADLINE_S), "--", "--device", "cpu", "-p", "op=all-reduce",
-        "-p", "bytes=1024", "--max-time", "0.2", "--no-report")
+        "--wait-timeout", str(JOB_DEADLINE_S), "--", "--device", "cpu", *args, "--no-report")
     logs = "\n".join(p.read_text() for p in (tmp_path / "logs").glob("*.out"))
+    return store, done, logs
+
+
+def test_collectives_job_runs_torchrun_ranks_and_stores_them(cluster, tmp_path):
+    store, done, logs = _across_nodes(cluster, tmp_path, "collectives", "-p", "op=all-reduce",
+                                      "-p", "bytes=1024", "--max-time", "0.2")
     assert done.returncode == 0, f"{done.stdout}\n{done.stderr}\n{logs}\n{cluster.logs()}"
     assert "COMPLETED" in done.stdout
     (run,) = _runs(store)
@@ -88,14 +95,8 @@ def test_collectives_job_runs_torchrun_ranks_and_stores_them(cluster, tmp_path):
 
 
 def test_isolate_job_runs_isolate_on_the_ranks_and_stores_it(cluster, tmp_path):
-    store = tmp_path / "results.sqlite"
-    done = cluster.accelbench(
-        "slurm", "isolate", "--nodes", "1", "--nproc-per-node", "2", "--partition",
-        PARTITION, "--rdzv-port", str(free_port()), "--store", str(store),
-        "--output-dir", str(tmp_path / "logs"), "--wait", "--poll-interval", "0.5",
-        "--wait-timeout", str(JOB_DEADLINE_S), "--", "--device", "cpu", "--bytes", "16K",
-        "--samples", "3", "--no-report")
-    logs = "\n".join(p.read_text() for p in (tmp_path / "logs").glob("*.out"))
+    store, done, logs = _across_nodes(cluster, tmp_path, "isolate", "--bytes", "16K",
+                                      "--samples", "3")
     # One pair of local ranks: nothing can be named, so isolate exits 0 and the job
     # completes.
     assert done.returncode == 0, f"{done.stdout}\n{done.stderr}\n{logs}\n{cluster.logs()}"
