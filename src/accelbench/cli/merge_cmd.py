@@ -9,10 +9,14 @@ and a merge that succeeds leaves a store every command can read."""
 from __future__ import annotations
 
 import argparse
+import contextlib
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from accelbench.cli.options import add_json, path_arg, print_json
+
+if TYPE_CHECKING:
+    from accelbench.store import StoreLocation
 
 NAME = "merge"
 HELP = "copy the runs of other stores or JSON exports into one store (idempotent)"
@@ -31,14 +35,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_json(parser)
 
 
-def read_source(source: str | Path) -> list[Any]:
+def read_source(location: StoreLocation) -> list[Any]:
     """Every run of a store (a file or a URL) or a JSON export, checked (see the module
     docstring)."""
     from accelbench.report.readable import check_readable
-    from accelbench.store import parse_location
     from accelbench.store.record_schema import check_runs
 
-    location = parse_location(str(source) if isinstance(source, Path) else source)
     runs = _store_runs(location) if location.path is None else _file_runs(location.path)
     name = str(location)  # a URL without its password
     check_runs(runs, name)
@@ -91,12 +93,18 @@ def run(args: argparse.Namespace) -> int:
     target = parse_location(args.into) if args.into else default_store_location()
     sources = [parse_location(s) for s in args.sources]
     # All read before any write.
-    loaded = [(source, read_source(source.path or source.url or "")) for source in sources]
+    loaded = [(source, read_source(source)) for source in sources]
     added = skipped = 0
     per_source = []
-    with Store.open(target, create=True) as store:
-        # One transaction for every source: a merge is written whole or not at all.
-        written = iter(store.import_runs([run for _, runs in loaded for run in runs]))
+    new_file = target.path is not None and not target.path.exists()
+    try:
+        with Store.open(target, create=True) as store:
+            # One transaction for every source: a merge is written whole or not at all.
+            written = iter(store.import_runs([run for _, runs in loaded for run in runs]))
+    except BaseException:
+        if new_file and target.path is not None:  # a refused merge leaves no empty store
+            _remove_store_file(target.path)
+        raise
     for path, runs in loaded:
         new = sum(next(written) for _ in runs)
         per_source.append({"source": str(path), "runs": len(runs), "added": new})
@@ -108,3 +116,9 @@ def run(args: argparse.Namespace) -> int:
     else:
         print(f"Merged {added} run(s) into {target}; {skipped} already there.")
     return 0
+
+
+def _remove_store_file(path: Path) -> None:
+    for name in (path.name, path.name + "-wal", path.name + "-shm", path.name + "-journal"):
+        with contextlib.suppress(OSError):
+            (path.parent / name).unlink()

@@ -9,7 +9,9 @@ the data is used:
   - its nesting depth (`max_depth`);
   - its number of nodes counted with YAML aliases expanded (`max_nodes`): the walk is
     iterative and stops at the cap, so its cost is linear in the cap, whatever the
-    aliases would expand to.
+    aliases would expand to;
+  - that its text is Unicode: JSON's `\\udc80` escapes a lone surrogate, which no store,
+    terminal or file can write.
 
 A YAML file is checked on its parse events, before any node is composed (the composer
 recurses and merge keys copy mappings), and the loaded value is walked once more, like
@@ -34,6 +36,12 @@ MAX_EXPORT_BYTES = 1 << 30  # a JSON export of a large store
 MAX_DEPTH = 64  # a record nests about 8 levels deep
 MAX_NODES = 4_000_000  # values and keys, aliases expanded
 SHORT = 60  # characters of a user value a message quotes
+
+
+def is_decimal(text: str) -> bool:
+    """Whether `text` is a whole number in ASCII digits: str.isdigit() also takes '²',
+    which int() refuses, and int() reads '٣' and '３' as 3."""
+    return text.isascii() and text.isdigit()
 
 
 def short(value: object, limit: int = SHORT) -> str:
@@ -124,6 +132,11 @@ def check_shape(data: Any, where: str, error: type[UserError] = UserError,
         nodes += 1
         if nodes > max_nodes:
             raise error(f"{where}: more than {max_nodes} values")
+        if isinstance(value, str):
+            if not value.isascii() and not _is_unicode(value):
+                raise error(f"{where}: holds text that is not Unicode (a lone surrogate, "
+                            f"as JSON's \\udXXX escapes allow): {short(value)}")
+            continue
         if isinstance(value, dict):
             children: Iterator[Any] = (x for kv in value.items() for x in kv)
         elif isinstance(value, list):
@@ -133,6 +146,14 @@ def check_shape(data: Any, where: str, error: type[UserError] = UserError,
         if depth >= max_depth and value:
             raise error(f"{where}: nested too deeply (at most {max_depth} levels)")
         stack.extend((child, depth + 1) for child in children)
+
+
+def _is_unicode(text: str) -> bool:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
 
 
 def _check_events(events: Iterator[Any], where: str, error: type[UserError], max_depth: int,

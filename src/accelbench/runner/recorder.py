@@ -1,11 +1,20 @@
 """One run's life in the store: begun once, each case recorded the moment it is measured,
 finished with the status its cases give. Every path that stores a run (`run`, `run`
 under torchrun, `profile`, `profile` under torchrun) goes through `RunRecorder`.
+
+When the store fails in mid-run (its server stopped answering, a table was dropped), the
+run stops there, and nothing it measured is lost: the run, with every case measured so
+far, is spooled into a SQLite store of its own (`spool/RUN.sqlite` in the store's files
+folder), and the error says how to merge it once the store is back (`accelbench merge`
+completes the run that was left "running"). A store that still answers is told the run
+failed.
 """
 
 from __future__ import annotations
 
+import contextlib
 import socket
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Protocol
@@ -18,6 +27,8 @@ from accelbench.errors import (
     EXIT_INTERRUPTED,
     EXIT_OK,
     EXIT_TERMINATED,
+    StoreError,
+    StoreUnreachable,
     Terminated,
 )
 
@@ -91,6 +102,9 @@ class RunRecorder:
     ) -> None:
         self._store = store
         self.listener: Listener = listener or SilentListener()
+        self._started_at = time.time()
+        self._suite = suite
+        self._argv = tuple(argv)
         run_id = store.begin_run(
             fingerprint=fingerprint.to_dict(),
             fingerprint_id=fingerprint.fingerprint_id,
@@ -100,6 +114,7 @@ class RunRecorder:
             argv=list(argv),
             host=socket.gethostname(),
             accelbench_version=__version__,
+            started_at=self._started_at,
         )
         self.outcome = Outcome(run_id, fingerprint)
         self._finished = False
@@ -114,6 +129,9 @@ class RunRecorder:
         recorder.listener = listener or SilentListener()
         recorder.outcome = outcome
         recorder._finished = False
+        recorder._started_at = time.time()
+        recorder._suite = None
+        recorder._argv = ()
         return recorder
 
     @property
@@ -128,8 +146,13 @@ class RunRecorder:
         self.listener.planned(cases, self.outcome.fingerprint, self.run_id)
 
     def record(self, index: int, measurement: Measurement) -> None:
-        """Store one case's measurement (committed before this returns), then tell."""
-        self._store.add_measurement(self.run_id, measurement)
+        """Store one case's measurement (committed before this returns), then tell.
+        A store that fails ends the run (see the module docstring)."""
+        try:
+            self._store.add_measurement(self.run_id, measurement)
+        except StoreError as lost:
+            self.outcome.measurements.append(measurement)
+            raise self._spooled(lost) from None
         self.outcome.measurements.append(measurement)
         self.listener.finished(index, measurement)
 
@@ -141,6 +164,42 @@ class RunRecorder:
     def finish(self, status: str | None = None) -> Outcome:
         """Close the run, once: with `status`, else the outcome's own."""
         if not self._finished:
-            self._store.finish_run(self.run_id, status or self.outcome.status)
+            try:
+                self._store.finish_run(self.run_id, status or self.outcome.status)
+            except StoreError as lost:
+                self._finished = True
+                raise self._spooled(lost, status or self.outcome.status) from None
             self._finished = True
         return self.outcome
+
+    def _spooled(self, lost: StoreError, status: str = RUN_FAILED) -> StoreError:
+        """The run as measured so far, kept in a store file of its own; the error to
+        raise, which says where it is and how to merge it."""
+        from accelbench.store import RunRecord, Store, StoredRun
+
+        if not isinstance(lost, StoreUnreachable):
+            # The store answers: it is told, so that the run is not left "running".
+            with contextlib.suppress(StoreError):
+                self._store.finish_run(self.run_id, RUN_FAILED)
+        self._finished = True
+        location = self._store.location
+        path = location.files_dir / "spool" / f"{self.run_id}.sqlite"
+        fingerprint = self.outcome.fingerprint
+        measurements = tuple(self.outcome.measurements)
+        record = RunRecord(
+            id=self.run_id, started_at=self._started_at, finished_at=time.time(),
+            status=status, suite=self._suite, argv=self._argv,
+            device=fingerprint.device.torch_device,
+            generation_key=fingerprint.generation_key, host=socket.gethostname(),
+            accelbench_version=__version__, fingerprint_id=fingerprint.fingerprint_id,
+            n_ok=0, n_failed=0, n_skipped=0)
+        try:
+            with Store.open(path, create=True) as spool:
+                spool.import_runs([StoredRun(record, fingerprint.to_dict(), measurements)])
+        except StoreError as e:
+            return type(lost)(f"{lost}; the {len(measurements)} case(s) measured could not "
+                              f"be kept either: {e}")
+        into = location.url_without_secrets or str(location)
+        return type(lost)(f"{lost}; the run's {len(measurements)} measured case(s) are kept "
+                          f"in {path}: `accelbench merge {path} --into {into}` adds them "
+                          "once the store is back")

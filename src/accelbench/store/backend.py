@@ -14,6 +14,7 @@ from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+from accelbench.store import schema
 from accelbench.store.location import StoreLocation
 
 
@@ -56,7 +57,7 @@ class Backend(Protocol):
     read_only: bool
 
     @property
-    def migrations(self) -> Sequence[tuple[str, Sequence[str]]]:
+    def migrations(self) -> Sequence[tuple[str, Sequence[schema.Step]]]:
         """The named migrations, in this database's words."""
         ...
 

@@ -12,11 +12,25 @@ reached (StoreUnreachable), credentials it refuses (StoreAuthFailed), a database
 does not exist (StoreError, as a store file that does not exist). libpq gives no
 SQLSTATE for a connection that failed, so they are told by libpq's and the server's
 words. A password in the URL never reaches a message.
+
+Nothing waits forever on a server that stops answering: connecting has a deadline
+(libpq's connect_timeout, 10 s unless the URL gives one; 0, "wait forever", is refused
+when the URL is parsed), and so has every statement. A frozen server (SIGSTOP, a paused
+VM) or a partition in mid-statement is not seen by TCP keepalives, for the server's
+kernel still acknowledges what is sent; so each statement runs under a client-side
+deadline ($ACCELBENCH_STORE_TIMEOUT seconds, 60 by default) that cuts the connection
+when it passes, and the server is told the same deadline (statement_timeout,
+idle_in_transaction_session_timeout) so that a client that froze holding a lock does
+not hold it for ever either. A cut connection is StoreUnreachable (exit 5).
 """
 
 from __future__ import annotations
 
+import os
 import re
+import socket
+import threading
+import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any
@@ -29,6 +43,13 @@ from accelbench.store.location import StoreLocation
 __all__ = ["PostgresBackend", "open_postgres"]
 
 CONNECT_TIMEOUT_S = 10  # unless the URL says connect_timeout=
+TIMEOUT_ENV = "ACCELBENCH_STORE_TIMEOUT"  # seconds one statement may take
+STATEMENT_TIMEOUT_S = 60.0
+# TCP keepalives and the time sent data may stay unacknowledged, unless the URL says:
+# what finds a peer that went away (a cable, a crashed host) between statements.
+_TCP_DEFAULTS = {"keepalives": "1", "keepalives_idle": "30", "keepalives_interval": "10",
+                 "keepalives_count": "3", "tcp_user_timeout": "30000"}
+_ROWS_PER_BATCH = 1000  # executemany in batches, each under its own deadline
 _MIGRATION_LOCK = schema.APPLICATION_ID  # the advisory lock key of migrations
 
 _AUTH_REFUSED = re.compile(
@@ -54,8 +75,12 @@ WHERE n.nspname = current_schema() AND c.relname = 'migrations'
 def open_postgres(location: StoreLocation, *, create: bool) -> PostgresBackend:
     """The store in the database `location` names, on a new connection: read-only
     transactions unless `create`."""
-    return PostgresBackend(location, _connect(location, read_only=not create),
-                           read_only=not create)
+    timeout_s = statement_timeout()
+    backend = PostgresBackend(location, _connect(location, timeout_s), read_only=not create,
+                              timeout_s=timeout_s)
+    if not create:
+        backend.set_read_only()
+    return backend
 
 
 def _driver() -> Any:
@@ -90,32 +115,107 @@ def _placeholders(sql: str) -> str:
     return sql.replace("%", "%%").replace("?", "%s")
 
 
-def _connect(location: StoreLocation, *, read_only: bool) -> Any:
+def statement_timeout() -> float:
+    """$ACCELBENCH_STORE_TIMEOUT (seconds), else STATEMENT_TIMEOUT_S."""
+    text = os.environ.get(TIMEOUT_ENV, "").strip()
+    if not text:
+        return STATEMENT_TIMEOUT_S
+    try:
+        value = float(text)
+    except ValueError:
+        value = -1.0
+    if not 0 < value < float("inf"):
+        raise UserError(f"{TIMEOUT_ENV}={text!r}: expected a number of seconds above 0")
+    return value
+
+
+def _connect(location: StoreLocation, timeout_s: float) -> Any:
     psycopg = _driver()
     from psycopg.conninfo import conninfo_to_dict
 
-    url = location.url or ""
+    assert location.postgres is not None
     try:
-        given = conninfo_to_dict(url)
+        # libpq's own reading of the URL, the one it connects with.
+        params: dict[str, Any] = conninfo_to_dict(location.postgres.conninfo.reveal())
     except psycopg.ProgrammingError as e:
         raise UserError(f"store {location}: {_words(location, e)}") from None
-    extra: dict[str, Any] = {}
-    if "connect_timeout" not in given:
-        extra["connect_timeout"] = CONNECT_TIMEOUT_S
-    if "application_name" not in given:
-        extra["application_name"] = "accelbench"
+    params.setdefault("connect_timeout", str(CONNECT_TIMEOUT_S))
+    params.setdefault("application_name", "accelbench")
+    for name, value in _TCP_DEFAULTS.items():
+        params.setdefault(name, value)
+    server_ms = int(timeout_s * 1000)
+    options = params.get("options", "")
+    for setting in ("statement_timeout", "idle_in_transaction_session_timeout"):
+        if setting not in options:
+            options = f"{options} -c {setting}={server_ms}".strip()
+    params["options"] = options
     try:
-        conn = psycopg.connect(url, autocommit=True, row_factory=_row_factory, **extra)
+        return psycopg.connect(autocommit=True, row_factory=_row_factory, **params)
     except psycopg.Error as e:
         raise _connect_error(location, e) from None
-    try:
-        if read_only:
-            conn.execute("SET default_transaction_read_only = on")
-    except psycopg.Error as e:
-        conn.close()
-        raise StoreError(f"cannot open result store {location}: {_words(location, e)}"
-                         ) from None
-    return conn
+
+
+class _Deadline:
+    """A watch on one connection: while armed, it cuts the connection (shuts its socket
+    down, so that the call waiting on it returns with an error) once `seconds` pass
+    without a `renew`. One thread per connection, started at the first use."""
+
+    def __init__(self, conn: Any, seconds: float) -> None:
+        self._conn = conn
+        self.seconds = seconds
+        self.expired = False
+        self._due: float | None = None
+        self._closed = False
+        self._cond = threading.Condition()
+        self._thread: threading.Thread | None = None
+
+    def __enter__(self) -> _Deadline:
+        self.renew()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        with self._cond:
+            self._due = None
+            self._cond.notify()
+
+    def renew(self) -> None:
+        with self._cond:
+            self._due = time.monotonic() + self.seconds
+            if self._thread is None:
+                self._thread = threading.Thread(target=self._watch, daemon=True,
+                                                name="accelbench-store-deadline")
+                self._thread.start()
+            self._cond.notify()
+
+    def close(self) -> None:
+        with self._cond:
+            self._closed = True
+            self._cond.notify()
+
+    def _watch(self) -> None:
+        with self._cond:
+            while not self._closed:
+                if self._due is None:
+                    self._cond.wait()
+                    continue
+                left = self._due - time.monotonic()
+                if left > 0:
+                    self._cond.wait(left)
+                    continue
+                self._due = None
+                self.expired = True
+                self._cut()
+
+    def _cut(self) -> None:
+        try:
+            fd = self._conn.pgconn.socket
+        except Exception:  # closed meanwhile: nothing waits on it
+            return
+        try:
+            with socket.socket(fileno=os.dup(fd)) as sock:
+                sock.shutdown(socket.SHUT_RDWR)
+        except OSError:
+            pass
 
 
 def _connect_error(location: StoreLocation, e: Exception) -> StoreError:
@@ -140,17 +240,22 @@ def _words(location: StoreLocation, e: Exception) -> str:
 
 
 class _Tx:
-    def __init__(self, conn: Any) -> None:
+    def __init__(self, conn: Any, deadline: _Deadline) -> None:
         self._conn = conn
+        self._deadline = deadline
 
     def execute(self, sql: str, params: Sequence[Any] = ()) -> Result:
+        self._deadline.renew()
         if not params:  # no placeholders: the statement as written (a % or ? is literal)
             return self._conn.execute(sql)  # type: ignore[no-any-return]
         return self._conn.execute(_placeholders(sql), params)  # type: ignore[no-any-return]
 
     def executemany(self, sql: str, rows: Sequence[Sequence[Any]]) -> None:
-        if rows:
-            self._conn.cursor().executemany(_placeholders(sql), rows)
+        for start in range(0, len(rows), _ROWS_PER_BATCH):
+            self._deadline.renew()
+            self._conn.cursor().executemany(_placeholders(sql),
+                                            rows[start:start + _ROWS_PER_BATCH])
+        self._deadline.renew()  # the commit that follows has its own
 
 
 class PostgresBackend:
@@ -158,20 +263,43 @@ class PostgresBackend:
     def foreign_reason(self) -> str:
         return "the database holds the tables of another application"
 
-    def __init__(self, location: StoreLocation, conn: Any, *, read_only: bool) -> None:
+    def __init__(self, location: StoreLocation, conn: Any, *, read_only: bool,
+                 timeout_s: float = STATEMENT_TIMEOUT_S) -> None:
         self.location = location
         self._conn = conn
         self.read_only = read_only
+        self._timeout_s = timeout_s
+        self._watch = _Deadline(conn, timeout_s)  # every statement's deadline
+
+    def set_read_only(self) -> None:
+        """Every transaction of this connection read-only; closes it on failure."""
+        psycopg = _driver()
+        try:
+            with self._watch:
+                self._conn.execute("SET default_transaction_read_only = on")
+        except psycopg.Error as e:
+            error = self._error("open", e)
+            self.close()
+            raise error from None
 
     @property
-    def migrations(self) -> Sequence[tuple[str, Sequence[str]]]:
+    def migrations(self) -> Sequence[tuple[str, Sequence[schema.Step]]]:
         return schema.POSTGRES_MIGRATIONS
 
     def close(self) -> None:
+        self._watch.close()
         self._conn.close()
 
     def _error(self, doing: str, e: Exception) -> StoreError:
         words = _words(self.location, e)
+        if self._watch.expired:
+            return StoreUnreachable(f"result store {self.location} did not answer within "
+                                    f"{self._timeout_s:g} s ({TIMEOUT_ENV}): the server "
+                                    "froze or the network to it is cut")
+        if getattr(e, "sqlstate", None) in ("57014", "25P03"):  # the server's own deadline
+            return StoreUnreachable(f"result store {self.location} did not finish a "
+                                    f"statement within {self._timeout_s:g} s "
+                                    f"({TIMEOUT_ENV}): {words}")
         if getattr(self._conn, "broken", False) or self._conn.closed:
             return StoreUnreachable(f"lost the connection to result store {self.location}: "
                                     f"{words}")
@@ -183,7 +311,7 @@ class PostgresBackend:
     def inspect(self) -> Inspection:
         psycopg = _driver()
         try:
-            with self._conn.transaction():  # one snapshot
+            with self._watch, self._conn.transaction():  # one snapshot
                 cur = self._conn.cursor()
                 tables = frozenset(row[0] for row in cur.execute(_TABLES).fetchall())
                 marks = cur.execute(_MARK).fetchall()
@@ -199,8 +327,9 @@ class PostgresBackend:
     def query(self, sql: str, params: Sequence[Any] = ()) -> list[Row]:
         psycopg = _driver()
         try:
-            return list(self._conn.execute(_placeholders(sql) if params else sql, params
-                                           or None).fetchall())
+            with self._watch:
+                return list(self._conn.execute(_placeholders(sql) if params else sql, params
+                                               or None).fetchall())
         except psycopg.Error as e:
             raise self._error("read", e) from None
 
@@ -208,8 +337,8 @@ class PostgresBackend:
     def write(self) -> Iterator[_Tx]:
         psycopg = _driver()
         try:
-            with self._conn.transaction():
-                yield _Tx(self._conn)
+            with self._watch, self._conn.transaction():
+                yield _Tx(self._conn, self._watch)
         except psycopg.Error as e:
             raise self._error("write", e) from None
 

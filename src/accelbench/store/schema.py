@@ -15,6 +15,21 @@ query the store with SQL.
 
 from __future__ import annotations
 
+import json
+from collections.abc import Callable, Sequence
+from typing import Any, Protocol
+
+from accelbench.store.location import redact_argv
+
+
+class _Tx(Protocol):
+    def execute(self, sql: str, params: Sequence[Any] = ()) -> Any: ...
+
+
+# A migration's step: one SQL statement, or a function of the transaction for what SQL
+# alone cannot do (the same function serves both databases).
+Step = str | Callable[[_Tx], None]
+
 # "ACBN": marks a SQLite file as an accelbench store (PRAGMA application_id).
 APPLICATION_ID = 0x4143424E
 
@@ -30,7 +45,7 @@ MIGRATIONS_TABLE = (
     " applied_at REAL NOT NULL)"
 )
 
-MIGRATIONS: list[tuple[str, list[str]]] = [
+MIGRATIONS: list[tuple[str, list[Step]]] = [
     (
         "001_initial",
         [
@@ -155,7 +170,7 @@ MIGRATIONS.append(
 # columns and indexes (REAL is DOUBLE PRECISION there: PostgreSQL's REAL has 24 bits;
 # INTEGER PRIMARY KEY is an identity column), so that every query reads both alike.
 # The migrations table is marked with a comment instead of an application id.
-POSTGRES_MIGRATIONS: list[tuple[str, list[str]]] = [
+POSTGRES_MIGRATIONS: list[tuple[str, list[Step]]] = [
     (
         "001_initial",
         [
@@ -264,5 +279,30 @@ POSTGRES_MIGRATIONS: list[tuple[str, list[str]]] = [
         ],
     ),
 ]
+
+
+def scrub_stored_argv(tx: _Tx) -> None:
+    """Every stored command line with its secrets replaced by *** (`redact_argv`): runs
+    stored before accelbench kept them out (`--store postgresql://user:PASSWORD@...`)."""
+    for run_id, text in tx.execute("SELECT id, argv FROM runs").fetchall():
+        try:
+            argv = json.loads(text)
+        except ValueError:
+            continue  # not ours to mend: reading the run says what is wrong with it
+        if not isinstance(argv, list):
+            continue
+        scrubbed = list(redact_argv(argv))
+        if scrubbed != argv:
+            tx.execute("UPDATE runs SET argv = ? WHERE id = ?", (json.dumps(scrubbed), run_id))
+
+
+# Both databases, the same step.
+_SCRUB: tuple[str, list[Step]] = ("004_scrub_secrets", [scrub_stored_argv])
+MIGRATIONS.append(_SCRUB)
+POSTGRES_MIGRATIONS.append(_SCRUB)
+
+# What a store that has every migration holds: a store missing one of these (dropped by
+# hand, a damaged file) is refused before anything is written to it.
+TABLES = frozenset({"migrations", "fingerprints", "runs", "measurements", "profiles"})
 
 KNOWN_MIGRATIONS = frozenset(name for name, _ in MIGRATIONS)

@@ -64,7 +64,7 @@ class SqliteBackend:
         self.read_only = read_only
 
     @property
-    def migrations(self) -> Sequence[tuple[str, Sequence[str]]]:
+    def migrations(self) -> Sequence[tuple[str, Sequence[schema.Step]]]:
         return schema.MIGRATIONS
 
     def close(self) -> None:
@@ -89,6 +89,8 @@ class SqliteBackend:
         except sqlite3.OperationalError as e:
             raise StoreError(f"cannot read result store {self.path}: {e}") from None
         except sqlite3.DatabaseError as e:
+            if _corrupt(e):
+                raise _damaged(self.path, e) from None
             raise StoreError(f"{self.path} is not an accelbench result store: {e}") from None
         mark = ("ours" if app_id == schema.APPLICATION_ID else "none" if app_id == 0
                 else "foreign")
@@ -97,6 +99,10 @@ class SqliteBackend:
     def query(self, sql: str, params: Sequence[Any] = ()) -> list[Row]:
         try:
             return self._conn.execute(sql, params).fetchall()
+        except sqlite3.DatabaseError as e:
+            if _corrupt(e):
+                raise _damaged(self.path, e) from None
+            raise StoreError(f"cannot read result store {self.path}: {e}") from None
         except sqlite3.Error as e:
             raise StoreError(f"cannot read result store {self.path}: {e}") from None
 
@@ -242,6 +248,10 @@ def _connect_read_only(path: Path) -> sqlite3.Connection:
         conn.close()
         if not _cannot_open_shared_memory(e):
             raise StoreError(f"cannot read result store {path}: {e}") from None
+    except sqlite3.DatabaseError as e:  # a truncated or overwritten file
+        conn.close()
+        raise _damaged(path, e) if _corrupt(e) else StoreError(
+            f"{path} is not an accelbench result store: {e}") from None
     real = path.resolve()  # where SQLite keeps the log of a store given by a link
     log = real.with_name(real.name + "-wal")
     if log.exists() and log.stat().st_size > 0:
@@ -262,6 +272,20 @@ def _cannot_open_shared_memory(e: sqlite3.OperationalError) -> bool:
     if code is not None:
         return code & 0xFF in (_SQLITE_CANTOPEN, _SQLITE_READONLY)
     return "unable to open" in str(e) or "readonly" in str(e)
+
+
+_SQLITE_CORRUPT = 11  # primary result code
+
+
+def _corrupt(e: sqlite3.DatabaseError) -> bool:
+    code = getattr(e, "sqlite_errorcode", None)
+    if code is not None:
+        return bool(code & 0xFF == _SQLITE_CORRUPT)
+    return "malformed" in str(e)
+
+
+def _damaged(path: Path, e: sqlite3.Error) -> StoreError:
+    return StoreError(f"result store {path} is damaged ({e}): restore it from a copy")
 
 
 def _writable(path: Path) -> bool:

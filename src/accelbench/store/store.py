@@ -39,6 +39,7 @@ from accelbench.store.location import (
     StoreLocation,
     default_store_location,
     parse_location,
+    redact_argv,
 )
 from accelbench.store.records import RunRecord, StoredProfile, StoredRun
 
@@ -178,6 +179,11 @@ class Store:
         if not seen.tables and self.read_only:
             raise StoreError(f"{self.name} is empty: not a result store")
         self._refuse_unknown(seen.applied)
+        missing = sorted(schema.TABLES - seen.tables)
+        if seen.applied >= {name for name, _ in self._backend.migrations} and missing:
+            raise StoreError(f"result store {self.name} is damaged: it has no "
+                             f"{', '.join(missing)} table: restore it "
+                             "from a copy")
         return set(seen.applied)
 
     def _refuse_unknown(self, applied: set[str] | frozenset[str]) -> None:
@@ -203,8 +209,11 @@ class Store:
                 self._refuse_unknown(recorded)
                 if name in recorded:
                     continue
-                for statement in statements:
-                    tx.execute(statement)
+                for step in statements:
+                    if callable(step):
+                        step(tx)
+                    else:
+                        tx.execute(step)
                 tx.execute("INSERT INTO migrations (name, applied_at) VALUES (?, ?)",
                            (name, time.time()))
                 self._backend.mark_migrated(tx, len(recorded) + 1)
@@ -268,16 +277,21 @@ class Store:
         in one transaction: either every run is written or none is.
 
         Idempotent on the run id: a run already here is left as it is (False); a new one
-        is written with its fingerprint and measurements (True). A fingerprint id that
-        is already here with other content is refused: the id names one stack, and
+        is written with its fingerprint and measurements (True). One exception: a run
+        here still "running" whose cases are the first of the imported run's (a run
+        whose store stopped answering, spooled by `RunRecorder`) is completed from it:
+        its missing measurements added, its status and end set (True). A fingerprint id
+        that is already here with other content is refused: the id names one stack, and
         binding the run to the stored one would misstate what it ran on.
         """
         added = []
         with self._write() as tx:
             for stored in runs:
                 record = stored.record
-                if tx.execute("SELECT 1 FROM runs WHERE id = ?", (record.id,)).fetchone():
-                    added.append(False)
+                here = tx.execute("SELECT status, fingerprint_id FROM runs WHERE id = ?",
+                                  (record.id,)).fetchone()
+                if here is not None:
+                    added.append(_complete_run(tx, stored, here[0], here[1]))
                     continue
                 _check_fingerprint(tx, self.name, record.fingerprint_id, stored.fingerprint)
                 if not _insert_run(tx, record, stored.fingerprint):
@@ -471,10 +485,30 @@ def _insert_run(tx: Transaction, record: RunRecord, fingerprint: dict[str, Any])
         " generation_key, fingerprint_id, host, accelbench_version, format_version)"
         " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (id) DO NOTHING",
         (record.id, record.started_at, record.finished_at, record.status, record.suite,
-         _dumps(list(record.argv)), record.device, record.generation_key,
+         _dumps(list(redact_argv(record.argv))), record.device, record.generation_key,
          record.fingerprint_id, record.host, record.accelbench_version, FORMAT_VERSION),
     )
     return inserted.rowcount == 1
+
+
+def _complete_run(tx: Transaction, stored: StoredRun, status: str, fingerprint_id: str) -> bool:
+    """Complete the run left "running" here from `stored`, if it is the same run further
+    on: the same stack, and the cases stored here are the first of its own. Whether it
+    was completed."""
+    record = stored.record
+    if status != RUN_RUNNING or record.status == RUN_RUNNING \
+            or fingerprint_id != record.fingerprint_id:
+        return False
+    keys = [row[0] for row in tx.execute(
+        "SELECT case_key FROM measurements WHERE run_id = ? ORDER BY id", (record.id,)
+    ).fetchall()]
+    if [m.case.key for m in stored.measurements[:len(keys)]] != keys:
+        return False
+    tx.executemany(_INSERT_MEASUREMENT, [_measurement_row(record.id, m)
+                                         for m in stored.measurements[len(keys):]])
+    tx.execute("UPDATE runs SET status = ?, finished_at = ? WHERE id = ?",
+               (record.status, record.finished_at, record.id))
+    return True
 
 
 def _check_fingerprint(tx: Transaction, name: str, fingerprint_id: str,
@@ -501,7 +535,7 @@ def _run_record(row: Row) -> RunRecord:
         finished_at=row["finished_at"],
         status=row["status"],
         suite=row["suite"],
-        argv=tuple(json.loads(row["argv"])),
+        argv=redact_argv(json.loads(row["argv"])),
         device=row["device"],
         generation_key=row["generation_key"],
         host=row["host"],
