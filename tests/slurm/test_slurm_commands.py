@@ -2,11 +2,14 @@
 anything is submitted, and the one line (with its exit code) for each bad input."""
 
 from pathlib import Path
+from urllib.parse import quote
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from accelbench.cli.main import main
-from accelbench.errors import EXIT_NODES, EXIT_SCHEDULER, EXIT_USAGE
+from accelbench.errors import EXIT_NODES, EXIT_SCHEDULER, EXIT_USAGE, SchedulerError
 from accelbench.slurm import commands
 from accelbench.slurm.commands import Completed, Slurm
 from accelbench.slurm.wait import wait_for_jobs
@@ -27,12 +30,15 @@ class FakeSlurm:
         self.nodes = set(nodes)
         self.partitions = set(partitions)
         self.calls: list[tuple[list[str], str | None]] = []
+        self.envs: list[dict[str, str] | None] = []  # what each call added to its environment
         self.queue: list[str] = []  # squeue outputs, one per call, the last one repeated
         self.next_job = 40
 
-    def __call__(self, argv, stdin=None):
-        argv = list(argv)
-        self.calls.append((argv, stdin))
+    def __call__(self, argv, stdin=None, env=None):
+        self.calls.append((list(argv), stdin))
+        self.envs.append(dict(env) if env else None)
+        # Every name is given after "--", so that none can be read as an option.
+        argv = [word for word in argv if word != "--"]
         if argv[:3] == ["scontrol", "show", "hostnames"]:
             # Slurm expands hostlists; these tests need only this one and plain lists.
             names = (["gpu01", "gpu02"] if argv[3] == "gpu[01-02]" else
@@ -251,3 +257,113 @@ def test_a_job_unknown_to_controller_and_accounting(monkeypatch):
     (job,) = slurm.jobs("999")
     assert job.state == "UNKNOWN" and job.finished and not job.succeeded
     assert "no job accounting" in job.reason
+
+
+# -- odd input to Slurm: one line, its exit code, nothing submitted --------------------
+
+
+@pytest.mark.parametrize("nodes", ["²", "-x", "--nodelist=x", "gpu[1-", "a b", "x,,y",
+                                   "gpu\n01", "nöde", "\u200bgpu"])
+@pytest.mark.parametrize("action", ["qualify", "collectives", "isolate"])
+def test_a_node_list_that_is_no_hostlist_is_bad_input(fake, capsys, nodes, action):
+    assert main(["slurm", action, f"--nodes={nodes}", "--partition", "debug"]) == EXIT_USAGE
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "is not a Slurm hostlist" in err
+    assert fake.calls == []  # nothing reached Slurm
+
+
+def test_every_name_reaches_slurm_after_a_double_dash(fake):
+    assert main(["slurm", "qualify", "--nodes", "gpu[01-02]", "--partition", "debug"]) == 0
+    scontrol = [argv for argv, _ in fake.calls if argv[0] == "scontrol"]
+    assert len(scontrol) == 4  # the list, the partition, each node
+    assert all(argv[-2] == "--" for argv in scontrol), scontrol
+
+
+def test_an_unreadable_slurm_configuration(monkeypatch, capsys):
+    monkeypatch.setattr(commands, "run_command",
+                        lambda argv, stdin=None: _out("scontrol-unreadable-configuration.txt",
+                                                      1))
+    assert main(["slurm", "qualify", "--nodes", "vm", "--partition", "debug"]) == (
+        EXIT_SCHEDULER)
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "does not exist" not in err
+    assert "the Slurm configuration cannot be read" in err and "line 1" in err
+
+
+@pytest.mark.parametrize("kind", ["missing", "directory", "empty name"])
+def test_a_slurm_conf_that_names_no_file_fails_at_once(kind, tmp_path, monkeypatch):
+    """Slurm's clients would retry such a file for a minute: nothing is run."""
+    path = {"missing": str(tmp_path / "nowhere.conf"), "directory": str(tmp_path),
+            "empty name": ""}[kind]
+    monkeypatch.setenv("SLURM_CONF", path)
+    monkeypatch.setenv("PATH", str(tmp_path))  # would fail otherwise: nothing may be run
+    with pytest.raises(SchedulerError, match="Slurm configuration cannot be read") as e:
+        commands.run_command(["scontrol", "-o", "show", "partition", "--", "debug"])
+    assert e.value.exit_code == EXIT_SCHEDULER
+
+
+PG_URL = "postgresql://fleet:pw#Hash9@db.example:5432/results?sslmode=require"
+
+
+def test_print_keeps_the_password_out_of_the_script(fake, capsys):
+    for action in ("qualify", "collectives", "isolate"):
+        nodes = "vm" if action == "qualify" else "2"
+        assert main(["slurm", action, "--nodes", nodes, "--partition", "debug", "--print",
+                     "--store", PG_URL]) == 0
+        out, err = capsys.readouterr()
+        assert "Hash9" not in out + err and "***" not in out
+        assert "--store 'postgresql://fleet@db.example:5432/results?sslmode=require'" in out
+        assert "PGPASSWORD" in err
+    assert fake.calls == []
+
+
+def test_a_job_gets_the_password_in_its_environment(fake, tmp_path, capsys):
+    assert main(["slurm", "qualify", "--nodes", "gpu[01-02]", "--partition", "debug",
+                 "--store", PG_URL, "--output-dir", str(tmp_path)]) == 0
+    jobs = fake.submitted()
+    assert len(jobs) == 2 and all("Hash9" not in script for _, script in jobs)
+    sbatch_envs = [env for (argv, _), env in zip(fake.calls, fake.envs, strict=True)
+                   if argv[0] == "sbatch"]
+    assert sbatch_envs == [{"PGPASSWORD": "pw#Hash9"}] * 2
+    assert all(env is None for (argv, _), env in zip(fake.calls, fake.envs, strict=True)
+               if argv[0] != "sbatch")  # no other command sees it
+    out, err = capsys.readouterr()
+    assert "Hash9" not in out + err
+
+
+@pytest.mark.parametrize(("store", "run_args", "fragment"), [
+    (None, ["--", "--store", PG_URL], "the arguments after -- hold a password"),
+    ("postgresql://u@h/db?sslpassword=keypass", [], "sslpassword cannot be handed"),
+    ("postgresql://u:x@h:abc/db", [], "is not a port number"),
+])
+def test_a_secret_that_a_script_would_hold_is_refused(fake, capsys, store, run_args,
+                                                      fragment):
+    argv = ["slurm", "qualify", "--nodes", "vm", "--partition", "debug", "--print"]
+    assert main([*argv, *(["--store", store] if store else []), *run_args]) == EXIT_USAGE
+    out, err = capsys.readouterr()
+    assert out == "" and err.count("\n") == 1 and fragment in err
+    assert "Hash9" not in err and "keypass" not in err
+    assert fake.calls == []
+
+
+@given(nodes=st.lists(st.sampled_from([*"gpu0129[]-,._ x²", "--", "\n"]), max_size=12).map(
+           "".join),
+       password=st.text(st.characters(blacklist_categories=("Cs",),
+                                      blacklist_characters="\x00"), min_size=6, max_size=12))
+@settings(max_examples=150, deadline=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture])
+def test_fuzz_the_node_list_and_the_store_password(fake, capsys, tmp_path, nodes, password):
+    """Whatever the node list and the password: exit 0, 2, 7 or 8 only; one error line;
+    the password in no output and in no script; nothing submitted on a refusal."""
+    fake.calls.clear()
+    fake.envs.clear()
+    store = f"postgresql://fleet:{quote(password, safe='')}@db.example/results"
+    code = main(["slurm", "qualify", f"--nodes={nodes}", "--partition", "debug", "--store",
+                 store, "--output-dir", str(tmp_path)])
+    out, err = capsys.readouterr()
+    assert code in (0, EXIT_USAGE, EXIT_SCHEDULER, EXIT_NODES)
+    assert password not in out + err and quote(password, safe="") not in out + err
+    assert all(password not in (script or "") for _, script in fake.calls)
+    if code != 0:
+        assert err.count("\n") == 1 and err.startswith("accelbench: error: ")
+        assert fake.submitted() == []

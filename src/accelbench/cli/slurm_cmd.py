@@ -19,6 +19,7 @@ from accelbench.cli.options import (
     positive_seconds,
     print_json,
 )
+from accelbench.core.untrusted import is_decimal
 from accelbench.errors import EXIT_CASE_FAILED, EXIT_OK, NodesError, UserError
 
 if TYPE_CHECKING:
@@ -42,7 +43,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         description="Submit one job per node of --nodes, each running `accelbench run` "
         "(and `accelbench validate` with --validate) on that node alone. Arguments after "
         "`--` go to `accelbench run`.")
-    qualify.add_argument("--nodes", required=True, metavar="HOSTLIST",
+    qualify.add_argument("--nodes", required=True, metavar="HOSTLIST", type=_hostlist,
                          help="the nodes, as a Slurm hostlist (gpu[01-16],gpu20)")
     qualify.add_argument("--suite", type=name_arg, default="quick",
                          help="the suite each node runs (default quick)")
@@ -57,7 +58,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
             description="Submit one job across --nodes: srun starts torchrun on every "
             "node, which meet through the c10d rendezvous on the first node, and run "
             f"`accelbench {command}`. Arguments after `--` go to `accelbench {command}`.")
-        across.add_argument("--nodes", required=True, metavar="N|HOSTLIST",
+        across.add_argument("--nodes", required=True, metavar="N|HOSTLIST", type=_hostlist,
                             help="a number of nodes, or the nodes as a Slurm hostlist")
         across.add_argument("--nproc-per-node", type=positive_int, default=1, metavar="K",
                             help="ranks per node (default 1; one per GPU on GPU nodes)")
@@ -85,10 +86,10 @@ def _add_common(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--account", type=name_arg, metavar="A",
                         help="the account to charge (sbatch --account)")
     parser.add_argument("--store", type=path_arg, metavar="PATH|URL",
-                        help="the store every job writes into, handed to each job "
-                        "unchanged: a path on a shared file system or a database URL "
-                        "(default: the job's $ACCELBENCH_STORE, else the default store of "
-                        "the node)")
+                        help="the store every job writes into: a path on a shared file "
+                        "system or a database URL, whose password is never written into "
+                        "the script (the job gets it as PGPASSWORD) (default: the job's "
+                        "$ACCELBENCH_STORE, else the default store of the node)")
     parser.add_argument("--python", type=path_arg, metavar="PYTHON",
                         help="the interpreter the jobs run accelbench with (default: the "
                         "one running this command; its PYTHONPATH goes with it)")
@@ -110,6 +111,19 @@ def _add_common(parser: argparse.ArgumentParser) -> None:
                         help="arguments for `accelbench run` on the nodes")
 
 
+def _hostlist(text: str) -> str:
+    """A Slurm hostlist (or a count of nodes), checked before any Slurm command sees it;
+    one that names nothing ("", ",") is left for the nodes check (exit 8)."""
+    from accelbench.slurm.parse import NODE_COUNT, check_hostlist
+
+    if not text.strip(" ,") or NODE_COUNT.fullmatch(text):
+        return text
+    try:
+        return check_hostlist(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
 def _port(text: str) -> int:
     value = positive_int(text)
     if value > 65535:
@@ -119,7 +133,7 @@ def _port(text: str) -> int:
 
 def _job_id(text: str) -> str:
     head, _, task = text.partition("_")
-    if not head.isdigit() or (task and not task.isdigit()):
+    if not is_decimal(head) or (task and not is_decimal(task)):
         raise argparse.ArgumentTypeError(f"expected a Slurm job id (12 or 12_3), got {text!r}")
     return text
 
@@ -165,25 +179,63 @@ def _directives(args: argparse.Namespace, job_name: str, pattern: str) -> Direct
                       time=args.time, account=args.account)
 
 
+def _job_store(args: argparse.Namespace) -> tuple[str | None, dict[str, str]]:
+    """The --store a job's script names, and what goes into its environment instead:
+    a URL's password leaves the script and becomes PGPASSWORD, which libpq reads."""
+    from accelbench.store import parse_location
+    from accelbench.store.location import redact_word
+
+    if any(redact_word(word) != word for word in args.run_args):
+        raise UserError("the arguments after -- hold a password, which would be written "
+                        "into the batch script: name the store with --store, whose "
+                        "password the job gets as PGPASSWORD")
+    if not args.store:
+        return None, {}
+    location = parse_location(args.store)
+    if location.postgres is None:
+        return args.store, {}
+    others = [name for name, _ in location.postgres.secrets if name != "password"]
+    if others:
+        raise UserError(f"--store {location}: {others[0]} cannot be handed to a batch job "
+                        "(libpq reads it from no variable): use a service file "
+                        "(PGSERVICEFILE) on the nodes, or a key without a passphrase")
+    password = location.postgres.password
+    return (location.url_without_secrets,
+            {"PGPASSWORD": password.reveal()} if password is not None else {})
+
+
+def _printed(script: str, env: dict[str, str]) -> int:
+    """--print: the script, and where a credential it does not hold must come from."""
+    sys.stdout.write(script)
+    if env:
+        from accelbench.report.terminal import console, text
+
+        console(stderr=True).print(text(
+            "accelbench: the store's password is not in the script: submit it with "
+            "PGPASSWORD in the environment (sbatch hands it on to the job), or give the "
+            "nodes a ~/.pgpass"))
+    return EXIT_OK
+
+
 def _qualify(args: argparse.Namespace, slurm: Slurm) -> int:
     from accelbench.slurm.cluster import check_nodes, check_partition
     from accelbench.slurm.script import QUALIFY_JOB, qualify_script
 
     _some_nodes(args.nodes)
+    store, env = _job_store(args)
     script = qualify_script(_directives(args, QUALIFY_JOB, "%x-%N-%j.out"), _launch(args),
                             hostlist=args.nodes, run_args=["--suite", args.suite,
                                                            *args.run_args],
-                            store=args.store, validate=args.validate)
+                            store=store, validate=args.validate)
     if args.print:
-        sys.stdout.write(script)
-        return EXIT_OK
+        return _printed(script, env)
     check_partition(slurm, args.partition)
     nodes = check_nodes(slurm, args.nodes, args.partition)
     _make_output_dir(args)
     submitted: list[tuple[str, str]] = []
     try:
         for node in nodes:
-            submitted.append((slurm.submit(script, [f"--nodelist={node}"]), node))
+            submitted.append((slurm.submit(script, [f"--nodelist={node}"], env), node))
     except UserError:
         slurm.cancel([job_id for job_id, _ in submitted])  # all of them, or none
         raise
@@ -204,17 +256,19 @@ def _across_nodes(args: argparse.Namespace, slurm: Slurm) -> int:
     job, program = ((ISOLATE_JOB, ISOLATE_PROGRAM) if args.slurm_action == "isolate"
                     else (COLLECTIVES_JOB, COLLECTIVES_PROGRAM))
 
+    from accelbench.slurm.parse import NODE_COUNT
+
     _some_nodes(args.nodes)
-    count = int(args.nodes) if args.nodes.strip().isdigit() else None
+    count = int(args.nodes) if NODE_COUNT.fullmatch(args.nodes) else None
     if count == 0:
         raise NodesError("--nodes 0 names no node")
+    store, env = _job_store(args)
     script = collectives_script(
         _directives(args, job, "%x-%j.out"), _launch(args), node_count=count,
         hostlist=None if count else args.nodes, nproc_per_node=args.nproc_per_node,
-        port=args.rdzv_port, run_args=args.run_args, store=args.store, program=program)
+        port=args.rdzv_port, run_args=args.run_args, store=store, program=program)
     if args.print:
-        sys.stdout.write(script)
-        return EXIT_OK
+        return _printed(script, env)
     partition = check_partition(slurm, args.partition)
     if count:
         check_node_count(partition, count)
@@ -222,7 +276,7 @@ def _across_nodes(args: argparse.Namespace, slurm: Slurm) -> int:
     else:
         where = ",".join(check_nodes(slurm, args.nodes, args.partition))
     _make_output_dir(args)
-    return _after_submit(args, slurm, [(slurm.submit(script, []), where)])
+    return _after_submit(args, slurm, [(slurm.submit(script, [], env), where)])
 
 
 def _some_nodes(text: str) -> None:

@@ -5,9 +5,12 @@ timeout, so a controller that does not answer becomes one line, not a hang."""
 
 from __future__ import annotations
 
+import os
+import stat
 import subprocess
-from collections.abc import Callable, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import Protocol
 
 from accelbench.errors import NodesError, SchedulerError
 from accelbench.slurm import parse
@@ -24,14 +27,23 @@ class Completed:
     stderr: str
 
 
-Runner = Callable[[Sequence[str], "str | None"], Completed]
+class Runner(Protocol):
+    """Runs one command: its argument list, its standard input, and variables added to
+    its environment (a job's credentials: never on a command line or in a script)."""
+
+    def __call__(self, argv: Sequence[str], stdin: str | None = None,
+                 env: Mapping[str, str] | None = None) -> Completed: ...
 
 
-def run_command(argv: Sequence[str], stdin: str | None = None) -> Completed:
-    """Run one Slurm command; its absence or its silence is a SchedulerError."""
+def run_command(argv: Sequence[str], stdin: str | None = None,
+                env: Mapping[str, str] | None = None) -> Completed:
+    """Run one Slurm command (with `env` added to this process's environment); its
+    absence or its silence is a SchedulerError."""
+    check_configuration()
     try:
         done = subprocess.run(list(argv), input=stdin, capture_output=True, text=True,
-                              timeout=COMMAND_TIMEOUT_S, check=False)
+                              timeout=COMMAND_TIMEOUT_S, check=False,
+                              env={**os.environ, **env} if env else None)
     except FileNotFoundError:
         raise SchedulerError(f"{argv[0]} is not installed here: accelbench slurm needs "
                              "Slurm's client commands (sbatch, scontrol, squeue)") from None
@@ -43,11 +55,37 @@ def run_command(argv: Sequence[str], stdin: str | None = None) -> Completed:
     return Completed(done.returncode, done.stdout, done.stderr)
 
 
+def check_configuration(environ: Mapping[str, str] | None = None) -> None:
+    """A SLURM_CONF that names no readable file is refused at once: Slurm's clients
+    retry such a file for a minute before they give up."""
+    env = os.environ if environ is None else environ
+    path = env.get("SLURM_CONF")
+    if path is None:
+        return
+    if not path:
+        raise SchedulerError("SLURM_CONF is set but empty: the Slurm configuration cannot "
+                             "be read")
+    try:
+        info = os.stat(path)
+    except OSError as exc:
+        raise SchedulerError(f"the Slurm configuration cannot be read: SLURM_CONF={path}: "
+                             f"{exc.strerror or exc}") from None
+    if not stat.S_ISREG(info.st_mode):
+        raise SchedulerError(f"the Slurm configuration cannot be read: SLURM_CONF={path} is "
+                             "not a file")
+    if not os.access(path, os.R_OK):
+        raise SchedulerError(f"the Slurm configuration cannot be read: SLURM_CONF={path}: "
+                             "permission denied")
+
+
 # What Slurm's clients say when there is no controller to ask, and what that means.
 _NO_CONTROLLER = (
     ("Unable to contact slurm controller", "slurmctld is not answering"),
     ("Could not establish a configuration source",
      "no Slurm configuration here (no slurm.conf, SLURM_CONF or configless controller)"),
+    ("Parse error in file", "the Slurm configuration cannot be read"),
+    ("Unable to process configuration file", "the Slurm configuration cannot be read"),
+    ("s_p_parse_file", "the Slurm configuration cannot be read"),
 )
 
 
@@ -71,10 +109,11 @@ class Slurm:
     """sbatch, scontrol, squeue, scancel and sacct, parsed."""
 
     def __init__(self, run: Runner | None = None) -> None:
-        self._run = run or run_command
+        self._run: Runner = run or run_command
 
-    def _call(self, argv: Sequence[str], stdin: str | None = None) -> Completed:
-        done = self._run(argv, stdin)
+    def _call(self, argv: Sequence[str], stdin: str | None = None,
+              env: Mapping[str, str] | None = None) -> Completed:
+        done = self._run(argv, stdin, env) if env else self._run(argv, stdin)
         why = _no_controller(_message(done)) if done.returncode != 0 else None
         if why is not None:
             raise SchedulerError(f"{why}: {_message(done)}")
@@ -88,10 +127,11 @@ class Slurm:
 
     def hostnames(self, hostlist: str) -> tuple[str, ...]:
         """The names of a Slurm hostlist (`gpu[01-16]`), expanded by Slurm itself."""
-        return parse.hostnames(self._checked(["scontrol", "show", "hostnames", hostlist]))
+        return parse.hostnames(self._checked(["scontrol", "show", "hostnames", "--",
+                                              hostlist]))
 
     def partition(self, name: str) -> dict[str, str]:
-        done = self._call(["scontrol", "-o", "show", "partition", name])
+        done = self._call(["scontrol", "-o", "show", "partition", "--", name])
         found = parse.records(done.stdout) if done.returncode == 0 else []
         if not found:
             raise SchedulerError(f"partition {name!r} does not exist in this cluster "
@@ -100,7 +140,7 @@ class Slurm:
 
     def node(self, name: str) -> dict[str, str] | None:
         """A node's record, or None when the cluster has no such node."""
-        done = self._call(["scontrol", "-o", "show", "node", name])
+        done = self._call(["scontrol", "-o", "show", "node", "--", name])
         if done.returncode != 0:
             if "not found" in _message(done):
                 return None
@@ -108,9 +148,12 @@ class Slurm:
         found = parse.records(done.stdout)
         return found[0] if found else None
 
-    def submit(self, script: str, options: Sequence[str]) -> str:
-        """Submit a batch script (given on sbatch's standard input); its job id."""
-        done = self._call(["sbatch", "--parsable", *options], script)
+    def submit(self, script: str, options: Sequence[str],
+               env: Mapping[str, str] | None = None) -> str:
+        """Submit a batch script (given on sbatch's standard input); its job id. `env`
+        goes into sbatch's environment, which sbatch hands on to the job (its default
+        --export=ALL): how a job gets a credential that no script may hold."""
+        done = self._call(["sbatch", "--parsable", *options], script, env)
         if done.returncode != 0:
             raise SchedulerError(f"sbatch refused the job: {_message(done)}")
         try:
@@ -136,7 +179,7 @@ class Slurm:
     def jobs(self, job_id: str) -> tuple[JobState, ...]:
         """A job (every task, for an array): from the controller while it knows the
         job, else from accounting, else one UNKNOWN state."""
-        done = self._call(["scontrol", "-o", "show", "job", job_id])
+        done = self._call(["scontrol", "-o", "show", "job", "--", job_id])
         if done.returncode == 0:
             found = [parse.job_from_record(r) for r in parse.records(done.stdout)]
             if found:

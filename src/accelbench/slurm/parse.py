@@ -9,6 +9,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from accelbench.core.untrusted import short
+
 # Job states after which a job never runs again (Slurm's squeue(1), JOB STATE CODES).
 FINAL_STATES = frozenset({
     "BOOT_FAIL", "CANCELLED", "COMPLETED", "DEADLINE", "FAILED", "NODE_FAIL",
@@ -57,6 +59,30 @@ def key_values(line: str) -> dict[str, str]:
 def records(text: str) -> list[dict[str, str]]:
     """Every `scontrol -o` record of an output, one per non-empty line."""
     return [key_values(line) for line in text.splitlines() if line.strip()]
+
+
+# A Slurm hostlist as a person writes one: names of letters, digits, '_', '.' and '-'
+# (not first), with numeric ranges in brackets (`gpu[01-16,20]`, `r[1-2]n[1-4]`),
+# separated by commas. Anything else (an option such as `-x`, white space, a non-ASCII
+# digit) is refused before any Slurm command sees it.
+_RANGES = r"\[[0-9]+(?:-[0-9]+)?(?:,[0-9]+(?:-[0-9]+)?)*\]"
+_HOST = rf"(?:[A-Za-z0-9_]|{_RANGES})(?:[A-Za-z0-9_.\-]|{_RANGES})*"
+HOSTLIST = re.compile(rf"{_HOST}(?:,{_HOST})*")
+NODE_COUNT = re.compile(r"[0-9]+")
+
+
+def check_hostlist(text: str) -> str:
+    """`text` if it is a hostlist of the form above, else ValueError (the message quotes
+    the first character that cannot stand where it is)."""
+    if HOSTLIST.fullmatch(text):
+        return text
+    bad = next((c for c in text if not (c.isascii() and (c.isalnum() or c in "_.-[],"))),
+               None)
+    if bad is not None:
+        raise ValueError(f"{short(text)} is not a Slurm hostlist: {bad!r} cannot stand in a "
+                         "node name")
+    raise ValueError(f"{short(text)} is not a Slurm hostlist (names of letters, digits, '_', "
+                     "'.' and '-', not first; ranges as gpu[01-16,20]; commas between)")
 
 
 def hostnames(text: str) -> tuple[str, ...]:
