@@ -5,7 +5,6 @@ exit code is 1 when it names a node, rank or link."""
 from __future__ import annotations
 
 import argparse
-import os
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -70,11 +69,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def build_request(args: argparse.Namespace) -> Request:
-    from accelbench.runner.distributed import launched_by_torchrun
+    from accelbench.runner.distributed import launched_by_torchrun, torchrun_number
     from accelbench.runner.plan import Request
 
-    ranks = int(os.environ.get("WORLD_SIZE", "1")) if launched_by_torchrun() else (
-        args.nproc_per_node or 1)
+    ranks = (torchrun_number("WORLD_SIZE", at_least=1) if launched_by_torchrun()
+             else args.nproc_per_node or 1)
     if ranks < 2:
         raise NodesError(NO_PAIRS)
     overrides: dict[str, tuple[str, ...]] = {}

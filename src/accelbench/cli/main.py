@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+from typing import Any
 
 from accelbench import __version__
 from accelbench.cli import (
@@ -49,6 +50,17 @@ class Parser(argparse.ArgumentParser):
 
     def error(self, message: str) -> None:  # type: ignore[override]
         raise UserError(f"{self.prog}: {message}")
+
+    def parse_known_args(self, args: Any = None, namespace: Any = None) -> Any:
+        parsed, extras = super().parse_known_args(args, namespace)
+        # argparse takes `--opt=--` as no value at all and stores [] without calling the
+        # option's type: refuse it as the type would have refused '--'.
+        for action in self._actions:
+            if (isinstance(action, argparse._StoreAction) and action.nargs is None
+                    and getattr(parsed, action.dest, None) == []):
+                self.error(f"argument {'/'.join(action.option_strings)}: expected a value, "
+                           "got '--'")
+        return parsed, extras
 
 
 def build_parser() -> Parser:

@@ -5,6 +5,8 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 from typing import Any
 
+from accelbench.core.untrusted import is_decimal
+
 
 @dataclass(frozen=True)
 class DeviceInfo:
@@ -81,7 +83,7 @@ def parse_device_spec(spec: str) -> tuple[str, int | None]:
         raise UserError(f"unknown device {spec!r} (use auto, cpu, cuda, cuda:N, xpu or mps)")
     if not index:
         return kind, None
-    if not index.isdigit():
+    if not is_decimal(index):
         raise UserError(f"invalid device index in {spec!r}")
     if kind == "cpu":
         raise UserError(f"invalid device {spec!r}: the CPU has no index")

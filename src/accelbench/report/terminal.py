@@ -52,10 +52,17 @@ def key_value_table(pairs: Sequence[tuple[str, str]], title: str | None = None) 
     return table
 
 
+class _Console(Console):
+    def on_broken_pipe(self) -> None:
+        # rich exits 1 when the reader of a pipe went away (`accelbench runs | head -0`);
+        # the CLI treats that as every command-line tool does: quietly, exit 0.
+        raise BrokenPipeError
+
+
 def console(stderr: bool = False) -> Console:
     """A console that shows text as it is (no markup, emoji codes or highlighting); output
     to a file or a pipe gets a wide page rather than 80 columns."""
     probe = Console(stderr=stderr)
     width = None if probe.is_terminal or os.environ.get("COLUMNS") else 160
-    return Console(stderr=stderr, markup=False, emoji=False, highlight=False,
-                   soft_wrap=False, width=width)
+    return _Console(stderr=stderr, markup=False, emoji=False, highlight=False,
+                    soft_wrap=False, width=width)

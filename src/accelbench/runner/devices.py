@@ -19,6 +19,7 @@ from accelbench.core.timing import (
     SynchronizingClock,
     TimingPolicy,
 )
+from accelbench.core.untrusted import is_decimal
 from accelbench.env.device import DeviceInfo
 
 _MIB = 1 << 20
@@ -70,7 +71,7 @@ def _cpu_llc_bytes() -> int:
             continue
         scale = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30}.get(text[-1:], 1)
         digits = text.rstrip("KMG")
-        if digits.isdigit():
+        if is_decimal(digits):
             best = max(best, int(digits) * scale)
     return best or 32 * _MIB
 

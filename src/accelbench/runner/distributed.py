@@ -14,6 +14,7 @@ from typing import Any
 
 from accelbench.core.context import DistInfo
 from accelbench.core.names import BACKENDS
+from accelbench.core.untrusted import is_decimal
 from accelbench.errors import DeviceError, UserError
 
 
@@ -38,16 +39,32 @@ def check_backend(backend: str | None, device_type: str) -> str:
     return backend
 
 
-def info_from_env(backend: str, environ: Mapping[str, str] | None = None) -> DistInfo:
+def torchrun_number(name: str, environ: Mapping[str, str] | None = None,
+                    default: int | None = None, at_least: int = 0) -> int:
+    """One of torchrun's variables (RANK, WORLD_SIZE, ...) as a whole number; a value
+    that is none (`WORLD_SIZE=abc`) is bad input, said in one line."""
     env = os.environ if environ is None else environ
-    world = int(env["WORLD_SIZE"])
-    return DistInfo(
-        rank=int(env["RANK"]),
-        world_size=world,
-        local_rank=int(env["LOCAL_RANK"]),
-        local_world_size=int(env.get("LOCAL_WORLD_SIZE", world)),
-        backend=backend,
-    )
+    text = env.get(name)
+    if text is None and default is not None:
+        return default
+    value = text.strip() if text is not None else ""
+    if not is_decimal(value) or int(value) < at_least:
+        raise UserError(f"{name}={text!r}: torchrun sets it to a whole number"
+                        + (f" of at least {at_least}" if at_least else "")
+                        + "; run under torchrun, or unset RANK, WORLD_SIZE and LOCAL_RANK")
+    return int(value)
+
+
+def info_from_env(backend: str, environ: Mapping[str, str] | None = None) -> DistInfo:
+    world = torchrun_number("WORLD_SIZE", environ, at_least=1)
+    rank = torchrun_number("RANK", environ)
+    local_rank = torchrun_number("LOCAL_RANK", environ)
+    local_world = torchrun_number("LOCAL_WORLD_SIZE", environ, default=world, at_least=1)
+    if rank >= world or local_rank >= local_world:
+        raise UserError(f"RANK={rank} and LOCAL_RANK={local_rank} do not fit WORLD_SIZE="
+                        f"{world} and LOCAL_WORLD_SIZE={local_world}: torchrun sets them so")
+    return DistInfo(rank=rank, world_size=world, local_rank=local_rank,
+                    local_world_size=local_world, backend=backend)
 
 
 def init_group(backend: str, device_type: str, timeout_s: float, first: int = 0) -> DistInfo:
@@ -85,6 +102,7 @@ def join_as_rank(device: str, backend: str | None, timeout_s: float) -> tuple[Di
     from accelbench.env.device import parse_device_spec
     from accelbench.env.torch_floor import require_supported_torch
 
+    info_from_env(backend or "")  # a broken torchrun environment is refused first
     stdout_for_python_only()
     require_supported_torch(str(torch.__version__))
     kind, index = parse_device_spec(device)

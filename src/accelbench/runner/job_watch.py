@@ -27,6 +27,8 @@ from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager, suppress
 from typing import Any
 
+from accelbench.core.untrusted import is_decimal
+
 PREFIX = "accelbench/watch/"
 POLL_S = 0.2  # how often the watchdog looks at the store
 PROBE_WAIT_S = 10.0  # how long rank 0 waits for every live rank to answer a probe
@@ -57,7 +59,7 @@ class Channel:
 
         env = os.environ if environ is None else environ
         host, port = env.get("MASTER_ADDR"), env.get("MASTER_PORT", "")
-        if not host or not port.isdigit():
+        if not host or not is_decimal(port):
             return None
         try:
             client = TCPStore(host, int(port), is_master=False,

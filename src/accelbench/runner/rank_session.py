@@ -21,6 +21,7 @@ from collections.abc import Callable, Sequence
 from contextlib import suppress
 from typing import TYPE_CHECKING, Any
 
+from accelbench.core.untrusted import is_decimal
 from accelbench.errors import EXIT_CASE_FAILED, UserError
 from accelbench.runner.job_watch import PEER_LOST
 from accelbench.runner.plan import PlannedCase, ValidRequest, expand
@@ -133,7 +134,7 @@ def gather_cluster(info: DistInfo) -> Cluster:
     from accelbench.runner.nodes import interconnect_env, node_name
 
     group_rank = os.environ.get("GROUP_RANK", "")
-    place = RankPlace(info.rank, int(group_rank) if group_rank.isdigit() else None,
+    place = RankPlace(info.rank, int(group_rank) if is_decimal(group_rank) else None,
                       node_name(), interconnect_env())
     places: list[Any] = [None] * info.world_size
     dist.all_gather_object(places, place)

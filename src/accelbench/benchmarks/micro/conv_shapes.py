@@ -20,6 +20,8 @@ import difflib
 import math
 from dataclasses import dataclass
 
+from accelbench.core.untrusted import is_decimal
+
 
 @dataclass(frozen=True)
 class ConvLayer:
@@ -270,7 +272,7 @@ def layer_problem(text: str) -> str | None:
 
 
 def _number(text: str, minimum: int = 1) -> int:
-    if not text.isdigit() or int(text) < minimum:
+    if not is_decimal(text) or int(text) < minimum:
         raise ValueError(f"{text!r} is not an integer of at least {minimum}")
     return int(text)
 

@@ -13,6 +13,8 @@ import difflib
 import re
 from dataclasses import dataclass
 
+from accelbench.core.untrusted import is_decimal
+
 DEFAULT_TOKENS = 4096
 
 
@@ -92,7 +94,7 @@ def parse_shape(text: str) -> tuple[int, int, int]:
         raise ValueError(f"not a GEMM shape; {_hint(name)}use {FORMS}")
     tokens = DEFAULT_TOKENS
     if at:
-        if not tokens_text.isdigit() or int(tokens_text) < 1:
+        if not is_decimal(tokens_text) or int(tokens_text) < 1:
             raise ValueError(f"tokens after '@' must be a positive integer; use {FORMS}")
         tokens = int(tokens_text)
     n, k = NAMED_SHAPES[name]

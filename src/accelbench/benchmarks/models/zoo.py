@@ -23,6 +23,8 @@ from dataclasses import dataclass
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
+from accelbench.core.untrusted import is_decimal
+
 if TYPE_CHECKING:
     from torch import nn
 
@@ -189,7 +191,7 @@ def parse_overrides(text: str) -> dict[str, int]:
     for item in filter(None, (part.strip() for part in text.split(","))):
         key, sep, value = item.partition("=")
         key = key.strip()
-        if not sep or not key or not value.strip().isdigit() or int(value) < 1:
+        if not sep or not key or not is_decimal(value.strip()) or int(value) < 1:
             raise ValueError(f"bad shape setting {item!r}: use key=positive-integer")
         out[key] = int(value)
     return out

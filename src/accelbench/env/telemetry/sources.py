@@ -15,6 +15,7 @@ import os
 from collections.abc import Callable, Collection, Mapping
 from typing import Protocol
 
+from accelbench.core.untrusted import is_decimal
 from accelbench.env.host_readings import PathLike
 from accelbench.env.telemetry.amd import (
     CLI_TIMEOUT_S,
@@ -83,7 +84,7 @@ def vendor_index(torch_index: int | None, environ: Mapping[str, str] | None = No
         if not value:
             continue
         items = [item.strip() for item in value.split(",")]
-        if not all(item.isdigit() for item in items):
+        if not all(is_decimal(item) for item in items):
             return torch_index  # UUIDs: no index arithmetic can say which device
         chosen = [int(item) for item in items]
         visible = chosen if visible is None else [visible[i] for i in chosen
