@@ -52,6 +52,30 @@ def check_math_mode(mode: MathMode, precision: Precision) -> None:
         raise CaseSkipped(problem)
 
 
+def check_lstm_precision(torch: ModuleType, setup: ModelSetup, device: Any) -> None:
+    """Fail an LSTM case whose half precision the device's LSTM kernels cannot run.
+
+    oneDNN has no bf16 LSTM for CPUs without AVX-512 BF16 (AVX2-only EPYC and Xeon
+    parts): PyTorch raises "could not create a primitive descriptor for the LSTM forward
+    propagation primitive" from the model's first step. One step forward and back of a
+    four-wide LSTM, run as the case would run it, tells before the model is built, and
+    the case fails as an unsupported precision (as tf32 on a CPU does), not as a crash."""
+    precision = setup.precision
+    if setup.spec.arch != "lstm" or precision.dtype not in ("fp16", "bf16"):
+        return
+    probe = precision.prepare(torch, torch.nn.LSTM(4, 4)).to(device)
+    x = torch.zeros(2, 1, 4, dtype=precision.storage_dtype(torch), device=device)
+    try:
+        with precision.autocast(torch, device.type):
+            out, _ = probe(x)
+        out.float().sum().backward()
+    except RuntimeError as exc:
+        lines = str(exc).strip().splitlines()
+        raise CaseFailed(f"unsupported precision: {precision.dtype} LSTM on this "
+                         f"{device.type.upper()}: {lines[0] if lines else type(exc).__name__}"
+                         [:500]) from None
+
+
 def check_finite(value: float, what: str) -> None:
     if not math.isfinite(value):
         raise CaseFailed(f"wrong result: {what} is {value}")

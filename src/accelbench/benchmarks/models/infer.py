@@ -40,6 +40,7 @@ def measure(ctx: CaseContext, params: dict[str, Any]) -> CaseResult:
 
     setup = checks.setup_from_params(ctx, params)
     device = torch.device(ctx.device.torch_device)
+    checks.check_lstm_precision(torch, setup, device)
     spec, precision = setup.spec, setup.precision
     meter = PeakMemory(torch, device)
     try:

@@ -140,6 +140,7 @@ def ready_engine(ctx: CaseContext, params: dict[str, Any], batch: int | None = N
         setup = setup.with_batch(batch)
     spec, precision = setup.spec, setup.precision
     device = torch.device(ctx.device.torch_device)
+    checks.check_lstm_precision(torch, setup, device)
     engine = engines.get(name)
     fp32 = Precision("fp32")
     prepared = None

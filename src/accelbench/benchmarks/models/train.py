@@ -53,6 +53,7 @@ def _measure(ctx: CaseContext, params: dict[str, Any], data_parallel: bool) -> C
 
     setup = checks.setup_from_params(ctx, params)
     device = torch.device(ctx.device.torch_device)
+    checks.check_lstm_precision(torch, setup, device)
     rank = ctx.dist.rank if ctx.dist else 0
     world = ctx.dist.world_size if data_parallel and ctx.dist else 1
     meter = PeakMemory(torch, device)
