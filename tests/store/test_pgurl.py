@@ -205,3 +205,24 @@ def test_an_error_echoes_what_was_written() -> None:
         parse_url("mysql://x")
     with pytest.raises(UserError, match=re.escape("'sqlite:///x.db'")):
         parse_location("sqlite:///x.db")
+
+
+@given(password=st.text(st.characters(blacklist_characters="@/\x00",
+                                      blacklist_categories=("Cs",)), min_size=3, max_size=16))
+@settings(max_examples=80, deadline=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture])
+def test_fuzz_a_command_given_any_password(password: str, capsys, tmp_path, monkeypatch) -> None:
+    """Through the command line, against a port where nothing listens: exit 2 (refused
+    before connecting) or 5 (nothing to reach) only, one error line, the password in no
+    spelling, and nothing created."""
+    from accelbench.cli.main import main
+
+    monkeypatch.chdir(tmp_path)
+    url = f"postgresql://fleet:{password}@127.0.0.1:1/results?connect_timeout=2"
+    code = main(["runs", "--store", url])
+    err = capsys.readouterr().err
+    assert code in (EXIT_USAGE, 5), err
+    assert err.startswith("accelbench: error: ") and err.count("\n") == 1
+    if "*" not in password and url.count(password) == 1:
+        assert password not in err and quote(password, safe="") not in err
+    assert list(tmp_path.iterdir()) == []
