@@ -245,6 +245,7 @@ def _qualify(args: argparse.Namespace, slurm: Slurm) -> int:
 def _across_nodes(args: argparse.Namespace, slurm: Slurm) -> int:
     """`collectives` or `isolate`: one job across the nodes."""
     from accelbench.slurm.cluster import check_node_count, check_nodes, check_partition
+    from accelbench.slurm.parse import NODE_COUNT
     from accelbench.slurm.script import (
         COLLECTIVES_JOB,
         COLLECTIVES_PROGRAM,
@@ -255,8 +256,6 @@ def _across_nodes(args: argparse.Namespace, slurm: Slurm) -> int:
 
     job, program = ((ISOLATE_JOB, ISOLATE_PROGRAM) if args.slurm_action == "isolate"
                     else (COLLECTIVES_JOB, COLLECTIVES_PROGRAM))
-
-    from accelbench.slurm.parse import NODE_COUNT
 
     _some_nodes(args.nodes)
     count = int(args.nodes) if NODE_COUNT.fullmatch(args.nodes) else None
