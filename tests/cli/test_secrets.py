@@ -20,7 +20,7 @@ import _pgcluster
 from accelbench.cli.main import main
 from accelbench.store import Store
 from accelbench.store import schema as store_schema
-from postgres import is_postgres, new_database, sql
+from postgres import is_postgres, new_database, sql, tables
 
 # Raw where libpq takes the character as it is (# ? : & = ' " \ and any letter), encoded
 # where it must be (@ / % and space).
@@ -88,7 +88,14 @@ def _reads(url: str, tmp_path: Path, capsys) -> list[str | bytes]:
     out += [*capsys.readouterr(), (tmp_path / "all.json").read_bytes()]
     exported = json.loads((tmp_path / "all.json").read_text())
     assert any("***" in word for word in exported["runs"][0]["run"]["argv"])  # shown, redacted
+    out.append(_dump(url))
     return out
+
+
+def _dump(url: str) -> str:
+    """Every cell of every table of the store's database, as text."""
+    return "\n".join(str(cell) for name in tables(url)
+                     for row in sql(url, f'SELECT * FROM "{name}"') for cell in row)
 
 
 @pytest.mark.slow
