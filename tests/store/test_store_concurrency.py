@@ -91,3 +91,33 @@ def test_a_crashed_writer_keeps_what_it_committed(tmp_path: Path) -> None:
         run = store.load_run("latest")
     assert run.record.status == "running" and run.record.finished_at is None
     assert run.measurements == tuple(_measurement(0, i) for i in range(3))
+
+
+def test_the_inspection_reads_one_snapshot(pg_url: str, monkeypatch) -> None:
+    """What opening a store reads (its tables, its mark, its migrations) comes from one
+    moment: a migration another writer commits between those reads is seen whole or not
+    at all, never as a record without its tables (which looked like a damaged store)."""
+    import psycopg
+
+    from postgres import sql
+
+    with Store.open(pg_url) as store:
+        backend = store._backend
+        real_execute = psycopg.Cursor.execute
+        committed: list[str] = []
+
+        def execute(cursor, query, *args, **kwargs):
+            result = real_execute(cursor, query, *args, **kwargs)
+            if cursor.connection is backend._conn and "relname" in str(query) and not committed:
+                # Another writer commits its next migration now, after the table list.
+                sql(pg_url, "INSERT INTO migrations (name, applied_at) VALUES (?, 0)",
+                    ("999_from_elsewhere",))
+                committed.append("999_from_elsewhere")
+            return result
+
+        monkeypatch.setattr(psycopg.Cursor, "execute", execute)
+        seen = backend.inspect()
+        monkeypatch.undo()
+        assert committed
+        assert "999_from_elsewhere" not in seen.applied
+        assert "999_from_elsewhere" in backend.inspect().applied

@@ -312,8 +312,12 @@ class PostgresBackend:
     def inspect(self) -> Inspection:
         psycopg = _driver()
         try:
-            with self._watch, self._conn.transaction():  # one snapshot
+            with self._watch, self._conn.transaction():
                 cur = self._conn.cursor()
+                # One snapshot for all three reads: under the default READ COMMITTED each
+                # statement sees its own, so a migration committed between them would
+                # show its record without its tables, and the store would look damaged.
+                cur.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY")
                 tables = frozenset(row[0] for row in cur.execute(_TABLES).fetchall())
                 marks = cur.execute(_MARK).fetchall()
                 mark = ("none" if not marks else
