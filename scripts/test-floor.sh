@@ -1,17 +1,31 @@
 #!/usr/bin/env bash
-# Run the test suite against the oldest PyTorch accelbench supports (requirements-floor.txt),
-# in .venv-floor, beside the pinned one that scripts/test.sh tests. A PyTorch older
-# than this floor is refused at start-up (see src/accelbench/env/torch_floor.py).
-# Extra arguments go to pytest.
+# Run the tests that call PyTorch's APIs (marked torch_api) against the oldest PyTorch
+# accelbench supports (requirements-floor.txt), in .venv-floor, beside the pinned one that
+# scripts/test.sh tests in full. A PyTorch older than this floor is refused at start-up
+# (see src/accelbench/env/torch_floor.py). Extra arguments go to pytest; the workers are
+# chosen as in scripts/test.sh.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 if [ ! -x .venv-floor/bin/python ]; then
   python3 -m venv .venv-floor
 fi
-.venv-floor/bin/python -m pip install --quiet --upgrade pip
-.venv-floor/bin/python -m pip install --quiet -r requirements-floor.txt
-.venv-floor/bin/python -m pip install --quiet --no-deps -e .
+stamp=.venv-floor/.accelbench-requirements
+wanted=$(cat requirements-floor.txt requirements-common.txt pyproject.toml | sha256sum \
+  | cut -d' ' -f1)
+if [ "$(cat "$stamp" 2>/dev/null)" != "$wanted" ]; then
+  .venv-floor/bin/python -m pip install --quiet --upgrade pip
+  .venv-floor/bin/python -m pip install --quiet -r requirements-floor.txt
+  .venv-floor/bin/python -m pip install --quiet --no-deps -e .
+  echo "$wanted" >"$stamp"
+fi
+
+workers=${ACCELBENCH_TEST_WORKERS:-$(nproc)}
+[ "$workers" -le 4 ] || workers=4
+parallel=()
+if [ "$workers" -gt 1 ]; then
+  parallel=(-n "$workers" --dist loadfile)
+fi
 
 .venv-floor/bin/python -c 'import torch; print("accelbench tests on PyTorch", torch.__version__)'
-.venv-floor/bin/python -m pytest -p no:cacheprovider "$@"
+.venv-floor/bin/python -m pytest -p no:cacheprovider "${parallel[@]}" -m torch_api "$@"

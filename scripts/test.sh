@@ -1,16 +1,52 @@
 #!/usr/bin/env bash
-# Set up the pinned development environment in .venv, lint, type-check, and run the test suite.
-# Extra arguments go to pytest (e.g. scripts/test.sh tests/core -x).
+# Set up the pinned development environment in .venv, then lint, type-check, build the
+# documentation site and run the whole test suite: what CI runs.
+#
+#   scripts/test.sh [--fast] [PYTEST_ARGS...]
+#
+# --fast is the edit-test loop: lint and the tests that need no real server (PostgreSQL,
+# Slurm), no torchrun job, no browser and no subprocess-heavy run. Extra arguments go to
+# pytest (e.g. scripts/test.sh --fast tests/core -x). The tests run on
+# $ACCELBENCH_TEST_WORKERS processes (default: the cores, at most 4; 1 runs them in this
+# process).
 set -euo pipefail
 cd "$(dirname "$0")/.."
+
+fast=0
+if [ "${1:-}" = "--fast" ]; then
+  fast=1
+  shift
+fi
 
 if [ ! -x .venv/bin/python ]; then
   python3 -m venv .venv
 fi
-.venv/bin/python -m pip install --quiet --upgrade pip
-.venv/bin/python -m pip install --quiet -r requirements-dev.txt
-.venv/bin/python -m pip install --quiet --no-deps -e .
+# Installed again only when the pinned requirements or the package's metadata change.
+stamp=.venv/.accelbench-requirements
+wanted=$(cat requirements-dev.txt requirements-common.txt requirements-torchrec.txt \
+  pyproject.toml | sha256sum | cut -d' ' -f1)
+if [ "$(cat "$stamp" 2>/dev/null)" != "$wanted" ]; then
+  .venv/bin/python -m pip install --quiet --upgrade pip
+  .venv/bin/python -m pip install --quiet -r requirements-dev.txt
+  .venv/bin/python -m pip install --quiet --no-deps -r requirements-torchrec.txt
+  .venv/bin/python -m pip install --quiet --no-deps -e .
+  echo "$wanted" >"$stamp"
+fi
 
-.venv/bin/ruff check src tests bench
+workers=${ACCELBENCH_TEST_WORKERS:-$(nproc)}
+[ "$workers" -le 4 ] || workers=4
+parallel=()
+if [ "$workers" -gt 1 ]; then
+  # A test file's tests share one worker, so a module's fixtures (a real quick-suite run,
+  # a Slurm cluster) are made once.
+  parallel=(-n "$workers" --dist loadfile)
+fi
+
+.venv/bin/ruff check src tests bench docs/hooks
+if [ "$fast" = 1 ]; then
+  exec .venv/bin/python -m pytest "${parallel[@]}" \
+    -m "not (slow or multinode or server or browser or gpu)" "$@"
+fi
 .venv/bin/mypy
-.venv/bin/python -m pytest "$@"
+NO_MKDOCS_2_WARNING=1 .venv/bin/mkdocs build --strict --quiet --site-dir "$(mktemp -d)"
+.venv/bin/python -m pytest "${parallel[@]}" "$@"

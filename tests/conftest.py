@@ -6,6 +6,12 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).parent))
 
+# pytest-xdist gives its workers COLUMNS=80 and LINES=24; without them the output of a
+# command in a worker is what it is in a serial run (a pipe: accelbench's wide page).
+if os.environ.get("PYTEST_XDIST_WORKER"):
+    for _name in ("COLUMNS", "LINES"):
+        os.environ.pop(_name, None)
+
 
 @pytest.fixture
 def store_path(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
@@ -34,3 +40,23 @@ settings.load_profile("accelbench")
 
 # A real PostgreSQL server and the store location fixture on both back-ends.
 from postgres import pg_cluster, pg_url, store_location  # noqa: E402, F401
+
+# The folders whose tests call PyTorch's APIs (measure functions, models, checks, the
+# profiler, collectives, engines and serving, the GPU tests): marked torch_api, which
+# scripts/test-floor.sh runs again on the oldest PyTorch accelbench supports. A test
+# elsewhere that does is marked in its own module.
+TORCH_API_FOLDERS = ("benchmarks", "collectives", "gpu", "models", "profile", "serving",
+                     "validation")
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    tests = Path(__file__).parent
+    for item in items:
+        folder = item.path.relative_to(tests).parts[0]
+        if folder in TORCH_API_FOLDERS:
+            item.add_marker(pytest.mark.torch_api)
+        # A test on a PostgreSQL database needs the server the session starts.
+        params = getattr(item, "callspec", None)
+        on_postgres = params is not None and params.params.get("store_location") == "postgresql"
+        if on_postgres or "pg_cluster" in getattr(item, "fixturenames", ()):
+            item.add_marker(pytest.mark.server)

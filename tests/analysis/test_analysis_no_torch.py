@@ -5,9 +5,11 @@ from __future__ import annotations
 import subprocess
 import sys
 
+import pytest
 from analysis_data import corpus_store
 
 
+@pytest.mark.slow
 def test_analysis_commands_do_not_import_torch(tmp_path) -> None:
     store = str(corpus_store(tmp_path))
     base = str(tmp_path / "baseline.json")

@@ -39,6 +39,7 @@ def a_vs_b(store_path):
     return compare(a, b)
 
 
+@pytest.mark.slow
 def test_the_corpus_loads_from_its_store_and_its_export_alike(store_path) -> None:
     exported = load_json(json.loads((CORPUS / "generations-v1.json").read_text()))
     with Store.open(store_path, create=False) as store:

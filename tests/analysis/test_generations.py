@@ -95,6 +95,7 @@ def test_bad_baseline_is_a_user_error(runs) -> None:
         generations(runs, baseline="AMD*")
 
 
+@pytest.mark.slow
 def test_generations_command_json_and_chart(store_path, tmp_path, capsys) -> None:
     chart = tmp_path / "generations.svg"
     argv = ["generations", "--store", str(store_path)]

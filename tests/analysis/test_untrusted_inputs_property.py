@@ -138,6 +138,7 @@ def _readable(store: Path, workdir: Path, capsys: Any) -> None:
 @FIXTURE_CHECKS
 @given(data=st.data(), count=st.integers(min_value=0, max_value=3),
        existing=st.booleans())
+@pytest.mark.slow
 def test_merge_of_a_generated_export(base, capsys, data, count, existing) -> None:
     export = _mutate(base["export"], data.draw, count)
     with tempfile.TemporaryDirectory() as tmp:
@@ -167,6 +168,7 @@ def _rules_text(data_draw: Any, count: int) -> str:
     return text if cut is None else text[:cut]
 
 
+@pytest.mark.slow
 @FIXTURE_CHECKS
 @given(data=st.data(), count=st.integers(min_value=0, max_value=3))
 def test_diagnose_with_a_generated_rules_file(base, capsys, data, count) -> None:
@@ -183,6 +185,7 @@ def test_diagnose_with_a_generated_rules_file(base, capsys, data, count) -> None
         assert _digest(base["fleet"]) == before
 
 
+@pytest.mark.slow
 @FIXTURE_CHECKS
 @given(data=st.data(), count=st.integers(min_value=0, max_value=3))
 def test_diagnose_with_a_generated_baseline_file(base, capsys, data, count) -> None:

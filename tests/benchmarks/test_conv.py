@@ -265,6 +265,7 @@ def test_resnet50_set_is_complete_and_counts_its_flops() -> None:
     assert conv1.flop(1) == 2 * 64 * 112 * 112 * 3 * 7 * 7
 
 
+@pytest.mark.slow
 def test_named_layers_match_torchvision() -> None:
     """Every named layer is the module of that name in the torchvision model, with the
     input size the network feeds it, and `occurs` counts the convolutions sharing it."""

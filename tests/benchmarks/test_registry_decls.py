@@ -1,8 +1,8 @@
 """The registry of benchmark declarations: what it promises the rest of accelbench.
 
 Every declared benchmark can be called, every suite asks only for what the benchmarks
-declare, every default is a valid value, versions follow the code, and the README says
-what each benchmark is.
+declare, every default is a valid value, versions follow the code, and the documentation
+says what each benchmark is.
 """
 
 from __future__ import annotations
@@ -22,8 +22,8 @@ from accelbench.benchmarks import REGISTRY
 from accelbench.core.dtypes import DTYPES
 from accelbench.core.registry import FAMILIES, Benchmark, Registry, source_version
 from accelbench.runner.plan import SUITES, load_suite, spread_values
+from docs_pages import page
 
-README = (Path(__file__).parents[2] / "README.md").read_text()
 BENCHES = list(REGISTRY)
 
 
@@ -108,8 +108,9 @@ def test_every_benchmark_is_in_the_full_suite_and_every_check_in_validate() -> N
     assert set(load_suite("validate").benchmarks()) == checks - {"burn-in"}
 
 
-def test_the_readme_names_every_benchmark_with_its_family() -> None:
-    rows = re.findall(r"^\| (`[^|]+`) \| (\w+) \|", README, re.M)
+def test_the_docs_name_every_benchmark_with_its_family() -> None:
+    tables = page("benchmarks.md") + page("validation.md")
+    rows = re.findall(r"^\| (`[^|]+`) \| (\w+) \|", tables, re.M)
     documented = {name: family for names, family in rows
                   for name in re.findall(r"`([^`]+)`", names)}
     for bench in BENCHES:

@@ -218,6 +218,7 @@ def test_unknown_run_id(capsys, store_path):
     assert "nosuchrun" in _one_line_error(capsys)
 
 
+@pytest.mark.slow
 def test_unavailable_device_has_its_own_exit_code(capsys, store_path):
     import torch
 
@@ -297,6 +298,7 @@ def _store_with_a_run(path) -> None:
     [("runs", ">&-"), ("runs --json", ">&-"), ("show --json", ">&-"), ("export", ">&-"),
      ("list --json", ">&-"), ("runs", "1</dev/null"), ("runs --json", "1</dev/null")],
 )
+@pytest.mark.slow
 def test_output_nobody_can_read_is_dropped_quietly(command, redirect, store_path):
     """stdout closed (`>&-`) or open for reading only: the command does its work and
     exits 0, as when the reader of a pipe went away."""

@@ -68,6 +68,7 @@ def test_a_lone_surrogate_in_an_export_is_refused_and_creates_nothing(
         assert not Path(store_location).exists()  # no empty store left behind
 
 
+@pytest.mark.slow
 def test_a_merge_refused_by_the_target_leaves_no_new_file(tmp_path: Path, capsys) -> None:
     """A new target is removed again when the merge into it fails (here: a fingerprint
     id bound to another stack in one of two sources)."""
@@ -96,6 +97,7 @@ def test_a_truncated_store_file_is_a_damaged_store(tmp_path: Path, capsys) -> No
     assert path.read_bytes() == before
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("command", ["runs", "runs --json", "show latest", "export"])
 def test_a_reader_that_goes_away_is_not_an_error(command: str, store_path: Path) -> None:
     """`accelbench runs | head -0`: the pipe closes before anything is read."""

@@ -11,6 +11,8 @@ import pytest
 
 from accelbench.cli.main import main
 
+pytestmark = pytest.mark.slow
+
 
 def _accelbench(*args, timeout=600):
     return subprocess.run([sys.executable, "-m", "accelbench", *args], capture_output=True,

@@ -27,6 +27,8 @@ from accelbench.runner.plan import Request, Suite, SuiteEntry, validate
 from accelbench.runner.session import run_session
 from accelbench.store import Store
 
+pytestmark = pytest.mark.slow
+
 HERE = Path(__file__).parent
 # One process per case: rounds of processes are tested in tests/runner/test_interleaving.py.
 FAST = {"max_time": 0.03, "warmup_time": 0.0, "block_time": 0.002, "min_samples": 3, "processes": 1}

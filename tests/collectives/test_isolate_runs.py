@@ -16,6 +16,8 @@ import pytest
 from accelbench.errors import EXIT_NODES, EXIT_USAGE
 from accelbench.store import Store
 
+pytestmark = pytest.mark.slow
+
 SAMPLES = 3
 
 

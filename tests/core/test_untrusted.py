@@ -109,6 +109,7 @@ def test_messages_never_quote_a_whole_value() -> None:
     assert "unknown compare" in _one_line(info)
 
 
+@pytest.mark.slow
 def test_many_rules_and_a_duplicate_name_among_them() -> None:
     text = "rules:\n" + "".join(RULE.format(i=i) for i in range(3000))
     assert len(parse_rules(text, "many.yaml")) == 3000

@@ -25,6 +25,7 @@ def test_two_regimes_inside_one_case_keep_only_the_settled_one() -> None:
     assert not any(w.startswith("unsettled") for w in noise_warnings(timing, POLICY))
 
 
+@pytest.mark.slow
 def test_a_case_that_keeps_drifting_says_it_never_settled() -> None:
     clock = FakeClock(lambda i: 1e-3 * (1.0 + 0.01 * i), noise=0.005, seed=1)
     timing = measure(lambda: None, clock, POLICY)
@@ -49,6 +50,7 @@ def test_a_step_is_found_where_it_is() -> None:
     assert settling_point(x[30:]) is None
 
 
+@pytest.mark.slow
 def test_extensions_stay_within_twice_the_sampling_budget() -> None:
     policy = TimingPolicy(warmup_time=0.0, min_warmup_calls=2, block_time=1e-9,
                           min_samples=5, max_samples=100_000, max_time=1.0,

@@ -42,6 +42,7 @@ def test_transformer_flops_follow_the_stated_formula() -> None:
     assert estimate.per_step(samples=3, training=False) == 3 * per_token * 16
 
 
+@pytest.mark.slow
 def test_lm_parameters_count_a_tied_head_once_and_skip_lookups() -> None:
     import torch
 

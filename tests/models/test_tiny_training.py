@@ -30,6 +30,7 @@ def _unsupported(name: str, dtype: str) -> str | None:
     return None
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("dtype", ["fp32", "bf16"])
 @pytest.mark.parametrize("name", TINY_MODELS)
 def test_training_lowers_a_finite_loss_on_a_fixed_batch(name: str, dtype: str) -> None:
@@ -50,6 +51,7 @@ def test_training_lowers_a_finite_loss_on_a_fixed_batch(name: str, dtype: str) -
                 assert trainer.module(x).dtype == torch.bfloat16
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("dtype", ["fp32", "bf16"])
 @pytest.mark.parametrize("name", TINY_MODELS)
 def test_inference_measures_throughput_and_latency(execute, name: str, dtype: str) -> None:

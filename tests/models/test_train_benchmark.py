@@ -54,6 +54,7 @@ def test_mfu_against_the_published_peak(execute, monkeypatch: pytest.MonkeyPatch
     assert m.figure("tokens") is None
 
 
+@pytest.mark.slow
 def test_whole_model_cast_is_labelled_and_keeps_batch_norm_in_fp32(execute) -> None:
     import torch
 
@@ -73,6 +74,7 @@ def test_fp16_autocast_trains_with_a_gradient_scaler(execute) -> None:
     assert m.details["precision"] == "fp16 autocast with gradient scaling"
 
 
+@pytest.mark.slow
 def test_find_batch_on_the_cpu_uses_a_memory_model(execute) -> None:
     m = execute(train.BENCHMARK, model="lstm-tiny", dtype="fp32", find_batch="true", **TINY)
     assert m.status == "ok", m.reason
@@ -106,6 +108,7 @@ def test_cases_that_cannot_run_are_recorded_with_their_reason(execute, given, st
     assert reason in m.reason
 
 
+@pytest.mark.slow
 def test_out_of_memory_is_recorded_and_the_model_is_released(
     execute, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -147,6 +150,7 @@ def test_a_missing_library_skips_the_case_with_how_to_install_it(
     assert "same package index as your torch" in m.reason
 
 
+@pytest.mark.slow
 def test_the_batch_search_survives_out_of_memory(monkeypatch: pytest.MonkeyPatch) -> None:
     import torch
 

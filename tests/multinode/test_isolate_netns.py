@@ -11,8 +11,12 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from accelbench.store import Store
 from netns import hosts
+
+pytestmark = [pytest.mark.multinode, pytest.mark.slow]
 
 PORT = 29500
 

@@ -20,7 +20,8 @@ from accelbench.store import Store
 from netns import Host, hosts
 from slurm_cluster import JOB_DEADLINE_S, PARTITION, Cluster, Node, require_slurm, unavailable
 
-pytestmark = [pytest.mark.multinode, pytest.mark.slow, pytest.mark.timeout(1200)]
+pytestmark = [pytest.mark.multinode, pytest.mark.slow, pytest.mark.server,
+              pytest.mark.timeout(1200)]
 
 # The jobs' ranks talk over the hosts' links; the environment goes with the job.
 JOB_ENV = {"GLOO_SOCKET_IFNAME": "eth0", "OMP_NUM_THREADS": "1"}

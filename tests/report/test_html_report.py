@@ -82,6 +82,7 @@ def hostile_report() -> str:
     return html_report([run], comparisons=[compare(group, group)])
 
 
+@pytest.mark.slow
 def test_report_has_every_section_and_chart(full_report) -> None:
     assert full_report.startswith("<!DOCTYPE html>")
     for text in ("Comparison:", "Generations", "Stack fingerprint", "AMD Instinct MI250X",
@@ -113,6 +114,7 @@ def test_every_value_from_a_result_is_escaped(hostile_report) -> None:
     assert "http" not in hostile_report.lower()
 
 
+@pytest.mark.slow
 def test_report_command_writes_html_and_markdown(corpus, tmp_path, capsys) -> None:
     path, *_ = corpus
     out = tmp_path / "r.html"
@@ -173,6 +175,7 @@ def _browser_probe(report: str, tmp_path: Path) -> dict:
     return json.loads(html.unescape(match.group(1)))
 
 
+@pytest.mark.browser
 def test_charts_render_and_hostile_strings_stay_text_in_a_browser(tmp_path) -> None:
     run = _hostile_run()
     group = RunGroup("x", (run,))
@@ -189,6 +192,7 @@ def test_charts_render_and_hostile_strings_stay_text_in_a_browser(tmp_path) -> N
         assert chart["marks"] > 5 and chart["texts"] > 2, chart
 
 
+@pytest.mark.browser
 def test_corpus_report_charts_render_in_a_browser(full_report, tmp_path) -> None:
     probe = _browser_probe(full_report, tmp_path)
     assert len(probe["charts"]) >= 10

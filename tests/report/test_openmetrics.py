@@ -330,6 +330,7 @@ def test_without_prometheus_client(fleet, capsys, monkeypatch, tmp_path) -> None
     assert main(["export", "--format", "json", "-o", str(target)]) == 0  # needs none of it
 
 
+@pytest.mark.slow
 def test_the_cli_imports_neither_torch_nor_prometheus_client(fleet) -> None:
     code = (
         "import sys\n"

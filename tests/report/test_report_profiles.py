@@ -3,9 +3,12 @@
 import subprocess
 import sys
 
+import pytest
+
 from accelbench.cli.main import main
 
 
+@pytest.mark.slow
 def test_report_shows_the_profile_analysis(tmp_path, capsys):
     store = tmp_path / "results.sqlite"
     assert main(["profile", "gemm", "-p", "shape=64", "--steps", "3", "--warmup", "1",

@@ -114,6 +114,7 @@ def test_the_recorded_figures_are_what_the_table_is_checked_against(ms) -> None:
     assert ms["bare"].energy is None and not ms["bare"].throttled
 
 
+@pytest.mark.slow
 def test_html_energy_table_has_each_case_with_telemetry_and_its_flags(ms, report) -> None:
     rows = _html_rows(report)
     assert set(rows) == {"gemm dtype=bf16 shape=4096", "gemm dtype=bf16 shape=8192",
@@ -214,6 +215,7 @@ def test_terminal_row_is_marked_throttled_with_its_reasons(ms) -> None:
     assert "gemm dtype=bf16 shape=8192: throttled: HW slowdown" in out
 
 
+@pytest.mark.slow
 def test_stored_text_from_sources_is_escaped_everywhere() -> None:
     series = _series(power=300.0, clock=[2100.0] * 9 + [1000.0] * 3 + [2100.0] * 9,
                      throttle=[0.0] * 9 + [1.0] * 3 + [0.0] * 9,

@@ -27,6 +27,7 @@ def importable_samples(monkeypatch):
         filter(None, (str(Path(__file__).parent), os.environ.get("PYTHONPATH")))))
 
 
+@pytest.mark.slow
 def test_ranks_run_in_step_and_failures_stay_with_their_case(store_path, importable_samples):
     request = Request(
         benches=("ok", "dist_sum", "dist_dies", "dist_hangs", "dist_fails"),
@@ -84,6 +85,7 @@ def test_backend_choice_and_validation():
         validate(Request(benches=("ok",), nproc_per_node=0), DIST_REGISTRY)
 
 
+@pytest.mark.slow
 def test_user_launched_torchrun_measures_on_every_rank_and_stores_once(tmp_path):
     import json
     import subprocess

@@ -174,6 +174,7 @@ def test_the_interval_between_processes_matches_its_definition() -> None:
     assert 0.93 <= hits / trials <= 0.97
 
 
+@pytest.mark.slow
 def test_sample_registry_still_runs_in_real_workers(store_path) -> None:
     """The real worker process path, two rounds: each round in its own process."""
     request = Request(benches=("pid",), timing={"processes": 2, "max_time": 0.05,
@@ -184,6 +185,7 @@ def test_sample_registry_still_runs_in_real_workers(store_path) -> None:
     assert len(m.timings) == 2 and m.details["processes"] == 2
 
 
+@pytest.mark.slow
 def test_distributed_rounds_are_fresh_torchrun_jobs(store_path, monkeypatch) -> None:
     """Each round of a distributed segment is its own torchrun job, sampled on its own."""
     import os

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import threading
 
+import pytest
+
 from accelbench.env.cluster import Cluster, RankPlace
 from accelbench.runner.job_watch import Channel
 from accelbench.runner.rank_session import _first_sentence, failure_reason
@@ -16,6 +18,7 @@ def _channels(world: int) -> list[Channel]:
     return [Channel(store, rank, world) for rank in range(world)]
 
 
+@pytest.mark.slow
 def test_the_probe_names_the_ranks_that_do_not_answer():
     zero, one, _silent = _channels(3)
     stop = threading.Event()

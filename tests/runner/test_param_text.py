@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import re
-from pathlib import Path
 
 import pytest
 
@@ -13,9 +12,9 @@ from accelbench.cli.run_cmd import parse_overrides
 from accelbench.env.device import DeviceInfo
 from accelbench.errors import UserError
 from accelbench.runner.plan import Request, expand, validate
+from docs_pages import ALL as DOCS
 
 CPU = DeviceInfo(type="cpu", index=None, name="cpu", platform="cpu")
-README = (Path(__file__).parents[2] / "README.md").read_text()
 
 
 def cases(*items: str, bench: str = "train") -> list:
@@ -24,8 +23,8 @@ def cases(*items: str, bench: str = "train") -> list:
     return expand(request, valid.suite, REGISTRY, CPU)
 
 
-@pytest.mark.parametrize("example", sorted(set(re.findall(r"-p (config=[^`\s]+)", README))))
-def test_the_readme_config_examples_are_one_case_each(example: str) -> None:
+@pytest.mark.parametrize("example", sorted(set(re.findall(r"-p (config=[^`\s]+)", DOCS))))
+def test_the_documented_config_examples_are_one_case_each(example: str) -> None:
     (planned,) = cases(example)
     assert planned.params["config"] == example.split("=", 1)[1]
 

@@ -8,6 +8,8 @@ from accelbench.runner.plan import Request, validate
 from accelbench.runner.session import run_session
 from accelbench.store import Store
 
+pytestmark = pytest.mark.slow
+
 # One process per case: rounds of processes are tested in tests/runner/test_interleaving.py.
 FAST = {"max_time": 0.05, "warmup_time": 0.0, "processes": 1}
 

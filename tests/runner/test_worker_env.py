@@ -7,6 +7,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+import pytest
 from sample_benches import ENV_REGISTRY
 
 from accelbench.benchmarks import REGISTRY
@@ -40,6 +41,7 @@ def test_a_distributed_job_takes_every_cases_environment() -> None:
     assert job.describe() == "A=1 B=2 DB=<fresh folder>"
 
 
+@pytest.mark.slow
 def test_a_real_worker_starts_with_the_environment_and_its_fresh_folder(store_path) -> None:
     request = Request(benches=("environ_probe",), overrides={"value": ("x", "y")}, timing=FAST)
     with Store.open(store_path) as store:
@@ -54,6 +56,7 @@ def test_a_real_worker_starts_with_the_environment_and_its_fresh_folder(store_pa
     assert not Path(first["folder"]).exists() and not Path(second["folder"]).exists()
 
 
+@pytest.mark.slow
 def test_a_variable_the_user_set_is_left_as_it_is(store_path, monkeypatch) -> None:
     monkeypatch.setenv("SAMPLE_VALUE", "mine")
     monkeypatch.setenv("SAMPLE_FRESH", str(store_path.parent))

@@ -352,6 +352,7 @@ def test_a_secret_that_a_script_would_hold_is_refused(fake, capsys, store, run_a
                                       blacklist_characters="\x00"), min_size=6, max_size=12))
 @settings(max_examples=150, deadline=None,
           suppress_health_check=[HealthCheck.function_scoped_fixture])
+@pytest.mark.slow
 def test_fuzz_the_node_list_and_the_store_password(fake, capsys, tmp_path, nodes, password):
     """Whatever the node list and the password: exit 0, 2, 7 or 8 only; one error line;
     the password in no output and in no script; nothing submitted on a refusal."""

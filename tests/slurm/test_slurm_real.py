@@ -23,7 +23,7 @@ from slurm_cluster import (
     this_machine,
 )
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.server]
 
 
 

@@ -103,6 +103,7 @@ URL_PIECES = st.sampled_from([
 URL_TEXT = st.lists(URL_PIECES, max_size=30).map("".join)
 
 
+@pytest.mark.slow
 @given(URL_TEXT)
 @settings(max_examples=1500, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 def test_any_text_after_the_scheme_parses_as_libpq_or_is_refused(tail: str) -> None:
@@ -211,6 +212,7 @@ def test_an_error_echoes_what_was_written() -> None:
                                       blacklist_categories=("Cs",)), min_size=3, max_size=16))
 @settings(max_examples=80, deadline=None,
           suppress_health_check=[HealthCheck.function_scoped_fixture])
+@pytest.mark.slow
 def test_fuzz_a_command_given_any_password(password: str, capsys, tmp_path, monkeypatch) -> None:
     """Through the command line, against a port where nothing listens: exit 2 (refused
     before connecting) or 5 (nothing to reach) only, one error line, the password in no

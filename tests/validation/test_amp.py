@@ -13,6 +13,7 @@ from accelbench.benchmarks.validation import amp
 BENCH = amp.BENCHMARK
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("dtype", ["fp16", "bf16"])
 def test_autocast_training_reaches_the_threshold_near_the_fp32_curve(dtype):
     m = run_check(BENCH, dtype=dtype)
@@ -26,6 +27,7 @@ def test_autocast_training_reaches_the_threshold_near_the_fp32_curve(dtype):
     assert m.details["overflow_step_skipped"] is (True if dtype == "fp16" else None)
 
 
+@pytest.mark.slow
 def test_a_half_precision_linear_layer_gone_wrong_leaves_the_fp32_curve(monkeypatch):
     real = torch.nn.functional.linear
 
@@ -41,6 +43,7 @@ def test_a_half_precision_linear_layer_gone_wrong_leaves_the_fp32_curve(monkeypa
     assert figures(m)["error"] > 0.05
 
 
+@pytest.mark.slow
 def test_a_scaler_that_steps_through_an_overflow_fails(monkeypatch):
     def step(self, optimizer, *args, **kwargs):
         self.unscale_(optimizer)  # finds the inf, and steps anyway
@@ -53,6 +56,7 @@ def test_a_scaler_that_steps_through_an_overflow_fails(monkeypatch):
     assert m.details["overflow_step_skipped"] is False
 
 
+@pytest.mark.slow
 def test_a_scaler_that_keeps_its_scale_after_an_overflow_fails(monkeypatch):
     real = torch.amp.GradScaler.update
     calls = []

@@ -92,6 +92,7 @@ def test_the_pip_line_names_the_runtime_of_the_device():
 
 @pytest.mark.skipif(not all(importlib.util.find_spec(n) for n in export.ONNX_MODULES),
                     reason="onnx, onnxscript and onnxruntime are not installed here")
+@pytest.mark.slow
 def test_an_onnx_round_trip_matches_eager():
     m = run_check(export.ONNX)
     assert m.status == "ok", m.reason

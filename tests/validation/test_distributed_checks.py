@@ -16,6 +16,8 @@ from accelbench.runner.plan import Request, Suite, SuiteEntry, validate
 from accelbench.runner.session import run_session
 from accelbench.store import Store
 
+pytestmark = pytest.mark.slow
+
 HERE = Path(__file__).parent
 
 

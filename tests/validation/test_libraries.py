@@ -1,6 +1,8 @@
 """The ecosystem libraries: which release goes with which torch, the install line, and
-torchaudio, torchtext and torchrec checked through faked modules (none of them has a build
-for the pinned torch); torchvision is checked for real in test_vision.py."""
+torchaudio, torchtext and torchrec checked through faked modules, for the failures a real
+library cannot be made to show (a wrong result, a missing kernel, a build for another
+torch); torchvision is checked for real in test_vision.py, torchrec and torchaudio in
+test_libraries_real.py."""
 
 from __future__ import annotations
 

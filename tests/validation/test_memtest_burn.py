@@ -13,6 +13,7 @@ from accelbench.errors import UserError
 MIB = 1 << 20
 
 
+@pytest.mark.slow
 def test_the_memory_test_reads_back_every_pattern():
     m = run_check(memtest.BENCHMARK, max_mib=192)
     assert m.status == "ok", m.reason
@@ -23,6 +24,7 @@ def test_the_memory_test_reads_back_every_pattern():
     assert m.details["free_is"] == "available host memory"
 
 
+@pytest.mark.slow
 def test_the_cpu_is_tested_at_most_256_mib_by_default(monkeypatch):
     monkeypatch.setattr(memtest, "free_bytes", lambda torch, device: 64 << 30)
     m = run_check(memtest.BENCHMARK)
@@ -30,6 +32,7 @@ def test_the_cpu_is_tested_at_most_256_mib_by_default(monkeypatch):
     assert figures(m)["tested"] <= 256 * MIB
 
 
+@pytest.mark.slow
 def test_a_stuck_word_fails_the_memory_test_with_its_address(monkeypatch):
     real = memtest.fill
 
@@ -55,6 +58,7 @@ def test_a_memory_fraction_outside_0_and_1_is_refused(text):
         memtest.BENCHMARK.resolve({"fraction": text})
 
 
+@pytest.mark.slow
 def test_a_short_burn_in_is_checked_and_keeps_its_intervals():
     m = run_check(burn.BENCHMARK, seconds=1.0, size=128, dtype="fp32", check_every=5)
     assert m.status == "ok", m.reason

@@ -114,6 +114,7 @@ def test_operators_that_did_not_register_are_a_skip(monkeypatch):
     assert "its C++ operators did not register: nms, roi_align" in m.reason
 
 
+@pytest.mark.slow
 def test_without_torchvision_the_checks_are_skipped_not_crashed(monkeypatch):
     monkeypatch.setitem(sys.modules, "torchvision", None)
     m = run_check(BENCH, check="resnet")
