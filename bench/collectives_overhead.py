@@ -118,8 +118,8 @@ def as_rank(args: argparse.Namespace) -> None:
     from accelbench.benchmarks import REGISTRY
     from accelbench.benchmarks.collectives.sweep import parse_sizes
     from accelbench.core.case import Case
+    from accelbench.core.device import DeviceInfo
     from accelbench.core.timing import TimingPolicy
-    from accelbench.env.device import DeviceInfo
     from accelbench.report.units import format_size
     from accelbench.runner.distributed import GroupCoordinator, init_group, shutdown_group
     from accelbench.runner.plan import PlannedCase

@@ -89,8 +89,8 @@ def plain_offline(session, feeds, seconds: float) -> float:
 def accelbench_case(name: str, given: dict, seconds: float, figure: str) -> float:
     from accelbench.benchmarks import REGISTRY
     from accelbench.core.case import Case
+    from accelbench.core.device import DeviceInfo
     from accelbench.core.timing import TimingPolicy
-    from accelbench.env.device import DeviceInfo
     from accelbench.runner.plan import PlannedCase
     from accelbench.runner.worker import execute_case
 

@@ -17,9 +17,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from accelbench.core.device import DeviceInfo
 from accelbench.core.measurement import Measurement
-from accelbench.env.device import DeviceInfo
-from accelbench.env.peaks import all_peaks, lookup
+from accelbench.core.peaks import all_peaks, lookup
 from accelbench.report.markdown import markdown_table
 from accelbench.report.units import format_ratio, format_value
 

@@ -153,7 +153,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--json", metavar="FILE", help="also write the verdict as JSON")
     args = parser.parse_args(argv)
 
-    from accelbench.env.device import DeviceInfo
+    from accelbench.core.device import DeviceInfo
     from accelbench.errors import UserError
     from accelbench.store import Store
 

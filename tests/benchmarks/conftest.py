@@ -7,16 +7,16 @@ from collections.abc import Callable
 import pytest
 
 from accelbench.core.context import CaseContext
+from accelbench.core.device import DeviceInfo
 from accelbench.core.measurement import CaseResult, Measurement
 from accelbench.core.timing import PerfCounterClock, TimingPolicy
-from accelbench.env.device import DeviceInfo
 from fakes import run_benchmark
 
 
 @pytest.fixture
 def ctx(monkeypatch: pytest.MonkeyPatch) -> CaseContext:
     """The CPU with a short timing budget and no published peak."""
-    monkeypatch.setattr("accelbench.env.peaks.lookup", lambda device: None)
+    monkeypatch.setattr("accelbench.core.peaks.lookup", lambda device: None)
     cpu = DeviceInfo(type="cpu", index=None, platform="cpu", name="cpu")
     return CaseContext(cpu, PerfCounterClock(), TimingPolicy(max_time=0.2, warmup_time=0.01))
 

@@ -12,9 +12,9 @@ import torch
 from accelbench.benchmarks import REGISTRY
 from accelbench.benchmarks.micro import attention
 from accelbench.core.context import CaseContext
+from accelbench.core.device import DeviceInfo
 from accelbench.core.measurement import CaseFailed, CaseResult, CaseSkipped, Measurement
 from accelbench.core.timing import PerfCounterClock, TimingPolicy
-from accelbench.env.device import DeviceInfo
 from accelbench.errors import UserError
 from accelbench.runner.plan import Request, expand, load_suite
 
@@ -215,7 +215,7 @@ def test_a_rocm_result_carries_the_backend_settings(
 ) -> None:
     """The whole path on a device described as ROCm (computing on the CPU underneath)."""
     monkeypatch.setenv("TORCH_ROCM_FA_PREFER_CK", "1")
-    monkeypatch.setattr("accelbench.env.peaks.lookup", lambda device: None)
+    monkeypatch.setattr("accelbench.core.peaks.lookup", lambda device: None)
     rocm_labelled = dataclasses.replace(MI300X, type="cpu", index=None)
     ctx = CaseContext(rocm_labelled, PerfCounterClock(),
                       TimingPolicy(max_time=0.2, warmup_time=0.01))

@@ -18,9 +18,9 @@ from accelbench.benchmarks.micro.conv_shapes import (
     parse_layer,
 )
 from accelbench.core.context import CaseContext
+from accelbench.core.device import DeviceInfo
 from accelbench.core.measurement import CaseFailed, CaseResult, CaseSkipped, Measurement
 from accelbench.core.timing import PerfCounterClock, TimingPolicy
-from accelbench.env.device import DeviceInfo
 from accelbench.errors import UserError
 from accelbench.runner.plan import Request, expand, load_suite
 
@@ -219,7 +219,7 @@ def test_a_rocm_result_carries_the_miopen_settings(
     """The whole path on a device described as ROCm (computing on the CPU underneath)."""
     for name, value in ROCM_ENV.items():
         monkeypatch.setenv(name, value)
-    monkeypatch.setattr("accelbench.env.peaks.lookup", lambda device: None)
+    monkeypatch.setattr("accelbench.core.peaks.lookup", lambda device: None)
     monkeypatch.setattr(conv, "_PROBLEMS_SEEN", set())
     rocm_labelled = dataclasses.replace(MI300X, type="cpu", index=None)
     ctx = CaseContext(rocm_labelled, PerfCounterClock(), TimingPolicy(max_time=0.2,

@@ -14,9 +14,9 @@ from accelbench.benchmarks.micro import gemm
 from accelbench.benchmarks.micro.shapes import DEFAULT_TOKENS, parse_shape, shape_names
 from accelbench.core.case import Case
 from accelbench.core.context import CaseContext
+from accelbench.core.device import DeviceInfo
 from accelbench.core.measurement import CaseFailed
 from accelbench.core.timing import PerfCounterClock, TimingPolicy
-from accelbench.env.device import DeviceInfo
 from accelbench.errors import UserError
 from accelbench.runner.plan import Request, expand, load_suite
 from fakes import run_benchmark
@@ -169,7 +169,7 @@ def test_peak_is_passed_through_for_the_harness(
     ctx: CaseContext, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     peaks = SimpleNamespace(dense_flops=lambda key: {"fp32": 1e12}.get(key))
-    monkeypatch.setattr("accelbench.env.peaks.lookup", lambda device: peaks)
+    monkeypatch.setattr("accelbench.core.peaks.lookup", lambda device: peaks)
     result, measurement = run(ctx, shape="32", dtype="fp32")
     assert result.rates[0].peak == 1e12
     assert measurement.figure("throughput").pct_of_peak is not None
@@ -240,7 +240,7 @@ H100_ON_CPU = DeviceInfo("cpu", None, "cuda", "NVIDIA H100 (on the CPU)", "sm_90
 def test_fp8_passes_fast_accum_to_scaled_mm_and_records_it(
     monkeypatch: pytest.MonkeyPatch, fast_accum: bool
 ) -> None:
-    monkeypatch.setattr("accelbench.env.peaks.lookup", lambda device: None)
+    monkeypatch.setattr("accelbench.core.peaks.lookup", lambda device: None)
     real, seen = torch._scaled_mm, []
 
     def spy(*args, **kwargs):

@@ -9,9 +9,9 @@ import pytest
 from accelbench.benchmarks.micro import launch
 from accelbench.core.case import Case
 from accelbench.core.context import CaseContext
+from accelbench.core.device import DeviceInfo
 from accelbench.core.measurement import CaseSkipped, from_result
 from accelbench.core.timing import PerfCounterClock, TimingPolicy
-from accelbench.env.device import DeviceInfo
 from accelbench.errors import UserError
 
 CPU = DeviceInfo(type="cpu", index=None, platform="cpu", name="cpu")

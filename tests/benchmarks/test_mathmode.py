@@ -24,10 +24,10 @@ from accelbench.benchmarks.mathmode import (
 )
 from accelbench.benchmarks.micro import conv, gemm
 from accelbench.core.context import CaseContext
+from accelbench.core.device import DeviceInfo
 from accelbench.core.measurement import CaseSkipped
 from accelbench.core.timing import PerfCounterClock, TimingPolicy
 from accelbench.core.worker_env import NONE, WorkerEnv
-from accelbench.env.device import DeviceInfo
 from fakes import FakeMathContext, run_benchmark
 
 MI300X = DeviceInfo("cuda", 0, "rocm", "AMD Instinct MI300X", "gfx942", 192 * 2**30)
@@ -49,7 +49,7 @@ def real_precisions() -> Iterator[None]:
 
 @pytest.fixture
 def rocm_ctx(monkeypatch: pytest.MonkeyPatch) -> CaseContext:
-    monkeypatch.setattr("accelbench.env.peaks.lookup", lambda device: None)
+    monkeypatch.setattr("accelbench.core.peaks.lookup", lambda device: None)
     return CaseContext(MI300X_ON_CPU, PerfCounterClock(),
                        TimingPolicy(max_time=0.2, warmup_time=0.01))
 

@@ -11,8 +11,8 @@ import torch
 
 from accelbench.benchmarks.micro import memory
 from accelbench.core.context import CaseContext
+from accelbench.core.device import DeviceInfo
 from accelbench.core.measurement import CaseFailed, CaseSkipped
-from accelbench.env.device import DeviceInfo
 from accelbench.errors import UserError
 from fakes import run_benchmark
 
@@ -47,7 +47,7 @@ def test_transfers_are_skipped_on_a_cpu(ctx: CaseContext, op: str) -> None:
 
 def test_device_peak_is_passed_through(ctx: CaseContext, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(
-        "accelbench.env.peaks.lookup", lambda device: SimpleNamespace(memory_bandwidth=1e11)
+        "accelbench.core.peaks.lookup", lambda device: SimpleNamespace(memory_bandwidth=1e11)
     )
     result, measurement = run(ctx, op="copy", size_mib=1)
     assert result.rates[0].peak == 1e11

@@ -22,10 +22,10 @@ from accelbench.benchmarks.micro import unified
 from accelbench.benchmarks.micro.unified_buffers import Buffers, CudaArray, cells, cpu_tensor
 from accelbench.cli.main import main
 from accelbench.core.context import CaseContext
+from accelbench.core.device import DeviceInfo
 from accelbench.core.measurement import CaseFailed, CaseSkipped, Measurement, from_result
 from accelbench.core.timing import Timing, TimingPolicy
 from accelbench.env.apu import MemoryModel
-from accelbench.env.device import DeviceInfo
 from accelbench.errors import UserError
 from accelbench.report.table import row
 from accelbench.runner.plan import Request, expand, load_suite

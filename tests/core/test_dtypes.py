@@ -2,8 +2,8 @@
 
 import pytest
 
+from accelbench.core.device import DeviceInfo
 from accelbench.core.dtypes import fp8_torch_name, gfx_version, unsupported_reason
-from accelbench.env.device import DeviceInfo
 
 CPU = DeviceInfo("cpu", None, "cpu", "cpu")
 MI100 = DeviceInfo("cuda", 0, "rocm", "AMD Instinct MI100", "gfx908")

@@ -128,8 +128,8 @@ def test_a_copied_context_still_marks_the_timed_part() -> None:
     import dataclasses
 
     from accelbench.core.context import CaseContext
+    from accelbench.core.device import DeviceInfo
     from accelbench.core.timing import PerfCounterClock, TimingPolicy
-    from accelbench.env.device import DeviceInfo
 
     marks: list[tuple[float, float]] = []
     ctx = CaseContext(DeviceInfo("cpu", None, "cpu", "test"), PerfCounterClock(),

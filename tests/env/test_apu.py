@@ -7,8 +7,8 @@ from types import SimpleNamespace
 
 import pytest
 
+from accelbench.core.device import DeviceInfo
 from accelbench.env.apu import memory_model
-from accelbench.env.device import DeviceInfo
 from accelbench.env.fingerprint import collect
 from accelbench.report.fingerprint import rows
 

@@ -8,6 +8,7 @@ import sys
 import pytest
 import torch
 
+from accelbench.core.peaks import lookup
 from accelbench.env import fingerprint as fp_module
 from accelbench.env.fingerprint import (
     FORMAT_VERSION,
@@ -16,7 +17,6 @@ from accelbench.env.fingerprint import (
     environment_switches,
     parse_torch_config,
 )
-from accelbench.env.peaks import lookup
 from accelbench.errors import EXIT_DEVICE, DeviceError, StoreError
 
 ENV = {
@@ -104,7 +104,7 @@ def test_importing_the_fingerprint_module_has_no_side_effects():
         "import sys, subprocess\n"
         "calls = []\n"
         "subprocess.run = lambda *a, **k: calls.append(a)\n"
-        "import accelbench.env.fingerprint, accelbench.env.metadata, accelbench.env.peaks\n"
+        "import accelbench.env.fingerprint, accelbench.env.metadata, accelbench.core.peaks\n"
         "assert 'torch' not in sys.modules, 'torch imported'\n"
         "assert not calls, calls\n"
     )

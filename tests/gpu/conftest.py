@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 import pytest
 
-from accelbench.env.device import DeviceInfo
+from accelbench.core.device import DeviceInfo
 
 
 def gpu_missing() -> str | None:

@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 
 from accelbench.benchmarks import REGISTRY
+from accelbench.core.device import DeviceInfo
 from accelbench.core.measurement import Figure
-from accelbench.env.device import DeviceInfo
 from accelbench.env.fingerprint import Fingerprint
 from accelbench.runner.recorder import RunRecorder
 from accelbench.store import Store

@@ -7,7 +7,7 @@ import math
 import pytest
 from gpu_runs import run_on_gpu
 
-from accelbench.env.peaks import lookup
+from accelbench.core.peaks import lookup
 
 pytestmark = pytest.mark.gpu
 

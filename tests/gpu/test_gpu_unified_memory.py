@@ -10,7 +10,7 @@ import math
 import pytest
 from gpu_runs import run_on_gpu
 
-from accelbench.env.peaks import lookup
+from accelbench.core.peaks import lookup
 
 pytestmark = pytest.mark.gpu
 
@@ -33,7 +33,7 @@ def _integrated(gpu) -> bool:
     """What PyTorch says of the device, or its product (an MI300A is an APU)."""
     import torch
 
-    from accelbench.env.product import shares_host_memory
+    from accelbench.core.product import shares_host_memory
 
     props = torch.cuda.get_device_properties(gpu.device.index or 0)
     return bool(getattr(props, "is_integrated", False)) or bool(shares_host_memory(gpu.device))

@@ -31,7 +31,7 @@ def _one_thread():
 @pytest.fixture
 def ctx(monkeypatch: pytest.MonkeyPatch) -> CaseContext:
     """The CPU with a short timing budget and no published peak."""
-    monkeypatch.setattr("accelbench.env.peaks.lookup", lambda device: None)
+    monkeypatch.setattr("accelbench.core.peaks.lookup", lambda device: None)
     return CaseContext(CPU, PerfCounterClock(), BRIEF)
 
 

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
+from accelbench.core.device import DeviceInfo
 from accelbench.core.timing import TimingPolicy
-from accelbench.env.device import DeviceInfo
 
 CPU = DeviceInfo(type="cpu", index=None, platform="cpu", name="cpu")
 # Tiny shapes: every architecture trains in well under a second per step on 2 cores.

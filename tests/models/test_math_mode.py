@@ -12,9 +12,9 @@ from model_cases import BRIEF, TINY
 from accelbench.benchmarks.mathmode import HIPBLASLT_ALLOW_TF32
 from accelbench.benchmarks.models import infer, train
 from accelbench.core.context import CaseContext
+from accelbench.core.device import DeviceInfo
 from accelbench.core.measurement import CaseSkipped
 from accelbench.core.timing import PerfCounterClock
-from accelbench.env.device import DeviceInfo
 
 # The ROCm code path run for real: a device that says ROCm MI300X and computes on the CPU.
 MI300X_ON_CPU = DeviceInfo("cpu", None, "rocm", "AMD Instinct MI300X (on the CPU)", "gfx942")
@@ -38,7 +38,7 @@ def mixed_apis() -> Iterator[None]:
 
 @pytest.fixture
 def rocm_ctx(monkeypatch: pytest.MonkeyPatch) -> CaseContext:
-    monkeypatch.setattr("accelbench.env.peaks.lookup", lambda device: None)
+    monkeypatch.setattr("accelbench.core.peaks.lookup", lambda device: None)
     return CaseContext(MI300X_ON_CPU, PerfCounterClock(), BRIEF)
 
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from accelbench.benchmarks import REGISTRY
-from accelbench.env.device import DeviceInfo
+from accelbench.core.device import DeviceInfo
 from accelbench.runner.plan import SUITES, Request, expand, load_suite
 
 CPU = DeviceInfo("cpu", None, "cpu", "cpu")

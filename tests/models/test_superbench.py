@@ -9,7 +9,7 @@ from accelbench.benchmarks import REGISTRY
 from accelbench.benchmarks.models import flops, tasks, train, zoo
 from accelbench.benchmarks.models.precision import Precision
 from accelbench.benchmarks.models.results import mean_step_throughput
-from accelbench.env.device import DeviceInfo
+from accelbench.core.device import DeviceInfo
 from accelbench.runner.plan import Request, expand, load_suite
 
 BATCH, SEQ = 3, 8

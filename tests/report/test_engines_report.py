@@ -72,6 +72,6 @@ def test_markdown_and_html_reports_show_the_engines_and_their_chart() -> None:
     assert "## Engines: infer-engine batch=32 dtype=bf16 image=224 model=resnet50" in md
     assert "| compile | ok |" in md
     page = html_report([run])
-    assert "<h3>Engines</h3>" in page
+    assert '<h3 id="run-1-engines">Engines</h3>' in page
     assert "Speed-up over eager: infer-engine batch=32" in page
     assert page.count("<svg") >= 1

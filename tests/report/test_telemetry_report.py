@@ -17,8 +17,9 @@ from accelbench.core.timing import Timing
 from accelbench.report.energy import COLUMNS, energy_table
 from accelbench.report.html import html_report
 from accelbench.report.markdown import run_report
+from accelbench.report.run_view import run_sections
 from accelbench.report.table import row
-from accelbench.report.terminal import results_table
+from accelbench.report.terminal import print_sections
 from accelbench.report.units import format_value
 from accelbench.store import RunRecord, StoredRun
 
@@ -99,7 +100,7 @@ def report(ms) -> str:
 
 def _html_rows(page: str) -> dict[str, list[str]]:
     """The energy table's rows, by case, as text."""
-    section = page.split("<h3>Energy</h3>", 1)[1].split("</table>", 1)[0]
+    section = page.split('<h3 id="run-1-energy">Energy</h3>', 1)[1].split("</table>", 1)[0]
     rows = {}
     for tr in re.findall(r"<tr[^>]*>(.*?)</tr>", section, re.S):
         cells = [html.unescape(c) for c in re.findall(r"<td[^>]*>(.*?)</td>", tr, re.S)]
@@ -145,20 +146,20 @@ def test_html_energy_table_has_each_case_with_telemetry_and_its_flags(ms, report
     assert suspect["Counter check"] == "50.0% suspect"
     assert suspect["Throttled"] == "no"
     # Throttled and suspect rows are marked as doubtful; the steady one is not.
-    section = report.split("<h3>Energy</h3>", 1)[1].split("</table>", 1)[0]
+    section = report.split('<h3 id="run-1-energy">Energy</h3>', 1)[1].split("</table>", 1)[0]
     marked = re.findall(r'<tr class="warn"><td>([^<]*)</td>', section)
     assert marked == ["gemm dtype=bf16 shape=8192", "gemm dtype=bf16 shape=2048"]
 
 
 def test_html_notes_name_the_sources_and_what_was_missing(report) -> None:
-    notes = report.split("<h3>Energy</h3>", 1)[1].split("<figure", 1)[0]
+    notes = report.split('<h3 id="run-1-energy">Energy</h3>', 1)[1].split("<figure", 1)[0]
     assert "gemm dtype=bf16 shape=4096: sources nvml, clocks; rapl not used: permission denied" \
         in html.unescape(notes)
     assert "energy counter disagrees with integrated power by 50%" in html.unescape(notes)
 
 
 def test_html_draws_power_and_clock_for_each_case_with_telemetry(report) -> None:
-    energy = report.split("<h3>Energy</h3>", 1)[1]
+    energy = report.split('<h3 id="run-1-energy">Energy</h3>', 1)[1]
     figures = re.findall(r'<figure class="chart">(.*?)</figure>', energy, re.S)
     assert len(figures) == 3  # none for the case without telemetry
     first = figures[0]
@@ -171,7 +172,7 @@ def test_html_draws_power_and_clock_for_each_case_with_telemetry(report) -> None
 
 
 def test_html_results_mark_the_throttled_case(report) -> None:
-    results = report.split("<h3>Results</h3>", 1)[1].split("<h3>", 1)[0]
+    results = report.split('<h3 id="run-1-results">Results</h3>', 1)[1].split("<h3 ", 1)[0]
     assert re.search(r'<tr class="warn"><td>gemm</td><td>dtype=bf16 shape=8192</td>'
                      r'.*?<td>ok \(throttled\)</td>', results)
     assert "<strong>gemm dtype=bf16 shape=8192</strong>: throttled: HW slowdown; GFX clock " \
@@ -180,7 +181,7 @@ def test_html_results_mark_the_throttled_case(report) -> None:
 
 def test_a_run_without_telemetry_has_no_energy_section(ms) -> None:
     page = html_report([_run([ms["bare"]])])
-    assert "<h3>Energy</h3>" not in page and "Power and clock" not in page
+    assert '<h3 id="run-1-energy">Energy</h3>' not in page and "Power and clock" not in page
     markdown = run_report(_run([ms["bare"]]).record, {}, [ms["bare"]])
     assert "## Energy" not in markdown and "throttled" not in markdown
 
@@ -209,7 +210,7 @@ def test_terminal_row_is_marked_throttled_with_its_reasons(ms) -> None:
     clean = row(ms["steady"])
     assert not clean.throttled and not clean.doubtful and clean.status == "ok"
     console = Console(width=200, record=True, markup=False, emoji=False, highlight=False)
-    console.print(results_table(list(ms.values())))
+    print_sections(run_sections(list(ms.values())), console)
     out = console.export_text()
     assert "ok (throttled)" in out
     assert "gemm dtype=bf16 shape=8192: throttled: HW slowdown" in out
@@ -231,7 +232,7 @@ def test_stored_text_from_sources_is_escaped_everywhere() -> None:
     assert "<script>" not in text and "\x1b" not in text
     assert "&lt;script&gt;alert(1)&lt;/script&gt;\\x1b[2J" in text
     console = Console(width=300, record=True, markup=False, emoji=False, highlight=False)
-    console.print(results_table([m]))
+    print_sections(run_sections([m]), console)
     out = console.export_text()
     assert "\x1b[2J" not in out and "\\x1b[2J" in out
 

@@ -7,8 +7,8 @@ import pytest
 
 from accelbench.core.case import Case
 from accelbench.core.measurement import Figure
-from accelbench.report.markdown import escape, markdown_table
 from accelbench.report.table import row
+from accelbench.report.text import escape, markdown_table
 from accelbench.report.units import (
     axis_scale,
     format_bytes,

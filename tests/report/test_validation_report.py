@@ -89,7 +89,7 @@ def test_the_html_report_has_a_validation_section_and_no_results_of_checks():
     assert "<h3 id=\"run-1-validation\">Validation</h3>" in page
     assert "<caption>Validation: verdict per check and precision</caption>" in page
     assert "<caption>Validation checks</caption>" in page
-    assert "<h3>Results</h3>" not in page
+    assert '<h3 id="run-1-results">Results</h3>' not in page
     matrix_rows = re.findall(r"<tr class=\"(bad|good)\"><td>(numerics op=\w+)</td>", page)
     assert matrix_rows[0] == ("bad", "numerics op=softmax")
     assert "<script" not in page and "torchvision is not installed &lt;script&gt;" in page
@@ -100,8 +100,8 @@ def test_a_run_of_checks_and_measurements_shows_both():
                               samples=(0.01, 0.011, 0.0105), figures=(
                                   Figure("throughput", 2.6e10, "FLOP/s"),))
     page = html_report([_run([gemm, *_checks()], suite="quick")])
-    assert "<h3>Results</h3>" in page and "Validation</h3>" in page
-    results = page.split("<h3>Results</h3>", 1)[1]
+    assert '<h3 id="run-1-results">Results</h3>' in page and "Validation</h3>" in page
+    results = page.split('<h3 id="run-1-results">Results</h3>', 1)[1]
     assert "<caption>validation</caption>" not in results
 
 

@@ -17,10 +17,10 @@ from sample_benches import SAMPLE_REGISTRY
 
 from accelbench.core.between import METHOD_BETWEEN, METHOD_WITHIN, between_processes
 from accelbench.core.context import CaseContext
+from accelbench.core.device import DeviceInfo
 from accelbench.core.measurement import CaseFailed, CaseResult, Rate, from_result, not_measured
 from accelbench.core.params import Param
 from accelbench.core.registry import Benchmark, Registry
-from accelbench.env.device import DeviceInfo
 from accelbench.env.fingerprint import collect
 from accelbench.runner import messages
 from accelbench.runner.plan import Request, validate

@@ -9,7 +9,7 @@ import pytest
 from accelbench.benchmarks import REGISTRY
 from accelbench.benchmarks.models.zoo import get_spec, parameter_count
 from accelbench.cli.run_cmd import parse_overrides
-from accelbench.env.device import DeviceInfo
+from accelbench.core.device import DeviceInfo
 from accelbench.errors import UserError
 from accelbench.runner.plan import Request, expand, validate
 from docs_pages import ALL as DOCS

@@ -3,7 +3,7 @@
 import pytest
 
 from accelbench.benchmarks import REGISTRY
-from accelbench.env.device import DeviceInfo
+from accelbench.core.device import DeviceInfo
 from accelbench.errors import UserError
 from accelbench.runner.plan import SUITES, Request, expand, load_suite, timing_policy, validate
 

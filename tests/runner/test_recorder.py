@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 
 from accelbench.core.case import Case
+from accelbench.core.device import DeviceInfo
 from accelbench.core.names import RUN_COMPLETE, RUN_FAILED, RUN_INTERRUPTED
-from accelbench.env.device import DeviceInfo
 from accelbench.env.fingerprint import Fingerprint
 from accelbench.errors import EXIT_CASE_FAILED, EXIT_DEVICE, EXIT_INTERNAL, EXIT_OK
 from accelbench.runner import messages

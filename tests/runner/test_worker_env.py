@@ -11,9 +11,9 @@ import pytest
 from sample_benches import ENV_REGISTRY
 
 from accelbench.benchmarks import REGISTRY
+from accelbench.core.device import DeviceInfo
 from accelbench.core.measurement import CaseResult
 from accelbench.core.worker_env import NONE, WorkerEnv, combined
-from accelbench.env.device import DeviceInfo
 from accelbench.env.fingerprint import collect
 from accelbench.runner import messages
 from accelbench.runner.plan import Request, expand, load_suite, validate

@@ -6,9 +6,9 @@ import pytest
 from sample_benches import SAMPLE_REGISTRY
 
 from accelbench.core.case import Case
+from accelbench.core.device import DeviceInfo
 from accelbench.core.telemetry import Series
 from accelbench.core.timing import TimingPolicy
-from accelbench.env.device import DeviceInfo
 from accelbench.env.telemetry import vendor_index
 from accelbench.runner.plan import PlannedCase
 from accelbench.runner.worker import execute_case

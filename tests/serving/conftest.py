@@ -8,10 +8,10 @@ from typing import Any
 import pytest
 
 from accelbench.core.case import Case
+from accelbench.core.device import DeviceInfo
 from accelbench.core.measurement import Measurement
 from accelbench.core.registry import Benchmark
 from accelbench.core.timing import TimingPolicy
-from accelbench.env.device import DeviceInfo
 
 CPU = DeviceInfo(type="cpu", index=None, platform="cpu", name="cpu")
 BRIEF = TimingPolicy(max_time=0.05, warmup_time=0.0, min_samples=3, min_warmup_calls=1)

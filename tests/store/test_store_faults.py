@@ -20,10 +20,10 @@ import pytest
 import _pgcluster
 from accelbench.cli.main import main
 from accelbench.core.context import CaseContext
+from accelbench.core.device import DeviceInfo
 from accelbench.core.measurement import CaseFailed, CaseResult, Rate, from_result
 from accelbench.core.params import Param
 from accelbench.core.registry import Benchmark, Registry
-from accelbench.env.device import DeviceInfo
 from accelbench.env.fingerprint import collect
 from accelbench.errors import EXIT_STORE, EXIT_STORE_UNREACHABLE, StoreError, StoreUnreachable
 from accelbench.runner import messages

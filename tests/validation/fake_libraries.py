@@ -188,5 +188,22 @@ def torchrec(version: str = "1.9.0+cu130", wrong: bool = False) -> dict[str, Mod
 
 
 def inject(monkeypatch, modules: dict[str, ModuleType | None]) -> None:
+    """Put the faked modules (None: not installed) in place of the real ones. A real
+    package of the same name may be installed beside them (torchaudio beside the floor
+    torch): its package metadata is hidden too, so a fake is judged by itself."""
+    from accelbench.benchmarks.validation import libraries
+
     for name, module in modules.items():
         monkeypatch.setitem(sys.modules, name, module)
+    faked = {name.split(".")[0].replace("_", "-") for name in modules}
+    real_requirement, real_version = libraries.torch_requirement, libraries._dist_version
+
+    def requirement(distribution: str) -> str | None:
+        faked_one = distribution.replace("_", "-") in faked
+        return None if faked_one else real_requirement(distribution)
+
+    def version(distribution: str) -> str | None:
+        return None if distribution.replace("_", "-") in faked else real_version(distribution)
+
+    monkeypatch.setattr(libraries, "torch_requirement", requirement)
+    monkeypatch.setattr(libraries, "_dist_version", version)

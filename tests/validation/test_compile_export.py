@@ -81,7 +81,7 @@ def test_without_onnx_the_check_is_skipped_with_the_pip_line(monkeypatch):
 
 
 def test_the_pip_line_names_the_runtime_of_the_device():
-    from accelbench.env.device import DeviceInfo
+    from accelbench.core.device import DeviceInfo
 
     rocm = DeviceInfo("cuda", 0, "rocm", "AMD Instinct MI300X", "gfx942")
     h100 = DeviceInfo("cuda", 0, "cuda", "NVIDIA H100", "sm_90")

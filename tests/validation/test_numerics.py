@@ -9,9 +9,9 @@ from validation_helpers import figures, run_check
 
 from accelbench.benchmarks.validation import numerics
 from accelbench.core.context import CaseContext
+from accelbench.core.device import DeviceInfo
 from accelbench.core.measurement import CaseSkipped
 from accelbench.core.timing import PerfCounterClock, TimingPolicy
-from accelbench.env.device import DeviceInfo
 
 BENCH = numerics.BENCHMARK
 CPU_OPS = [op for op in numerics.OPS if op not in ("sdpa-efficient", "sdpa-cudnn")]

@@ -6,10 +6,10 @@ from __future__ import annotations
 
 from typing import Any
 
+from accelbench.core.device import DeviceInfo
 from accelbench.core.measurement import Measurement
 from accelbench.core.registry import Benchmark
 from accelbench.core.timing import TimingPolicy
-from accelbench.env.device import DeviceInfo
 from accelbench.runner.plan import PlannedCase
 from accelbench.runner.worker import execute_case
 

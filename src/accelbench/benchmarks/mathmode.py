@@ -40,8 +40,8 @@ from dataclasses import dataclass
 from types import ModuleType
 from typing import Any
 
+from accelbench.core.device import DeviceInfo
 from accelbench.core.worker_env import NONE, WorkerEnv
-from accelbench.env.device import DeviceInfo
 
 HIPBLASLT_ALLOW_TF32 = "HIPBLASLT_ALLOW_TF32"
 OPS = ("matmul", "conv", "rnn")

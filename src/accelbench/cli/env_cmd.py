@@ -16,7 +16,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from accelbench.env.device import parse_device_spec
+    from accelbench.core.device import parse_device_spec
     from accelbench.env.fingerprint import collect
 
     parse_device_spec(args.device)

@@ -102,9 +102,10 @@ def _finish(args: argparse.Namespace, outcome: Outcome, store_location: str,
             report: Path | None) -> int:
     from accelbench.analysis.isolate import isolate_results
     from accelbench.cli.run_cmd import outcome_json
-    from accelbench.report.isolate import isolate_tables, verdict_lines
-    from accelbench.report.tables import render_rich
-    from accelbench.report.terminal import console, results_table, text
+    from accelbench.report.isolate import verdict_lines
+    from accelbench.report.run_view import run_sections
+    from accelbench.report.terminal import console, print_sections
+    from accelbench.report.text import text
 
     results = isolate_results(outcome.measurements)
     named = [n for r in results for n in r.verdict.names()]
@@ -115,10 +116,8 @@ def _finish(args: argparse.Namespace, outcome: Outcome, store_location: str,
                       for r in results]))
     else:
         out = console()
-        if not results:  # failed or skipped: its reason
-            out.print(results_table(outcome.measurements,
-                                    title=f"Isolate {outcome.run_id}"))
-        render_rich(isolate_tables(outcome.measurements), out)
+        out.print(text(f"Isolate {outcome.run_id}: {outcome.fingerprint.generation_key}"))
+        print_sections(run_sections(outcome.measurements), out)
         out.print(text(f"Stored in {store_location} as run {outcome.run_id}"))
         if report:
             out.print(text(f"Report: {report}"))

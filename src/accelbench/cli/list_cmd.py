@@ -36,7 +36,8 @@ def run(args: argparse.Namespace) -> int:
 
     from rich.table import Table
 
-    from accelbench.report.terminal import console, text
+    from accelbench.report.terminal import console
+    from accelbench.report.text import text
 
     table = Table(title="Benchmarks", title_justify="left", show_lines=True)
     for column in ("Name", "Family", "Devices", "Parameters (default)", "Version", "Summary"):

@@ -59,7 +59,7 @@ def run(args: argparse.Namespace) -> int:
 
     from accelbench.benchmarks import REGISTRY
     from accelbench.cli.run_cmd import parse_overrides
-    from accelbench.env.device import parse_device_spec
+    from accelbench.core.device import parse_device_spec
     from accelbench.profile.capture import Schedule
     from accelbench.profile.session import check_request, profile_session
     from accelbench.runner.distributed import check_backend, launched_by_torchrun
@@ -173,7 +173,8 @@ def _finish(args: argparse.Namespace, outcome: ProfileOutcome, store_location: A
 
 def _print(outcome: Any, store_location: Any) -> None:
     from accelbench.report.profile import print_profile
-    from accelbench.report.terminal import console, text
+    from accelbench.report.terminal import console
+    from accelbench.report.text import text
     from accelbench.report.units import format_value
 
     out = console()

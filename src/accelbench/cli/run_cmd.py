@@ -226,23 +226,16 @@ def outcome_json(outcome: Outcome, store_location: str, report: Path | None,
 
 def _finish(args: argparse.Namespace, outcome: Outcome, store_location: str,
             report: Path | None) -> int:
-    from accelbench.report.collectives import collectives_table
-    from accelbench.report.engines import engines_tables
-    from accelbench.report.tables import render_rich
-    from accelbench.report.terminal import console, results_table, text
-    from accelbench.report.validation import validation_tables
+    from accelbench.report.run_view import run_sections
+    from accelbench.report.terminal import console, print_sections
+    from accelbench.report.text import text
 
     if args.json:
         print_json(outcome_json(outcome, store_location, report))
     else:
         out = console()
-        title = f"Run {outcome.run_id}: {outcome.fingerprint.generation_key}"
-        out.print(results_table(outcome.measurements, title=title))
-        sweeps = collectives_table(outcome.measurements)
-        if sweeps is not None:
-            render_rich([sweeps], out)
-        render_rich(engines_tables(outcome.measurements), out)
-        render_rich(validation_tables(outcome.measurements), out)
+        out.print(text(f"Run {outcome.run_id}: {outcome.fingerprint.generation_key}"))
+        print_sections(run_sections(outcome.measurements), out)
         failed = len(outcome.failed)
         summary = f"{len(outcome.measurements)} cases, {failed} failed" + (
             " (interrupted)" if outcome.interrupted else "")
@@ -264,7 +257,7 @@ class TerminalListener:
 
     def planned(self, cases: Sequence[Any], fingerprint: Any, run_id: str) -> None:
         self._total = len(cases)
-        from accelbench.report.terminal import text
+        from accelbench.report.text import text
 
         self._err.print(text(f"accelbench: run {run_id} on {fingerprint.generation_key}: "
                              f"{self._total} cases"))
@@ -284,7 +277,7 @@ class TerminalListener:
 
     def finished(self, index: int, measurement: Any) -> None:
         from accelbench.report.table import row
-        from accelbench.report.terminal import text
+        from accelbench.report.text import text
 
         r = row(measurement)
         detail = r.result if r.ok else f"{r.status}: {r.note}"

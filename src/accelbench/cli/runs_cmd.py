@@ -31,7 +31,8 @@ def run(args: argparse.Namespace) -> int:
         return 0
     from rich.table import Table
 
-    from accelbench.report.terminal import console, text
+    from accelbench.report.terminal import console
+    from accelbench.report.text import text
     from accelbench.report.units import format_timestamp
 
     table = Table(title="Runs", title_justify="left")

@@ -22,16 +22,15 @@ def run(args: argparse.Namespace) -> int:
 
     with open_store(args, create=False) as store:
         stored = store.load_run(args.run)
+        profiles = store.profiles_for_run(stored.record.id)
     if args.json:
         print_json(export_json([stored]))
         return 0
-    from accelbench.report.collectives import collectives_table
-    from accelbench.report.engines import engines_tables
     from accelbench.report.fingerprint import rows
+    from accelbench.report.run_view import run_sections
     from accelbench.report.table import counts
-    from accelbench.report.tables import render_rich
-    from accelbench.report.terminal import console, key_value_table, results_table, text
-    from accelbench.report.validation import validation_tables
+    from accelbench.report.terminal import console, key_value_table, print_sections
+    from accelbench.report.text import text
 
     r = stored.record
     tally = counts(stored.measurements)
@@ -41,10 +40,5 @@ def run(args: argparse.Namespace) -> int:
                    f"{tally['ok']} ok, {tally['failed']} failed, {tally['skipped']} skipped"))
     if args.env:
         out.print(key_value_table(rows(stored.fingerprint), title="Stack"))
-    out.print(results_table(stored.measurements))
-    sweeps = collectives_table(stored.measurements)
-    if sweeps is not None:
-        render_rich([sweeps], out)
-    render_rich(engines_tables(stored.measurements), out)
-    render_rich(validation_tables(stored.measurements), out)
+    print_sections(run_sections(stored.measurements, profiles), out)
     return 0

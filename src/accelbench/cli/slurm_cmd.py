@@ -208,7 +208,8 @@ def _printed(script: str, env: dict[str, str]) -> int:
     """--print: the script, and where a credential it does not hold must come from."""
     sys.stdout.write(script)
     if env:
-        from accelbench.report.terminal import console, text
+        from accelbench.report.terminal import console
+        from accelbench.report.text import text
 
         console(stderr=True).print(text(
             "accelbench: the store's password is not in the script: submit it with "
@@ -294,7 +295,8 @@ def _make_output_dir(args: argparse.Namespace) -> None:
 
 def _after_submit(args: argparse.Namespace, slurm: Slurm,
                   submitted: list[tuple[str, str]]) -> int:
-    from accelbench.report.terminal import console, text
+    from accelbench.report.terminal import console
+    from accelbench.report.text import text
     from accelbench.slurm.wait import wait_for_jobs
 
     job_ids = [job_id for job_id, _ in submitted]
@@ -325,7 +327,8 @@ def _report(args: argparse.Namespace, states: list[JobState], finished: bool) ->
     else:
         _print_table(states)
         if not finished:
-            from accelbench.report.terminal import console, text
+            from accelbench.report.terminal import console
+            from accelbench.report.text import text
 
             console(stderr=True).print(text("accelbench: stopped waiting: some jobs are "
                                             "still queued or running"))
@@ -338,7 +341,8 @@ def _report(args: argparse.Namespace, states: list[JobState], finished: bool) ->
 def _print_table(states: list[JobState]) -> None:
     from rich.table import Table
 
-    from accelbench.report.terminal import console, text
+    from accelbench.report.terminal import console
+    from accelbench.report.text import text
 
     table = Table(title="Slurm jobs", title_justify="left")
     for column in ("Job", "Name", "State", "Exit", "Nodes", "Output"):

@@ -130,9 +130,10 @@ def _finish(args: argparse.Namespace, outcome: Outcome, store_location: str,
             report: Path | None) -> int:
     from accelbench.analysis.validation import check_results, tally
     from accelbench.cli.run_cmd import outcome_json
-    from accelbench.report.tables import render_rich
-    from accelbench.report.terminal import console, text
-    from accelbench.report.validation import summary_line, validation_tables
+    from accelbench.report.run_view import run_sections
+    from accelbench.report.terminal import console, print_sections
+    from accelbench.report.text import text
+    from accelbench.report.validation import summary_line
 
     if args.json:
         results = check_results(outcome.measurements)
@@ -141,7 +142,7 @@ def _finish(args: argparse.Namespace, outcome: Outcome, store_location: str,
     else:
         out = console()
         out.print(text(f"Validation {outcome.run_id}: {outcome.fingerprint.generation_key}"))
-        render_rich(validation_tables(outcome.measurements), out)
+        print_sections(run_sections(outcome.measurements), out)
         out.print(text(summary_line(outcome.measurements)
                        + (" (interrupted)" if outcome.interrupted else "")))
         out.print(text(f"Stored in {store_location} as run {outcome.run_id}"))

@@ -7,8 +7,8 @@ from dataclasses import dataclass
 from time import perf_counter
 from typing import Any
 
+from accelbench.core.device import DeviceInfo
 from accelbench.core.timing import SOLO, Clock, Coordinator, Timing, TimingPolicy, measure
-from accelbench.env.device import DeviceInfo
 
 
 @dataclass(frozen=True)
@@ -55,14 +55,14 @@ class CaseContext:
     def peak_flops(self, dtype: str) -> float | None:
         """Published dense peak of this device for dtype, in FLOP/s (None if unknown)."""
         from accelbench.core.dtypes import DTYPES
-        from accelbench.env.peaks import lookup
+        from accelbench.core.peaks import lookup
 
         peaks = lookup(self.device)
         return peaks.dense_flops(DTYPES[dtype].peak_key) if peaks else None
 
     def peak_bandwidth(self) -> float | None:
         """Published memory bandwidth of this device in B/s (None if unknown)."""
-        from accelbench.env.peaks import lookup
+        from accelbench.core.peaks import lookup
 
         peaks = lookup(self.device)
         return peaks.memory_bandwidth if peaks else None

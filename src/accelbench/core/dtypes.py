@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from accelbench.env.device import DeviceInfo
+from accelbench.core.device import DeviceInfo
 
 
 @dataclass(frozen=True)

@@ -25,8 +25,8 @@ from accelbench.errors import UserError
 
 if TYPE_CHECKING:
     from accelbench.core.context import CaseContext
+    from accelbench.core.device import DeviceInfo
     from accelbench.core.measurement import CaseResult
-    from accelbench.env.device import DeviceInfo
 
 # What a benchmark's entry point is: it measures one case from its resolved parameters.
 MeasureFn: TypeAlias = "Callable[[CaseContext, dict[str, Any]], CaseResult]"

@@ -4,7 +4,7 @@ On an APU the CPU and the GPU reach the same memory: AMD's Instinct MI300A puts 
 cores and CDNA compute units on one package with one HBM. PyTorch says so through
 `torch.cuda.get_device_properties(i).is_integrated` (PyTorch 2.9 and later have it, from
 hipDeviceProp_t::integrated on ROCm and cudaDeviceProp::integrated on CUDA); a device
-identified as an MI300A (env.product) is one whatever that flag says.
+identified as an MI300A (core.product) is one whatever that flag says.
 
 XNACK lets an AMD GPU retry a memory access after a page fault: page migration of managed
 memory and GPU access to memory the GPU has not mapped need it. The HSA runtime turns it
@@ -21,8 +21,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from accelbench.env import product
-from accelbench.env.device import DeviceInfo
+from accelbench.core import product
+from accelbench.core.device import DeviceInfo
 
 
 @dataclass(frozen=True)

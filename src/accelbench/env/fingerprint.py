@@ -22,8 +22,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from accelbench.env import apu, peaks, product, vendor_tools
-from accelbench.env.device import DeviceInfo, parse_device_spec
+from accelbench.core import peaks, product
+from accelbench.core.device import DeviceInfo, parse_device_spec
+from accelbench.env import apu, vendor_tools
 from accelbench.errors import DeviceError, StoreError
 
 # Format history of Fingerprint.to_dict():
@@ -110,7 +111,7 @@ class Fingerprint:
         belongs to, for grouping results across machines of the same kind.
 
         The device part is the product the GPU was identified as when the fingerprint was
-        taken (env.product), never a name two products share; a fingerprint stored before
+        taken (core.product), never a name two products share; a fingerprint stored before
         products were identified is identified from its device now."""
         recorded = self.data.get("product")
         identified = recorded.get("label") if isinstance(recorded, Mapping) else None

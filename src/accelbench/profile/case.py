@@ -10,9 +10,9 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from accelbench.core.context import CaseContext, DistInfo
+from accelbench.core.device import DeviceInfo
 from accelbench.core.measurement import CaseFailed, CaseResult, Measurement
 from accelbench.core.timing import SOLO, Coordinator, TimingPolicy
-from accelbench.env.device import DeviceInfo
 from accelbench.profile.capture import Schedule
 from accelbench.profile.context import ProfilingContext, profiling_context
 from accelbench.runner.plan import PlannedCase

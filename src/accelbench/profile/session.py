@@ -29,7 +29,7 @@ from accelbench.runner.plan import (
 from accelbench.runner.recorder import RunRecorder
 
 if TYPE_CHECKING:
-    from accelbench.env.device import DeviceInfo
+    from accelbench.core.device import DeviceInfo
     from accelbench.env.fingerprint import Fingerprint
     from accelbench.store import Store
 

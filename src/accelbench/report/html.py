@@ -21,13 +21,9 @@ from accelbench.core.case import Case
 from accelbench.core.measurement import Measurement
 from accelbench.core.stats import median_ci
 from accelbench.report import charts
-from accelbench.report.energy import ABOUT as ENERGY_ABOUT
-from accelbench.report.energy import case_label, energy_table, has_telemetry, trace
-from accelbench.report.engines import engines_tables
-from accelbench.report.isolate import ABOUT as ISOLATE_ABOUT
-from accelbench.report.isolate import isolate_tables
-from accelbench.report.table import COLUMNS, counts, row
-from accelbench.report.tables import BAD, WARN, Table
+from accelbench.report.energy import case_label, has_telemetry, trace
+from accelbench.report.run_view import Section, run_sections
+from accelbench.report.table import COLUMNS, counts
 from accelbench.report.text import printable
 from accelbench.report.units import axis_scale, format_params, format_timestamp
 from accelbench.store import StoredRun
@@ -42,26 +38,16 @@ class Chart:
 
 @dataclass
 class RunView:
+    """One run as the template shows it: its record, the run view's sections (in the
+    order every output shows them) and the charts of each section, by its key."""
+
     anchor: str
     record: Any
     started: str
     tally: dict[str, int]
     fingerprint: list[tuple[str, str]]
-    families: list[Table]
-    charts: list[Chart]
-    notes: list[tuple[str, str]]
-    profiles: list[tuple[str, list[tuple[str, str]]]] = field(default_factory=list)
-    energy: Table | None = None
-    energy_about: str = ""
-    telemetry: list[Chart] = field(default_factory=list)
-    engines: list[Table] = field(default_factory=list)
-    # The validation checks: the pass/fail matrix and every check, failing ones first.
-    validation: list[Table] = field(default_factory=list)
-    validation_about: str = ""
-    # isolate: what was named, the matrices and their heat maps.
-    isolate: list[Table] = field(default_factory=list)
-    isolate_charts: list[Chart] = field(default_factory=list)
-    isolate_about: str = ""
+    sections: list[Section]
+    charts: dict[str, list[Chart]]
 
 
 @dataclass
@@ -84,18 +70,14 @@ def html_report(
     """The report of `runs` (each shown in full, with its stored profiles by run id), and
     optionally of comparisons (analysis.compare.Comparison) and of generations
     (analysis.generations.Generations)."""
-    from accelbench.report.profile import profile_summary_rows
-
     ids = (f"chart-{i}" for i in count(1))
     analyses = []
     for i, c in enumerate(comparisons, 1):
         analyses.append(_comparison(c, f"comparison-{i}", ids))
     if generations is not None and generations.rows:
         analyses.append(_generations(generations, ids))
-    views = [_run_view(run, f"run-{i}", ids) for i, run in enumerate(runs, 1)]
-    for view in views:
-        view.profiles = [(f"Profile of {p.label}", profile_summary_rows(p.analysis))
-                         for p in (profiles or {}).get(view.record.id, ())]
+    views = [_run_view(run, f"run-{i}", ids, (profiles or {}).get(run.record.id, ()))
+             for i, run in enumerate(runs, 1)]
     when = generated_at if generated_at is not None else time.time()
     if title is None:
         title = (f"accelbench run {runs[0].record.id}" if len(runs) == 1
@@ -135,43 +117,26 @@ def _markup(svg: str) -> Any:
 # -- one run -----------------------------------------------------------------------------
 
 
-def _run_view(run: StoredRun, anchor: str, ids: Any) -> RunView:
+def _run_view(run: StoredRun, anchor: str, ids: Any, profiles: Sequence[Any]) -> RunView:
     from accelbench.report.fingerprint import flatten
     from accelbench.report.fingerprint import rows as fingerprint_rows
-    from accelbench.report.validation import ABOUT as VALIDATION_ABOUT
-    from accelbench.report.validation import validation_tables
 
     record = run.record
-    families: dict[str, list[Measurement]] = {}
-    for m in run.measurements:
-        if m.case.family != "validation":  # the validation section shows the checks
-            families.setdefault(m.case.family, []).append(m)
-    sections = []
-    notes = []
-    for family, ms in families.items():
-        table_rows = [row(m) for m in ms]
-        sections.append(Table(
-            family, COLUMNS, [r.cells() for r in table_rows], numeric=frozenset({2, 3, 4, 5}),
-            styles=[None if r.ok and not r.doubtful else WARN if r.ok else BAD
-                    for r in table_rows]))
-        notes += [(f"{r.benchmark} {r.params}", r.note) for r in table_rows if r.note]
+    sections = run_sections(run.measurements, profiles)
+    keys = {s.key for s in sections}
+    charts = _run_charts(run, ids)
+    if "isolate" in keys:
+        charts["isolate"] = _isolate_charts(run.measurements, ids)
+    if "energy" in keys:
+        charts["energy"] = [c for m in run.measurements if has_telemetry(m)
+                            for c in [_telemetry_chart(m, ids)] if c is not None]
+    # A chart whose section the run does not have goes with the results.
+    for key in [k for k in charts if k not in keys]:
+        charts.setdefault("results", []).extend(charts.pop(key))
     fingerprint = fingerprint_rows(run.fingerprint) or flatten(run.fingerprint)
     started = format_timestamp(record.started_at, seconds=True)
-    view = RunView(anchor, record, f"{started} UTC", counts(run.measurements),
-                   fingerprint, sections, _run_charts(run, ids), notes)
-    view.engines = engines_tables(run.measurements)
-    view.isolate = isolate_tables(run.measurements)
-    if view.isolate:
-        view.isolate_about = ISOLATE_ABOUT
-        view.isolate_charts = _isolate_charts(run.measurements, ids)
-    view.validation = validation_tables(run.measurements)
-    view.validation_about = VALIDATION_ABOUT if view.validation else ""
-    view.energy = energy_table(run.measurements)
-    if view.energy is not None:
-        view.energy_about = ENERGY_ABOUT
-        view.telemetry = [c for m in run.measurements if has_telemetry(m)
-                          for c in [_telemetry_chart(m, ids)] if c is not None]
-    return view
+    return RunView(anchor, record, f"{started} UTC", counts(run.measurements), fingerprint,
+                   sections, charts)
 
 
 def _telemetry_chart(m: Measurement, ids: Any) -> Chart | None:
@@ -192,9 +157,10 @@ def _telemetry_chart(m: Measurement, ids: Any) -> Chart | None:
     return Chart(f"Power and clock: {case_label(m)}", _markup(svg), caption)
 
 
-def _run_charts(run: StoredRun, ids: Any) -> list[Chart]:
+def _run_charts(run: StoredRun, ids: Any) -> dict[str, list[Chart]]:
+    """The charts of the results, collectives and engines sections."""
     ok = [m for m in run.measurements if m.ok and m.primary is not None]
-    out = []
+    out: list[Chart] = []
     micro: dict[tuple[str, str], list[Measurement]] = {}
     for m in ok:
         if m.case.family == "micro" and m.primary is not None:
@@ -204,16 +170,15 @@ def _run_charts(run: StoredRun, ids: Any) -> list[Chart]:
     collectives = [m for m in ok if m.case.family == "collective"
                    and m.case.benchmark != "isolate"  # drawn as heat maps of its own
                    and _is_size(m.case.param_dict.get("bytes"))]
-    if collectives:
-        out.append(_collective_chart(collectives, next(ids)))
+    sweeps = [_collective_chart(collectives, next(ids))] if collectives else []
     models = [m for m in ok if m.case.family == "model"
               and m.primary is not None and m.primary.higher_is_better]
     for mode in dict.fromkeys(case_mode(m.case) for m in models):
         chosen = [m for m in models if case_mode(m.case) == mode]
         out.append(_model_chart(mode or "", chosen, next(ids)))
-    out += [_engine_chart(g, next(ids)) for g in engine_groups(run.measurements)
-            if sum(r.measurement.ok for r in g.rows) > 1]
-    return out
+    engines = [_engine_chart(g, next(ids)) for g in engine_groups(run.measurements)
+               if sum(r.measurement.ok for r in g.rows) > 1]
+    return {"results": out, "collectives": sweeps, "engines": engines}
 
 
 def _isolate_charts(measurements: Sequence[Measurement], ids: Any) -> list[Chart]:

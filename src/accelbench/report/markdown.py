@@ -1,35 +1,16 @@
-"""Markdown: the one table writer every Markdown output uses, and the report of one run,
-for a file or for pasting into an issue."""
+"""Markdown: the report of one run, for a file or for pasting into an issue. Its sections
+are the run view's (report.run_view); tables are written by report.tables."""
 
 from __future__ import annotations
 
-from collections.abc import Collection, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 from accelbench.core.measurement import Measurement
 from accelbench.report.fingerprint import rows as fingerprint_rows
-from accelbench.report.table import COLUMNS, counts, rows
-from accelbench.report.text import printable
+from accelbench.report.table import counts
+from accelbench.report.text import escape, markdown_table
 from accelbench.report.units import format_timestamp
-
-
-def escape(text: Any) -> str:
-    """Keep a value inside its table cell: no pipes, no line breaks, no HTML, and no
-    control characters (a report is often read with `cat`)."""
-    return (
-        printable(str(text).replace("\\", "\\\\")).replace("|", "\\|")
-        .replace("<", "&lt;").replace(">", "&gt;")
-    )
-
-
-def markdown_table(header: Sequence[str], body: Sequence[Sequence[Any]],
-                   numeric: Collection[int] = ()) -> list[str]:
-    """The lines of a table, every cell escaped; columns in `numeric` are right-aligned."""
-    lines = ["| " + " | ".join(escape(h) for h in header) + " |",
-             "|" + "|".join("---:" if i in numeric else "---" for i in range(len(header)))
-             + "|"]
-    lines += ["| " + " | ".join(escape(c) for c in row) + " |" for row in body]
-    return lines
 
 
 def run_report(
@@ -38,12 +19,10 @@ def run_report(
     measurements: Sequence[Measurement],
     profiles: Sequence[Any] = (),
 ) -> str:
-    """`record` is a store RunRecord (id, started_at, status, suite, generation_key)."""
-    from accelbench.report.energy import ABOUT as ENERGY_ABOUT
-    from accelbench.report.energy import energy_table
+    """`record` is a store RunRecord (id, started_at, status, suite, generation_key):
+    its header, the run's sections (report.run_view), then its stack."""
+    from accelbench.report.run_view import run_sections
     from accelbench.report.tables import render_markdown
-    from accelbench.report.validation import ABOUT as VALIDATION_ABOUT
-    from accelbench.report.validation import validation_tables
 
     tally = counts(measurements)
     lines = [
@@ -55,43 +34,16 @@ def run_report(
         f"- Cases: {tally['ok']} ok, {tally['failed']} failed, {tally['skipped']} skipped",
         "",
     ]
-    checks = validation_tables(measurements)
-    if checks:
-        lines += ["## Validation", "", escape(VALIDATION_ABOUT), "",
-                  render_markdown(checks, level=3)]
-    measured = [m for m in measurements if m.case.family != "validation"]
-    if measured or not checks:
-        body = [r.cells() for r in rows(measured)]
-        lines += ["## Results", ""]
-        lines += markdown_table(COLUMNS, body) if body else ["No case was measured."]
-    notes = [(r.benchmark, r.params, r.note) for r in rows(measured) if r.note]
-    if notes:
-        lines += ["", "## Failures and warnings", ""]
-        lines += [f"- **{escape(b)}** {escape(p)}: {escape(n)}" for b, p, n in notes]
-    from accelbench.report.engines import engines_tables
-    from accelbench.report.tables import render_markdown
-
-    engines = engines_tables(measurements)
-    if engines:
-        lines += ["", render_markdown(engines, level=2).rstrip()]
-    from accelbench.report.isolate import ABOUT as ISOLATE_ABOUT
-    from accelbench.report.isolate import isolate_tables
-
-    isolate = isolate_tables(measurements)
-    if isolate:
-        lines += ["", "## Isolate", "", escape(ISOLATE_ABOUT), "",
-                  render_markdown(isolate, level=3).rstrip()]
-    energy = energy_table(measurements)
-    if energy is not None:
-        lines += ["", f"## {escape(energy.title)}", "", escape(ENERGY_ABOUT), ""]
-        lines += markdown_table(energy.header, energy.rows, energy.numeric)
-        lines += [""] + [f"- {escape(n)}" for n in energy.notes]
-    if profiles:
-        from accelbench.report.profile import profile_markdown
-
-        lines += ["", "## Profiles", ""]
-        lines += [profile_markdown(p.analysis, f"Profile of {p.label}") for p in profiles]
-    lines += ["", "## Stack", ""]
+    for section in run_sections(measurements, profiles):
+        lines += [f"## {escape(section.title)}", ""]
+        if section.about:
+            lines += [escape(section.about), ""]
+        if section.tables:
+            lines += [render_markdown(section.tables, level=3).rstrip(), ""]
+        if section.items:
+            lines += [f"- **{escape(what)}**: {escape(note)}" for what, note in section.items]
+            lines += [""]
+    lines += ["## Stack", ""]
     lines += markdown_table(("Property", "Value"), fingerprint_rows(fingerprint))
     lines += [
         "",

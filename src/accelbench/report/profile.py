@@ -14,8 +14,8 @@ from accelbench.core.formats import read_version
 from accelbench.errors import StoreError
 from accelbench.profile.analysis import FORMAT_VERSION
 from accelbench.profile.categories import PARTS, short_name
-from accelbench.report.markdown import escape, markdown_table
 from accelbench.report.tables import Table
+from accelbench.report.text import escape, markdown_table
 from accelbench.report.units import format_bytes, format_number, format_share, format_time
 
 
@@ -106,7 +106,7 @@ def print_profile(analysis: Mapping[str, Any] | None, console: Any) -> None:
     from rich.table import Table as RichTable
 
     from accelbench.report.tables import render_rich
-    from accelbench.report.terminal import text
+    from accelbench.report.text import text
 
     if not analysis or "error" in analysis:
         return

@@ -10,8 +10,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from accelbench.report.markdown import escape, markdown_table
-from accelbench.report.text import printable
+from accelbench.report.text import escape, markdown_table, printable, text
 
 GOOD = "good"
 BAD = "bad"
@@ -33,8 +32,6 @@ def render_rich(tables: Sequence[Table], console: Any) -> None:
     """Print each table on a rich console, rows coloured by their style."""
     from rich.table import Table as RichTable
     from rich.text import Text
-
-    from accelbench.report.terminal import text
 
     for t in tables:
         table = RichTable(title=text(t.title), title_justify="left")

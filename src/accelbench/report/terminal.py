@@ -8,38 +8,13 @@ control characters. Styles come from rich objects, never from text.
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 
 from rich.console import Console
 from rich.table import Table
-from rich.text import Text
 
-from accelbench.core.measurement import Measurement
-from accelbench.report.table import COLUMNS, rows
-from accelbench.report.text import printable
-
-
-def text(value: object, style: str = "", *, multiline: bool = False) -> Text:
-    """Stored text as a rich Text: shown literally, control characters escaped."""
-    return Text(printable(value, multiline=multiline), style=style)
-
-
-def results_table(measurements: Iterable[Measurement], title: str | None = None) -> Table:
-    table = Table(title=text(title) if title else None, title_justify="left",
-                  show_lines=False)
-    for name in COLUMNS:
-        table.add_column(name, justify="right" if name in ("Result", "% of peak", "CI 95%", "n")
-                         else "left", overflow="fold")
-    notes: list[str] = []
-    for r in rows(measurements):
-        style = None if r.ok and not r.doubtful else ("yellow" if r.ok else "red")
-        table.add_row(*(text(cell) for cell in r.cells()), style=style)
-        if r.note:
-            notes.append(printable(f"{r.benchmark} {r.params}: {r.note}"))
-    if notes:
-        table.caption = Text("\n".join(notes))
-        table.caption_justify = "left"
-    return table
+from accelbench.report.run_view import Section
+from accelbench.report.text import text
 
 
 def key_value_table(pairs: Sequence[tuple[str, str]], title: str | None = None) -> Table:
@@ -66,3 +41,14 @@ def console(stderr: bool = False) -> Console:
     width = None if probe.is_terminal or os.environ.get("COLUMNS") else 160
     return _Console(stderr=stderr, markup=False, emoji=False, highlight=False,
                     soft_wrap=False, width=width)
+
+
+def print_sections(sections: Sequence[Section], out: Console) -> None:
+    """The run view's sections (report.run_view), each under its title, in order."""
+    from accelbench.report.tables import render_rich
+
+    for section in sections:
+        out.print(text(section.title, "bold"))
+        render_rich(section.tables, out)
+        for what, note in section.items:
+            out.print(text(f"{what}: {note}"))

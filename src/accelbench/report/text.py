@@ -15,7 +15,11 @@ Rich markup is not handled here: the terminal console never parses markup (see
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Collection, Sequence
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from rich.text import Text
 
 # Unicode "format" characters that reorder or hide text: bidirectional embeddings,
 # overrides and isolates (the "Trojan Source" characters), marks, the zero-width space
@@ -50,3 +54,28 @@ def printable(value: Any, *, multiline: bool = False) -> str:
     """
     return str(value).translate(_MULTI_LINE if multiline else _ONE_LINE)
 
+
+def escape(text: Any) -> str:
+    """Keep a value inside its table cell: no pipes, no line breaks, no HTML, and no
+    control characters (a report is often read with `cat`)."""
+    return (
+        printable(str(text).replace("\\", "\\\\")).replace("|", "\\|")
+        .replace("<", "&lt;").replace(">", "&gt;")
+    )
+
+
+def markdown_table(header: Sequence[str], body: Sequence[Sequence[Any]],
+                   numeric: Collection[int] = ()) -> list[str]:
+    """The lines of a table, every cell escaped; columns in `numeric` are right-aligned."""
+    lines = ["| " + " | ".join(escape(h) for h in header) + " |",
+             "|" + "|".join("---:" if i in numeric else "---" for i in range(len(header)))
+             + "|"]
+    lines += ["| " + " | ".join(escape(c) for c in row) + " |" for row in body]
+    return lines
+
+
+def text(value: object, style: str = "", *, multiline: bool = False) -> Text:
+    """Stored text as a rich Text: shown literally, control characters escaped."""
+    from rich.text import Text
+
+    return Text(printable(value, multiline=multiline), style=style)

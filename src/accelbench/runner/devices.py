@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from accelbench.core.context import CaseContext, DistInfo
+from accelbench.core.device import DeviceInfo
 from accelbench.core.timing import (
     SOLO,
     Clock,
@@ -20,7 +21,6 @@ from accelbench.core.timing import (
     TimingPolicy,
 )
 from accelbench.core.untrusted import is_decimal
-from accelbench.env.device import DeviceInfo
 
 _MIB = 1 << 20
 

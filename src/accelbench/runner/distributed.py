@@ -99,7 +99,7 @@ def join_as_rank(device: str, backend: str | None, timeout_s: float) -> tuple[Di
     """
     import torch
 
-    from accelbench.env.device import parse_device_spec
+    from accelbench.core.device import parse_device_spec
     from accelbench.env.torch_floor import require_supported_torch
 
     info_from_env(backend or "")  # a broken torchrun environment is refused first

@@ -21,10 +21,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from accelbench.core.device import DeviceInfo
 from accelbench.core.measurement import STATUS_FAILED, Measurement, not_measured
 from accelbench.core.timing import TimingPolicy
 from accelbench.core.worker_env import NONE, WorkerEnv
-from accelbench.env.device import DeviceInfo
 from accelbench.runner.lifeline import (
     end_job,
     owned_folder,

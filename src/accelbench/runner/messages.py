@@ -11,8 +11,8 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from accelbench.core.device import DeviceInfo
     from accelbench.core.timing import TimingPolicy
-    from accelbench.env.device import DeviceInfo
     from accelbench.runner.plan import PlannedCase
 
 

@@ -16,11 +16,11 @@ from importlib import resources
 from typing import Any
 
 from accelbench.core.case import Case
+from accelbench.core.device import DeviceInfo, parse_device_spec
 from accelbench.core.dtypes import DTYPES
 from accelbench.core.names import BACKENDS
 from accelbench.core.registry import Benchmark, Registry
 from accelbench.core.timing import TimingPolicy
-from accelbench.env.device import DeviceInfo, parse_device_spec
 from accelbench.errors import UserError
 
 if sys.version_info >= (3, 11):
@@ -143,7 +143,7 @@ def validate(request: Request, registry: Registry) -> ValidRequest:
         raise UserError("--wait-quiet must be a positive number of seconds")
     if request.backend is not None and request.backend not in BACKENDS:
         raise UserError(f"unknown backend {request.backend!r} (backends: {', '.join(BACKENDS)})")
-    from accelbench.env.device import parse_device_spec
+    from accelbench.core.device import parse_device_spec
 
     parse_device_spec(request.device)
     return ValidRequest(request, registry, suite, timing_policy(suite, request))

@@ -18,9 +18,9 @@ from contextlib import AbstractContextManager, nullcontext
 from typing import Any
 
 from accelbench.core.context import DistInfo
+from accelbench.core.device import DeviceInfo
 from accelbench.core.measurement import STATUS_FAILED, STATUS_OK, Measurement
 from accelbench.core.timing import TimingPolicy
-from accelbench.env.device import DeviceInfo
 from accelbench.runner.lifeline import end_with_owner, running
 from accelbench.runner.plan import PlannedCase
 

@@ -8,6 +8,7 @@ import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
+from accelbench.core.device import DeviceInfo
 from accelbench.core.measurement import (
     STATUS_FAILED,
     STATUS_OK,
@@ -17,7 +18,6 @@ from accelbench.core.measurement import (
     not_measured,
 )
 from accelbench.core.timing import TimingPolicy
-from accelbench.env.device import DeviceInfo
 from accelbench.runner.messages import CaseMeasured, MeasureCase, Refused
 from accelbench.runner.plan import PlannedCase
 from accelbench.runner.recorder import RunRecorder

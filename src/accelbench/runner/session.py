@@ -9,8 +9,8 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
+from accelbench.core.device import DeviceInfo, parse_device_spec
 from accelbench.core.worker_env import WorkerEnv
-from accelbench.env.device import DeviceInfo, parse_device_spec
 from accelbench.errors import EXIT_INTERNAL, UserError
 from accelbench.runner.messages import (
     FingerprintRead,

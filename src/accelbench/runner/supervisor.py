@@ -10,8 +10,8 @@ import threading
 import time
 from collections.abc import Callable, Mapping
 
+from accelbench.core.device import DeviceInfo
 from accelbench.core.worker_env import NONE, WorkerEnv
-from accelbench.env.device import DeviceInfo
 from accelbench.runner.messages import Reply, Request, Stop
 from accelbench.runner.plan import PlannedCase
 from accelbench.runner.worker import worker_main

@@ -17,6 +17,7 @@ from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from accelbench.core.context import CaseContext, DistInfo
+from accelbench.core.device import DeviceInfo
 from accelbench.core.measurement import (
     STATUS_FAILED,
     STATUS_SKIPPED,
@@ -28,7 +29,6 @@ from accelbench.core.measurement import (
     not_measured,
 )
 from accelbench.core.timing import SOLO, Coordinator, TimingPolicy, noise_warnings
-from accelbench.env.device import DeviceInfo
 from accelbench.runner.messages import (
     CaseMeasured,
     FingerprintRead,

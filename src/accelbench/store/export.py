@@ -12,7 +12,6 @@ Format history of the JSON export (FORMAT_VERSION):
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Callable, Iterable
 from typing import Any
 
@@ -37,7 +36,7 @@ def export_json(runs: Iterable[StoredRun]) -> dict[str, Any]:
         "format_version": FORMAT_VERSION,
         "runs": [
             {
-                "run": _run_dict(run.record),
+                "run": run.record.to_dict(),
                 "fingerprint": run.fingerprint,
                 "measurements": [m.export_dict() for m in run.measurements],
             }
@@ -64,12 +63,6 @@ def load_json(data: Any, source: str = "results export") -> list[StoredRun]:
                          f"{clip(repr(e))}") from None
     except (TypeError, ValueError, AttributeError, OverflowError, RecursionError) as e:
         raise StoreError(f"{source}: cannot load results export: {clip(e)}") from None
-
-
-def _run_dict(record: RunRecord) -> dict[str, Any]:
-    d = dataclasses.asdict(record)
-    d["argv"] = list(record.argv)
-    return d
 
 
 def _stored_run(entry: dict[str, Any]) -> StoredRun:

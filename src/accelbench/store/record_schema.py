@@ -278,11 +278,9 @@ def validate_export(data: Any, source: str) -> None:
 def check_runs(runs: Iterable[Any], source: str) -> None:
     """Raise a one-line StoreError unless every run (a StoredRun) can be stored as it is
     and read back by every command: see the module docstring."""
-    from accelbench.store.export import _run_dict
-
     for index, run in enumerate(runs):
         where = f"{source}: run {short(run.record.id)}"
-        data = {"run": _run_dict(run.record), "fingerprint": run.fingerprint,
+        data = {"run": run.record.to_dict(), "fingerprint": run.fingerprint,
                 "measurements": [m.to_dict() for m in run.measurements]}
         check_shape(data, where, StoreError)
         _validate(data, _DOCUMENT_RUN, source, ["runs", index])

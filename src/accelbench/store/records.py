@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 from typing import Any
 
@@ -26,6 +27,12 @@ class RunRecord:
     n_ok: int
     n_failed: int
     n_skipped: int
+
+    def to_dict(self) -> dict[str, Any]:
+        """The run's entry of an export (its JSON form)."""
+        d = dataclasses.asdict(self)
+        d["argv"] = list(self.argv)
+        return d
 
 
 @dataclass(frozen=True)

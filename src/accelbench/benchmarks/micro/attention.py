@@ -30,11 +30,11 @@ from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
 from accelbench.core.context import CaseContext
+from accelbench.core.device import DeviceInfo
 from accelbench.core.dtypes import DTYPES, unsupported_reason
 from accelbench.core.measurement import CaseFailed, CaseResult, CaseSkipped, Rate
 from accelbench.core.params import Param
 from accelbench.core.registry import Benchmark
-from accelbench.env.device import DeviceInfo
 
 if TYPE_CHECKING:
     import torch

@@ -36,12 +36,12 @@ from typing import TYPE_CHECKING, Any
 from accelbench.benchmarks.mathmode import MathMode, math_mode, read_precision
 from accelbench.benchmarks.micro.conv_shapes import ConvLayer, layer_problem, parse_layer
 from accelbench.core.context import CaseContext
+from accelbench.core.device import DeviceInfo
 from accelbench.core.dtypes import DTYPES, unsupported_reason
 from accelbench.core.measurement import CaseFailed, CaseResult, CaseSkipped, Figure, Rate
 from accelbench.core.params import Param
 from accelbench.core.registry import Benchmark
 from accelbench.core.worker_env import FRESH_DIRS_VARIABLE, NONE, WorkerEnv
-from accelbench.env.device import DeviceInfo
 
 if TYPE_CHECKING:
     import torch

@@ -51,11 +51,11 @@ from accelbench.benchmarks.micro.gpu_runtime import (
 )
 from accelbench.benchmarks.micro.unified_buffers import KINDS, Buffers, cells
 from accelbench.core.context import CaseContext
+from accelbench.core.device import DeviceInfo
 from accelbench.core.measurement import CaseFailed, CaseResult, CaseSkipped, Rate
 from accelbench.core.params import Param
 from accelbench.core.registry import Benchmark
 from accelbench.core.timing import Clock, PerfCounterClock, Timing
-from accelbench.env.device import DeviceInfo
 
 if TYPE_CHECKING:
     from types import ModuleType

@@ -20,8 +20,8 @@ from dataclasses import dataclass
 from types import ModuleType
 from typing import TYPE_CHECKING
 
+from accelbench.core.device import DeviceInfo
 from accelbench.core.dtypes import DTYPES, unsupported_reason
-from accelbench.env.device import DeviceInfo
 
 if TYPE_CHECKING:
     import torch

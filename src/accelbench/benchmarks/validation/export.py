@@ -26,10 +26,10 @@ from accelbench.benchmarks.validation.verdict import (
     tolerance_for,
 )
 from accelbench.core.context import CaseContext
+from accelbench.core.device import DeviceInfo
 from accelbench.core.measurement import CaseResult, CaseSkipped
 from accelbench.core.params import Param
 from accelbench.core.registry import Benchmark
-from accelbench.env.device import DeviceInfo
 
 EXPORT_DTYPES = ("fp32", "fp16", "bf16")
 ONNX_MODULES = ("onnx", "onnxscript", "onnxruntime")

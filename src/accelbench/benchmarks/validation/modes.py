@@ -8,9 +8,9 @@ from collections.abc import Iterator
 from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
+from accelbench.core.device import DeviceInfo
 from accelbench.core.dtypes import DTYPES, fp8_torch_name, unsupported_reason
 from accelbench.core.measurement import CaseSkipped
-from accelbench.env.device import DeviceInfo
 
 if TYPE_CHECKING:
     import torch

@@ -4,9 +4,9 @@ from dataclasses import dataclass
 
 import pytest
 
+from accelbench.core.device import DeviceInfo
 from accelbench.core.dtypes import DTYPES
-from accelbench.env.device import DeviceInfo
-from accelbench.env.peaks import PRECISIONS, all_peaks, lookup
+from accelbench.core.peaks import PRECISIONS, all_peaks, lookup
 
 
 def gpu(name: str, platform: str = "cuda", arch: str | None = None, cus: int | None = None):

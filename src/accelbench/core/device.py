@@ -16,7 +16,7 @@ class DeviceInfo:
     `platform` says which stack is really underneath ("rocm" or "cuda").
 
     The product is identified from `name`, `arch`, `compute_units` and `memory_bytes`
-    (env.product): ROCm's device name alone does not always say which product it is.
+    (core.product): ROCm's device name alone does not always say which product it is.
     Every field after `name` has a default, so a device stored before a field existed
     still loads, with that field unknown.
     """

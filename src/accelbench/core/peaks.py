@@ -17,7 +17,7 @@ fp32 is the vector figure, and a precision their data sheet gives no figure for 
 int8, and tf32 and fp8, which they do not support) is absent. RDNA 3's fp16 and bf16 are
 the WMMA figures.
 
-Which entry applies to a device is decided by env.product, from its name, architecture,
+Which entry applies to a device is decided by core.product, from its name, architecture,
 compute units and memory; `explain` says why a device has none.
 """
 
@@ -28,8 +28,8 @@ import functools
 import math
 from dataclasses import dataclass, field
 
-from accelbench.env import product
-from accelbench.env.device import DeviceInfo
+from accelbench.core import product
+from accelbench.core.device import DeviceInfo
 
 PRECISIONS = ("fp64", "fp32", "tf32", "fp16", "bf16", "fp8", "int8")
 

@@ -6,9 +6,9 @@ import math
 
 import pytest
 
-from accelbench.env.device import DeviceInfo
-from accelbench.env.peaks import all_peaks, explain, lookup
-from accelbench.env.product import SIGNATURES, generation_name, identify
+from accelbench.core.device import DeviceInfo
+from accelbench.core.peaks import all_peaks, explain, lookup
+from accelbench.core.product import SIGNATURES, generation_name, identify
 
 GENERIC = "AMD Radeon Graphics"  # ROCm's name for a device its name table lacks
 

@@ -20,7 +20,7 @@ import functools
 import re
 from dataclasses import dataclass
 
-from accelbench.env.device import DeviceInfo
+from accelbench.core.device import DeviceInfo
 
 MI100 = "AMD Instinct MI100"
 MI210 = "AMD Instinct MI210"

@@ -1,0 +1,100 @@
+"""The shape of the package, read from its imports (every import, also those inside a
+function): the folders form layers that import only downward, and no modules import
+each other in a circle."""
+
+from __future__ import annotations
+
+import ast
+from collections import defaultdict
+from pathlib import Path
+
+SRC = Path(__file__).parents[1] / "src" / "accelbench"
+
+# Lowest first: a folder may import only folders before it.
+LAYERS = ("errors", "suites", "core", "env", "store", "runner", "benchmarks", "analysis", "profile",
+          "report", "slurm", "cli", "__main__")
+
+
+def _modules() -> dict[str, Path]:
+    found = {}
+    for path in SRC.rglob("*.py"):
+        parts = path.relative_to(SRC).with_suffix("").parts
+        if parts[-1] == "__init__":
+            parts = parts[:-1]
+        found[".".join(("accelbench", *parts))] = path
+    return found
+
+
+def _imports() -> dict[str, set[str]]:
+    """Each module and the accelbench modules it imports."""
+    modules = _modules()
+    graph: dict[str, set[str]] = defaultdict(set)
+    for name, path in modules.items():
+        package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+        for node in ast.walk(ast.parse(path.read_text())):
+            targets: list[str] = []
+            if isinstance(node, ast.ImportFrom):
+                base = node.module or ""
+                if node.level:
+                    up = package.split(".")[: len(package.split(".")) - node.level + 1]
+                    base = ".".join(up + ([node.module] if node.module else []))
+                targets = [f"{base}.{alias.name}" for alias in node.names]
+            elif isinstance(node, ast.Import):
+                targets = [alias.name for alias in node.names]
+            for target in targets:
+                while target not in modules and "." in target:
+                    target = target.rpartition(".")[0]
+                if target in modules and target != name:
+                    graph[name].add(target)
+    return graph
+
+
+def _folder(module: str) -> str:
+    return module.split(".")[1] if "." in module else module
+
+
+def test_every_folder_is_in_a_layer() -> None:
+    folders = {_folder(m) for m in _modules() if m != "accelbench"}
+    assert folders <= set(LAYERS), folders - set(LAYERS)
+
+
+def test_folders_import_only_the_layers_below_them() -> None:
+    upward = sorted(
+        f"{module} imports {target}"
+        for module, targets in _imports().items() if module != "accelbench"
+        for target in targets if target != "accelbench"
+        and LAYERS.index(_folder(target)) > LAYERS.index(_folder(module))
+    )
+    assert not upward, upward
+
+
+def test_no_modules_import_each_other_in_a_circle() -> None:
+    graph = _imports()
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    circles: list[list[str]] = []
+
+    def visit(v: str) -> None:  # Tarjan's strongly connected components
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        for w in graph.get(v, ()):
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            component = []
+            while True:
+                w = stack.pop()
+                component.append(w)
+                if w == v:
+                    break
+            if len(component) > 1:
+                circles.append(sorted(component))
+
+    for module in _modules():
+        if module not in index:
+            visit(module)
+    assert not circles, circles
