@@ -3,9 +3,16 @@
 # accelbench supports (requirements-floor.txt), in .venv-floor, beside the pinned one that
 # scripts/test.sh tests in full. A PyTorch older than this floor is refused at start-up
 # (see src/accelbench/env/torch_floor.py). Extra arguments go to pytest; the workers are
-# chosen as in scripts/test.sh.
+# chosen as in scripts/test.sh. `--setup` only sets up .venv-floor (CI does that while the
+# pinned suite runs).
 set -euo pipefail
 cd "$(dirname "$0")/.."
+
+setup_only=0
+if [ "${1:-}" = "--setup" ]; then
+  setup_only=1
+  shift
+fi
 
 if [ ! -x .venv-floor/bin/python ]; then
   python3 -m venv .venv-floor
@@ -19,6 +26,7 @@ if [ "$(cat "$stamp" 2>/dev/null)" != "$wanted" ]; then
   .venv-floor/bin/python -m pip install --quiet --no-deps -e .
   echo "$wanted" >"$stamp"
 fi
+[ "$setup_only" = 0 ] || exit 0
 
 workers=${ACCELBENCH_TEST_WORKERS:-$(nproc)}
 [ "$workers" -le 4 ] || workers=4

@@ -60,3 +60,16 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
         on_postgres = params is not None and params.params.get("store_location") == "postgresql"
         if on_postgres or "pg_cluster" in getattr(item, "fixturenames", ()):
             item.add_marker(pytest.mark.server)
+    _long_files_first(items)
+
+
+def _long_files_first(items: list[pytest.Item]) -> None:
+    """The files with the most tests of seconds first, each file's tests in their order:
+    pytest-xdist hands out whole files (--dist loadfile), and a long file handed out last
+    would leave the other workers idle while it runs. The same order on every worker."""
+    long_tests: dict[Path, int] = {}
+    for item in items:
+        slow = any(item.iter_markers(name)
+                   for name in ("slow", "multinode", "server", "browser"))
+        long_tests[item.path] = long_tests.get(item.path, 0) + int(slow)
+    items.sort(key=lambda item: -long_tests[item.path])  # stable: keeps each file in order
