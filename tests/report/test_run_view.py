@@ -90,6 +90,7 @@ def test_each_section_keeps_what_it_shows(everything) -> None:
     text = run_report(run.record, run.fingerprint, run.measurements, profiles)
     for needle in ("Validation: verdict per check and precision", "### micro",
                    "Collectives: peak bus bandwidth", "Profile of gemm bf16",
+                   "### Where the device time of the profiled steps went",
                    "| torchscript |", "**gemm dtype=bf16 shape=8192**: throttled"):
         assert needle in text, needle
     page = html_report([run], profiles={run.record.id: profiles})

@@ -101,6 +101,19 @@ def top_tables(analysis: Mapping[str, Any]) -> list[Table]:
     return tables
 
 
+def breakdown_table(analysis: Mapping[str, Any]) -> Table | None:
+    """Where the time of the profiled steps went, part by part; None when the analysis
+    has no breakdown."""
+    breakdown = analysis.get("breakdown")
+    if not breakdown or "error" in analysis:
+        return None
+    basis = "device" if analysis.get("basis") == "device" else "CPU"
+    return Table(f"Where the {basis} time of the profiled steps went", ("part", "time", "share"), [
+        (p, format_time(breakdown["parts_s"].get(p)), format_share(breakdown["shares"].get(p)))
+        for p in PARTS
+    ] + [("total", format_time(breakdown.get("total_s")), "100%")], numeric=frozenset({1, 2}))
+
+
 def print_profile(analysis: Mapping[str, Any] | None, console: Any) -> None:
     """The summary as label/value lines, then the top tables, on a rich console."""
     from rich.table import Table as RichTable
@@ -125,14 +138,10 @@ def profile_markdown(analysis: Mapping[str, Any], title: str = "Profile") -> str
     lines = [f"### {escape(title)}", ""]
     lines += [f"- **{escape(label)}**: {escape(value)}" for label, value in
               profile_summary_rows(analysis)]
-    breakdown = analysis.get("breakdown")
-    if breakdown and "error" not in analysis:
-        basis = "device" if analysis.get("basis") == "device" else "CPU"
-        lines += ["", f"Where the {basis} time of the profiled steps went:", ""]
-        lines += markdown_table(("part", "time", "share"), [
-            (p, format_time(breakdown["parts_s"].get(p)), format_share(breakdown["shares"].get(p)))
-            for p in PARTS
-        ] + [("total", format_time(breakdown.get("total_s")), "100%")])
+    breakdown = breakdown_table(analysis)
+    if breakdown is not None:
+        lines += ["", f"{breakdown.title}:", ""]
+        lines += markdown_table(breakdown.header, breakdown.rows, breakdown.numeric)
     kernels = analysis.get("top_kernels") or []
     if kernels:
         lines += ["", "Top device kernels by time:", ""]

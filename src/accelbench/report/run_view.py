@@ -93,8 +93,10 @@ def results_tables(measured: Sequence[Measurement]) -> list[Table]:
 
 
 def profile_tables(analysis: Any, title: str) -> list[Table]:
-    """A stored profile's summary, then its top kernels and operators."""
-    from accelbench.report.profile import profile_summary_rows, top_tables
+    """A stored profile's summary, where its time went, then its top kernels and
+    operators."""
+    from accelbench.report.profile import breakdown_table, profile_summary_rows, top_tables
 
     summary = Table(title, ("Property", "Value"), profile_summary_rows(analysis))
-    return [summary, *top_tables(analysis)]
+    breakdown = breakdown_table(analysis)
+    return [summary, *([breakdown] if breakdown else []), *top_tables(analysis)]
