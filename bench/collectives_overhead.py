@@ -120,7 +120,7 @@ def as_rank(args: argparse.Namespace) -> None:
     from accelbench.core.case import Case
     from accelbench.core.device import DeviceInfo
     from accelbench.core.timing import TimingPolicy
-    from accelbench.report.units import format_size
+    from accelbench.core.units import format_size
     from accelbench.runner.distributed import GroupCoordinator, init_group, shutdown_group
     from accelbench.runner.plan import PlannedCase
 

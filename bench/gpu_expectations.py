@@ -20,8 +20,8 @@ from typing import Any
 from accelbench.core.device import DeviceInfo
 from accelbench.core.measurement import Measurement
 from accelbench.core.peaks import all_peaks, lookup
+from accelbench.core.units import format_ratio, format_value
 from accelbench.report.markdown import markdown_table
-from accelbench.report.units import format_ratio, format_value
 
 RATIO_LOW, RATIO_HIGH = 0.85, 1.15
 

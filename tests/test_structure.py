@@ -5,14 +5,17 @@ each other in a circle."""
 from __future__ import annotations
 
 import ast
+import re
 from collections import defaultdict
 from pathlib import Path
 
 SRC = Path(__file__).parents[1] / "src" / "accelbench"
 
 # Lowest first: a folder may import only folders before it.
-LAYERS = ("errors", "suites", "core", "env", "store", "runner", "benchmarks", "analysis", "profile",
-          "report", "slurm", "cli", "__main__")
+# The families (benchmarks/) sit above analysis: a family's view reads its results with the
+# cross-family analysis (values, labels, checks) and makes the sections report/ renders.
+LAYERS = ("errors", "suites", "core", "env", "store", "runner", "analysis", "benchmarks",
+          "profile", "report", "slurm", "cli", "__main__")
 
 
 def _modules() -> dict[str, Path]:
@@ -98,3 +101,18 @@ def test_no_modules_import_each_other_in_a_circle() -> None:
         if module not in index:
             visit(module)
     assert not circles, circles
+
+
+def test_report_knows_no_family_by_name() -> None:
+    """A family is one package under benchmarks/: report/ renders the sections families
+    make and has no module of theirs, nor a test of a family's name."""
+    benchmarks = SRC / "benchmarks"
+    families = {p.name for p in [*benchmarks.glob("*"), *benchmarks.glob("*/*")]
+                if (p / "__init__.py").exists()}
+    report = {p.stem for p in (SRC / "report").glob("*.py")}
+    assert not report & families, report & families
+    for path in (SRC / "report").glob("*.py"):
+        text = path.read_text(encoding="utf-8")
+        assert "family ==" not in text and "family !=" not in text, path.name
+        # The registry list is all it may read of benchmarks/.
+        assert not re.search(r"accelbench\.benchmarks\.(?!REGISTRY\b)", text), path.name

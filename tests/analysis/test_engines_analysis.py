@@ -5,9 +5,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from accelbench.analysis.engines import engine_groups, speedup
 from accelbench.analysis.significance import ratio_of_medians
 from accelbench.analysis.values import case_mode
+from accelbench.benchmarks.models.engines.groups import engine_groups, speedup
 from accelbench.core.case import Case
 from accelbench.core.measurement import Figure
 from fakes import stored_measurement

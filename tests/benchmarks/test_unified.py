@@ -27,7 +27,7 @@ from accelbench.core.measurement import CaseFailed, CaseSkipped, Measurement, fr
 from accelbench.core.timing import Timing, TimingPolicy
 from accelbench.env.apu import MemoryModel
 from accelbench.errors import UserError
-from accelbench.report.table import row
+from accelbench.report.results import row
 from accelbench.runner.plan import Request, expand, load_suite
 from accelbench.store import Store
 from fakes import FakeClock, run_benchmark

@@ -9,13 +9,13 @@ from types import SimpleNamespace
 
 import pytest
 
-from accelbench.analysis.collectives import summarize_sweep
 from accelbench.benchmarks.collectives import ops
 from accelbench.benchmarks.collectives.bench import BENCHMARK
+from accelbench.benchmarks.collectives.summary import summarize_sweep
+from accelbench.benchmarks.collectives.view import collectives_table
 from accelbench.core.case import Case
 from accelbench.core.measurement import Figure, Measurement
 from accelbench.core.timing import TimingPolicy
-from accelbench.report.collectives import collectives_table
 from fakes import stored_measurement
 
 MIB = 1 << 20

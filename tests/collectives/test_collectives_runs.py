@@ -19,8 +19,8 @@ import pytest
 from misbehaving_collectives import HANG_TIMEOUT_S
 from misbehaving_collectives import REGISTRY as TEST_REGISTRY
 
-from accelbench.analysis.collectives import summarize_sweep
 from accelbench.benchmarks.collectives import ops
+from accelbench.benchmarks.collectives.summary import summarize_sweep
 from accelbench.core.measurement import Measurement
 from accelbench.errors import EXIT_CASE_FAILED
 from accelbench.runner.plan import Request, Suite, SuiteEntry, validate

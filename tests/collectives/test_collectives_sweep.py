@@ -7,8 +7,8 @@ import pytest
 from accelbench.benchmarks import REGISTRY
 from accelbench.benchmarks.collectives.sweep import parse_size, parse_sizes, sweep_sizes
 from accelbench.core.device import DeviceInfo
+from accelbench.core.units import format_size
 from accelbench.errors import UserError
-from accelbench.report.units import format_size
 from accelbench.runner.plan import Request, expand, load_suite, validate
 
 CPU = DeviceInfo("cpu", None, "cpu", "cpu")

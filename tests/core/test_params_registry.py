@@ -1,11 +1,15 @@
 """Parameter parsing and validation, benchmark declarations and the registry."""
 
+import sys
+import types
+
 import pytest
 
 from accelbench.core.case import Case
 from accelbench.core.params import Param, resolve_params
 from accelbench.core.registry import Benchmark, Registry, source_version
 from accelbench.errors import EXIT_USAGE, UserError
+from fakes import stored_measurement
 
 PARAMS = (
     Param("size", "int", 64, minimum=1, maximum=4096),
@@ -77,10 +81,51 @@ def test_duplicate_names_are_refused():
 
 
 def test_declarations_are_checked():
-    with pytest.raises(ValueError, match="family"):
-        Benchmark("x", "nope", "", "a:b")
+    for family in ("Micro", "", "a b", "x" * 33):
+        with pytest.raises(ValueError, match="family"):
+            Benchmark("x", family, "", "a:b")
     with pytest.raises(ValueError, match="module:function"):
         Benchmark("x", "micro", "", "ab")
+    with pytest.raises(ValueError, match="module:function"):
+        Benchmark("x", "micro", "", "a:b", views=("no-function",))
+    Benchmark("x", "tally", "", "a:b")  # a new family needs no list of families
+
+
+def test_views_go_to_the_benchmarks_that_declare_them(monkeypatch):
+    """Each view gets the measurements of the benchmarks naming it, once, in run order;
+    a benchmark this registry lacks goes to the views its whole family shares."""
+    shared, own = "report_views_demo:shared", "report_views_demo:own"
+    registry = Registry([
+        Benchmark("a", "fam", "", "m:f", views=(shared, own)),
+        Benchmark("b", "fam", "", "m:f", views=(shared,)),
+        Benchmark("c", "other", "", "m:f"),
+    ])
+
+    def m(bench, family):
+        return stored_measurement(Case.make(bench, "v", family, {}, "cpu"), "ok")
+
+    ms = [m("b", "fam"), m("a", "fam"), m("c", "other"), m("gone", "fam"), m("gone", "new")]
+    demo = types.ModuleType("report_views_demo")
+    demo.shared = lambda given: [("shared", [x.case.benchmark for x in given])]
+    demo.own = lambda given: [("own", [x.case.benchmark for x in given])]
+    monkeypatch.setitem(sys.modules, "report_views_demo", demo)
+    got = [out for view, given in registry.views(ms) for out in view(given)]
+    assert got == [("shared", ["b", "a", "gone"]), ("own", ["a"])]
+
+
+def test_a_declarations_views_leave_its_version_as_it_is(tmp_path, monkeypatch):
+    module = tmp_path / "viewed_demo_bench.py"
+    decl = ("from accelbench.core.registry import Benchmark\n"
+            "B = Benchmark('x', 'micro', '', 'm:f'{})\n")
+    module.write_text(decl.format(""))
+    monkeypatch.syspath_prepend(str(tmp_path))
+    first = source_version("viewed_demo_bench")
+    source_version.cache_clear()
+    module.write_text(decl.format(", views=('a.view:sections',)"))
+    assert source_version("viewed_demo_bench") == first
+    source_version.cache_clear()
+    module.write_text(decl.format(", timeout_s=5.0"))
+    assert source_version("viewed_demo_bench") != first
 
 
 def test_version_follows_the_code_not_its_comments(tmp_path, monkeypatch):

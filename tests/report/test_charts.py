@@ -9,8 +9,9 @@ import xml.etree.ElementTree as ET
 
 import pytest
 
-from accelbench.report.charts import BarSeries, LineSeries, bar_chart, line_chart
-from accelbench.report.units import format_bytes
+from accelbench.core.units import format_bytes
+from accelbench.core.view import Bars, BarSeries, HeatMap, Lines, LineSeries, Panel, TimeSeries
+from accelbench.report.charts import bar_chart, draw, line_chart
 
 SVG_NS = "{http://www.w3.org/2000/svg}"
 XLINK = "http://www.w3.org/1999/xlink"
@@ -235,3 +236,21 @@ def test_line_chart_draws_each_point_and_names_each_series():
 def test_byte_ticks_are_whole_binary_sizes(n, shown):
     # Byte axes put their ticks on powers of two, labelled as whole numbers of a unit.
     assert format_bytes(n, decimals=0) == shown
+
+
+def test_every_kind_of_chart_a_view_makes_is_drawn() -> None:
+    kinds = [
+        Bars("b", ["a", "b"], [BarSeries("s", [1.0, 2.0], [(0.5, 1.5), None])], "x",
+             reference=1.0),
+        Lines("l", [LineSeries("s", [8.0, 1024.0], [1.0, 3.0])], "size", "B/s", logx=True,
+              byte_ticks=True),
+        TimeSeries("t", [0.0, 1.0, 2.0], [Panel("W", [1.0, None, 3.0], from_zero=True)],
+                   "s", window=(0.5, 1.5), window_label="timed"),
+        HeatMap("h", ["n1", "n2"], [[None, 2.0], [2.0, None]], "GB/s",
+                cells=[["", "2"], ["2", ""]], marked=["n2"]),
+    ]
+    for i, chart in enumerate(kinds):
+        root = parse_inline(draw(chart, f"kind-{i}"))
+        assert root.tag.endswith("svg")
+    with pytest.raises(TypeError, match="not a chart"):
+        draw("a chart", "x")  # type: ignore[arg-type]

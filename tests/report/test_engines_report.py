@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import numpy as np
 
+from accelbench.benchmarks.models.engines.view import HEADER, engines_tables
 from accelbench.core.case import Case
 from accelbench.core.measurement import Figure
-from accelbench.report.engines import HEADER, engines_tables
 from accelbench.report.html import html_report
 from accelbench.report.markdown import run_report
 from accelbench.store import RunRecord, StoredRun

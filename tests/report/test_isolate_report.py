@@ -8,10 +8,10 @@ import re
 
 from accelbench.benchmarks.isolate.schedule import NODE, Pair
 from accelbench.benchmarks.isolate.verdict import PairFigures, judge
+from accelbench.benchmarks.isolate.view import isolate_tables
 from accelbench.core.case import Case
 from accelbench.core.measurement import Figure
 from accelbench.report.html import html_report
-from accelbench.report.isolate import isolate_tables
 from accelbench.report.markdown import run_report
 from accelbench.store import RunRecord, StoredRun
 from fakes import stored_measurement

@@ -14,13 +14,13 @@ from accelbench.core.case import Case
 from accelbench.core.measurement import Measurement, Rate
 from accelbench.core.telemetry import ENERGY_J, GFX_CLOCK_MHZ, POWER_W, THROTTLE, Series
 from accelbench.core.timing import Timing
+from accelbench.core.units import format_value
 from accelbench.report.energy import COLUMNS, energy_table
 from accelbench.report.html import html_report
 from accelbench.report.markdown import run_report
+from accelbench.report.results import row
 from accelbench.report.run_view import run_sections
-from accelbench.report.table import row
 from accelbench.report.terminal import print_sections
-from accelbench.report.units import format_value
 from accelbench.store import RunRecord, StoredRun
 
 HOSTILE = "<script>alert(1)</script>\x1b[2J"

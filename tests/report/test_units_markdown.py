@@ -7,9 +7,7 @@ import pytest
 
 from accelbench.core.case import Case
 from accelbench.core.measurement import Figure
-from accelbench.report.table import row
-from accelbench.report.text import escape, markdown_table
-from accelbench.report.units import (
+from accelbench.core.units import (
     axis_scale,
     format_bytes,
     format_change,
@@ -27,6 +25,8 @@ from accelbench.report.units import (
     format_timestamp,
     format_value,
 )
+from accelbench.report.results import row
+from accelbench.report.text import escape, markdown_table
 from fakes import stored_measurement
 
 
@@ -140,4 +140,4 @@ def test_presentation_lives_in_report_only():
     src = Path(__file__).parents[2] / "src" / "accelbench"
     for path in (src / "analysis").glob("*.py"):
         assert "accelbench.report" not in path.read_text(encoding="utf-8"), path.name
-    assert "REGISTRY" not in (src / "report" / "table.py").read_text(encoding="utf-8")
+    assert "REGISTRY" not in (src / "report" / "results.py").read_text(encoding="utf-8")

@@ -6,13 +6,13 @@ from __future__ import annotations
 
 import re
 
-from accelbench.analysis.validation import check_results, matrix
+from accelbench.analysis.checks import check_results, matrix, result_text
+from accelbench.benchmarks.validation.view import checks_table, matrix_table
 from accelbench.core.case import Case
 from accelbench.core.measurement import Figure
 from accelbench.report.html import html_report
 from accelbench.report.markdown import run_report
-from accelbench.report.table import row
-from accelbench.report.validation import checks_table, matrix_table, result_text
+from accelbench.report.results import row
 from accelbench.store import RunRecord, StoredRun
 from fakes import check_measurement, stored_measurement
 

@@ -36,8 +36,8 @@ from accelbench.analysis.baseline import (
     node_names,
     node_runs,
 )
+from accelbench.analysis.checks import FAIL, SKIP, VALIDATION, CheckResult, check_results
 from accelbench.analysis.rules import Rule
-from accelbench.analysis.validation import FAIL, SKIP, VALIDATION, CheckResult, check_results
 from accelbench.core.measurement import Figure, Measurement
 from accelbench.core.untrusted import short
 from accelbench.errors import UserError

@@ -43,6 +43,16 @@ ENERGY_PER_CALL = "energy_per_call"
 PER_JOULE_SUFFIX = "_per_joule"
 
 
+def value_ci(m: Measurement) -> tuple[float, float, float]:
+    """The headline figure with the 95% CI of its median, on the figure's own scale."""
+    values = value_samples(m)
+    value = m.primary.value if m.primary else math.nan
+    if values.size < 2:
+        return value, value, value
+    low, high, _ = median_ci(values)
+    return value, low, high
+
+
 def matching_figure(m: Measurement, pattern: str) -> Figure | None:
     """The first of `m`'s figures whose name matches the glob `pattern` (any case)."""
     glob = pattern.lower()

@@ -53,11 +53,12 @@ def run(args: argparse.Namespace) -> int:
         parse_case_pattern,
         select_runs,
     )
-    from accelbench.core.registry import FAMILIES
+    from accelbench.benchmarks import REGISTRY
     from accelbench.errors import UserError
 
-    if args.family and args.family not in FAMILIES:
-        raise UserError(f"unknown family {args.family!r} (families: {', '.join(FAMILIES)})")
+    families = REGISTRY.families
+    if args.family and args.family not in families:
+        raise UserError(f"unknown family {args.family!r} (families: {', '.join(families)})")
     pattern = parse_case_pattern(args.case) if args.case else None
     with open_store(args, create=False) as store:
         runs = select_runs(store, args.runs)

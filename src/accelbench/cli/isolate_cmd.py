@@ -100,9 +100,9 @@ def run(args: argparse.Namespace) -> int:
 
 def _finish(args: argparse.Namespace, outcome: Outcome, store_location: str,
             report: Path | None) -> int:
-    from accelbench.analysis.isolate import isolate_results
+    from accelbench.benchmarks.isolate.results import isolate_results
+    from accelbench.benchmarks.isolate.view import verdict_lines
     from accelbench.cli.run_cmd import outcome_json
-    from accelbench.report.isolate import verdict_lines
     from accelbench.report.run_view import run_sections
     from accelbench.report.terminal import console, print_sections
     from accelbench.report.text import text

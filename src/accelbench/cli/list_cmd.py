@@ -18,12 +18,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from accelbench.benchmarks import REGISTRY
-    from accelbench.core.registry import FAMILIES
     from accelbench.errors import UserError
     from accelbench.runner.plan import SUITES, load_suite
 
-    if args.family and args.family not in FAMILIES:
-        raise UserError(f"unknown family {args.family!r} (families: {', '.join(FAMILIES)})")
+    families = REGISTRY.families
+    if args.family and args.family not in families:
+        raise UserError(f"unknown family {args.family!r} (families: {', '.join(families)})")
     benches = [b for b in REGISTRY if not args.family or b.family == args.family]
     suites = [load_suite(name) for name in SUITES]
     if args.json:
@@ -34,19 +34,17 @@ def run(args: argparse.Namespace) -> int:
         })
         return 0
 
-    from rich.table import Table
-
+    from accelbench.core.view import Table
+    from accelbench.report.tables import render_rich
     from accelbench.report.terminal import console
     from accelbench.report.text import text
 
-    table = Table(title="Benchmarks", title_justify="left", show_lines=True)
-    for column in ("Name", "Family", "Devices", "Parameters (default)", "Version", "Summary"):
-        table.add_column(column, overflow="fold")
-    for b in benches:
-        params = "\n".join(_describe_param(p) for p in b.params) or "-"
-        table.add_row(b.name, b.family, ", ".join(b.devices), params, b.version, b.summary)
+    rows = [(b.name, b.family, ", ".join(b.devices),
+             "\n".join(_describe_param(p) for p in b.params) or "-", b.version, b.summary)
+            for b in benches]
     out = console()
-    out.print(table)
+    render_rich([Table("Benchmarks", ("Name", "Family", "Devices", "Parameters (default)",
+                                      "Version", "Summary"), rows, ruled=True)], out)
     line = text("Suites: ")
     for i, s in enumerate(suites):
         line += text("; " if i else "") + text(s.name, "bold") + text(f": {s.description}")
@@ -55,7 +53,7 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _describe_param(p: Param) -> str:
-    from accelbench.report.units import format_plain
+    from accelbench.core.units import format_plain
 
     text = f"{p.name}={format_plain(p.default)}"
     if p.choices:

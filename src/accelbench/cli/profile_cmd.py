@@ -172,10 +172,10 @@ def _finish(args: argparse.Namespace, outcome: ProfileOutcome, store_location: A
 
 
 def _print(outcome: Any, store_location: Any) -> None:
+    from accelbench.core.units import format_value
     from accelbench.report.profile import print_profile
     from accelbench.report.terminal import console
     from accelbench.report.text import text
-    from accelbench.report.units import format_value
 
     out = console()
     m = outcome.measurement

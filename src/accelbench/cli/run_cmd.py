@@ -276,7 +276,7 @@ class TerminalListener:
             self._progress.update(self._task, description=printable(planned.case.label))
 
     def finished(self, index: int, measurement: Any) -> None:
-        from accelbench.report.table import row
+        from accelbench.report.results import row
         from accelbench.report.text import text
 
         r = row(measurement)

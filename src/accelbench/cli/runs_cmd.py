@@ -29,19 +29,14 @@ def run(args: argparse.Namespace) -> int:
     if args.json:
         print_json([asdict(r) for r in records])
         return 0
-    from rich.table import Table
-
+    from accelbench.core.units import format_timestamp
+    from accelbench.core.view import Table
+    from accelbench.report.tables import render_rich
     from accelbench.report.terminal import console
-    from accelbench.report.text import text
-    from accelbench.report.units import format_timestamp
 
-    table = Table(title="Runs", title_justify="left")
-    for column in ("Run", "Started (UTC)", "Suite", "Device", "Stack", "ok", "failed",
-                   "skipped", "Status"):
-        table.add_column(column, overflow="fold")
-    for r in records:
-        table.add_row(*(text(cell) for cell in (
-            r.id, format_timestamp(r.started_at), r.suite or "-", r.device, r.generation_key,
-            r.n_ok, r.n_failed, r.n_skipped, r.status)))
-    console().print(table)
+    rows = [tuple(str(cell) for cell in (
+        r.id, format_timestamp(r.started_at), r.suite or "-", r.device, r.generation_key,
+        r.n_ok, r.n_failed, r.n_skipped, r.status)) for r in records]
+    render_rich([Table("Runs", ("Run", "Started (UTC)", "Suite", "Device", "Stack", "ok",
+                                "failed", "skipped", "Status"), rows)], console())
     return 0

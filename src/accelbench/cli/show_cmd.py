@@ -27,8 +27,8 @@ def run(args: argparse.Namespace) -> int:
         print_json(export_json([stored]))
         return 0
     from accelbench.report.fingerprint import rows
+    from accelbench.report.results import counts
     from accelbench.report.run_view import run_sections
-    from accelbench.report.table import counts
     from accelbench.report.terminal import console, key_value_table, print_sections
     from accelbench.report.text import text
 

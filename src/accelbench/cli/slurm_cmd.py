@@ -339,19 +339,18 @@ def _report(args: argparse.Namespace, states: list[JobState], finished: bool) ->
 
 
 def _print_table(states: list[JobState]) -> None:
-    from rich.table import Table
-
+    from accelbench.core.view import Table
+    from accelbench.report.tables import render_rich
     from accelbench.report.terminal import console
-    from accelbench.report.text import text
 
-    table = Table(title="Slurm jobs", title_justify="left")
-    for column in ("Job", "Name", "State", "Exit", "Nodes", "Output"):
-        table.add_column(column, overflow="fold")
+    rows = []
     for job in states:
         exit_text = "-" if job.exit_code is None else str(job.exit_code)
         if job.signal:
             exit_text += f" (signal {job.signal})"
         state = job.state + (f" ({job.reason})" if job.reason and not job.succeeded else "")
-        table.add_row(*(text(cell) for cell in (job.job_id, job.name or "-", state, exit_text,
-                                                 job.nodes or "-", job.output or "-")))
-    console().print(table)
+        rows.append(tuple(str(cell) for cell in (job.job_id, job.name or "-", state,
+                                                 exit_text, job.nodes or "-",
+                                                 job.output or "-")))
+    render_rich([Table("Slurm jobs", ("Job", "Name", "State", "Exit", "Nodes", "Output"),
+                       rows)], console())

@@ -128,12 +128,12 @@ def run(args: argparse.Namespace) -> int:
 
 def _finish(args: argparse.Namespace, outcome: Outcome, store_location: str,
             report: Path | None) -> int:
-    from accelbench.analysis.validation import check_results, tally
+    from accelbench.analysis.checks import check_results, tally
+    from accelbench.benchmarks.validation.view import summary_line
     from accelbench.cli.run_cmd import outcome_json
     from accelbench.report.run_view import run_sections
     from accelbench.report.terminal import console, print_sections
     from accelbench.report.text import text
-    from accelbench.report.validation import summary_line
 
     if args.json:
         results = check_results(outcome.measurements)

@@ -13,7 +13,8 @@ import difflib
 import hashlib
 import importlib
 import importlib.util
-from collections.abc import Callable, Iterable, Iterator, Mapping
+import re
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from functools import cache
 from typing import TYPE_CHECKING, Any, TypeAlias
@@ -26,12 +27,15 @@ from accelbench.errors import UserError
 if TYPE_CHECKING:
     from accelbench.core.context import CaseContext
     from accelbench.core.device import DeviceInfo
-    from accelbench.core.measurement import CaseResult
+    from accelbench.core.measurement import CaseResult, Measurement
+    from accelbench.core.view import Section
 
 # What a benchmark's entry point is: it measures one case from its resolved parameters.
 MeasureFn: TypeAlias = "Callable[[CaseContext, dict[str, Any]], CaseResult]"
+# What a view is: the sections a family's results add to a run's report.
+ViewFn: TypeAlias = "Callable[[Sequence[Measurement]], Sequence[Section]]"
 
-FAMILIES = ("micro", "model", "collective", "validation")
+_FAMILY = re.compile(r"[a-z][a-z0-9_-]{0,31}")
 DEVICE_TYPES = ("cpu", "cuda", "xpu", "mps")  # ROCm devices are "cuda" in PyTorch
 _OFF = (False, 0, "")  # parameter values that mean "this switch is off"
 
@@ -62,12 +66,19 @@ class Benchmark:
     # Seconds a case may take beyond `timeout_s`, from its parameters: for a case whose
     # length is a parameter (a burn-in of N seconds).
     extra_time: Callable[[Mapping[str, Any]], float] | None = None
+    # What this benchmark's results add to a run's report: "module:function" entries,
+    # each called with the run's measurements of every benchmark naming that entry and
+    # returning core.view Sections (see `Registry.views`). Resolved only when a report
+    # is made, so declaring a view imports nothing.
+    views: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
-        if self.family not in FAMILIES:
-            raise ValueError(f"benchmark {self.name}: unknown family {self.family!r}")
-        if ":" not in self.entry:
-            raise ValueError(f"benchmark {self.name}: entry must be 'module:function'")
+        if not _FAMILY.fullmatch(self.family):
+            raise ValueError(f"benchmark {self.name}: a family is a lowercase name, "
+                             f"not {self.family!r}")
+        for entry in (self.entry, *self.views):
+            if ":" not in entry:
+                raise ValueError(f"benchmark {self.name}: {entry!r} must be 'module:function'")
         names = [p.name for p in self.params]
         if len(names) != len(set(names)):
             raise ValueError(f"benchmark {self.name}: duplicate parameter names")
@@ -143,11 +154,17 @@ class Benchmark:
         }
 
 
+def _load_view(entry: str) -> ViewFn:
+    module, _, attr = entry.partition(":")
+    view: ViewFn = getattr(importlib.import_module(module), attr)
+    return view
+
+
 @cache
 def source_version(module: str) -> str:
     """Hash of a module's syntax tree, less what cannot change a number: comments,
-    formatting, docstrings' layout and type annotations (and imports made only for
-    them) leave it as it is."""
+    formatting, docstrings' layout, type annotations (and imports made only for them)
+    and a declaration's report views leave it as it is."""
     spec = importlib.util.find_spec(module)
     if spec is None or spec.origin is None:
         raise ValueError(f"cannot find the source of {module}")
@@ -157,8 +174,8 @@ def source_version(module: str) -> str:
 
 
 class _Unannotated(ast.NodeTransformer):
-    """Removes type annotations, `if TYPE_CHECKING:` blocks, `from __future__` and the
-    typing names that serve only annotations."""
+    """Removes type annotations, `if TYPE_CHECKING:` blocks, `from __future__`, the
+    typing names that serve only annotations and the `views` of declarations."""
 
     def visit_arg(self, node: ast.arg) -> ast.arg:
         node.annotation = None
@@ -179,6 +196,10 @@ class _Unannotated(ast.NodeTransformer):
         # A bare declaration stays (a dataclass field is one); its type does not.
         node.annotation = ast.Constant(None)
         return node
+
+    def visit_keyword(self, node: ast.keyword) -> ast.AST | None:
+        # Benchmark(..., views=...): how results are shown, not what is measured.
+        return None if node.arg == "views" else self.generic_visit(node)
 
     def visit_If(self, node: ast.If) -> ast.AST | None:
         test = node.test
@@ -222,6 +243,28 @@ class Registry:
 
     def names(self) -> list[str]:
         return list(self._by_name)
+
+    @property
+    def families(self) -> tuple[str, ...]:
+        """The families of the benchmarks, in the order they are first declared."""
+        return tuple(dict.fromkeys(b.family for b in self))
+
+    def views(self, measurements: Iterable[Measurement]) -> list[tuple[ViewFn, list[Measurement]]]:
+        """Each view the benchmarks of `measurements` declare, in the order of the
+        registry, with the measurements it is given (in their own order). A measurement
+        of a benchmark not declared here (a record from another version) goes to the
+        views that every benchmark of its family shares."""
+        shared: dict[str, list[str]] = {}
+        for family in self.families:
+            benches = [b for b in self if b.family == family]
+            shared[family] = [v for v in benches[0].views if all(v in b.views for b in benches)]
+        order = list(dict.fromkeys(v for b in self for v in b.views))
+        given: dict[str, list[Measurement]] = {}
+        for m in measurements:
+            bench = self._by_name.get(m.case.benchmark)
+            for entry in bench.views if bench else shared.get(m.case.family, ()):
+                given.setdefault(entry, []).append(m)
+        return [(_load_view(entry), given[entry]) for entry in order if entry in given]
 
     def get(self, name: str) -> Benchmark:
         try:

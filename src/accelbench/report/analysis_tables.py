@@ -10,8 +10,7 @@ from accelbench.analysis.compare import FASTER, SLOWER, Comparison
 from accelbench.analysis.diagnose import Diagnosis
 from accelbench.analysis.generations import Generations
 from accelbench.analysis.history import Series
-from accelbench.report.tables import BAD, GOOD, Table
-from accelbench.report.units import (
+from accelbench.core.units import (
     format_change,
     format_factor,
     format_number,
@@ -22,6 +21,7 @@ from accelbench.report.units import (
     format_timestamp,
     format_value,
 )
+from accelbench.core.view import BAD, GOOD, Table
 
 # -- compare -----------------------------------------------------------------------------
 

@@ -15,40 +15,23 @@ import re
 import warnings
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass
 from typing import Any
 
+from accelbench.core.units import format_bytes
+from accelbench.core.view import (
+    Bars,
+    BarSeries,
+    Chart,
+    HeatMap,
+    Lines,
+    LineSeries,
+    Panel,
+    TimeSeries,
+)
 from accelbench.report.text import printable
-from accelbench.report.units import format_bytes
 
 _WIDTH_IN = 7.5
 _HEIGHT_IN = 3.4
-
-
-@dataclass(frozen=True)
-class BarSeries:
-    name: str
-    values: Sequence[float | None]  # one per category; None: no bar
-    errors: Sequence[tuple[float, float] | None] = ()  # (low, high) per category
-
-
-@dataclass(frozen=True)
-class LineSeries:
-    name: str
-    x: Sequence[float]
-    y: Sequence[float]
-
-
-@dataclass(frozen=True)
-class Panel:
-    """One quantity over time, in a panel of its own: `y` holds one value per time, None
-    where nothing was read (the line breaks there)."""
-
-    ylabel: str
-    y: Sequence[float | None]
-    color: str | None = None
-    from_zero: bool = False  # the axis starts at 0 (power: a wiggle is not a swing)
-
 
 _MAX_LABEL = 60
 
@@ -63,6 +46,25 @@ def text(label: object) -> str:
         out = out[: _MAX_LABEL - 1] + "…"
     out = out.replace("$", r"\$")
     return " " + out if out.startswith("_") else out
+
+
+def draw(chart: Chart, chart_id: str) -> str:
+    """The SVG of a chart of the neutral model (core.view), with ids prefixed by
+    `chart_id`; its title and caption are the page's to show."""
+    if isinstance(chart, Bars):
+        return bar_chart(chart_id, chart.categories, chart.series, ylabel=chart.ylabel,
+                         reference=chart.reference, horizontal=chart.horizontal)
+    if isinstance(chart, Lines):
+        return line_chart(chart_id, chart.series, xlabel=chart.xlabel, ylabel=chart.ylabel,
+                          logx=chart.logx, byte_ticks=chart.byte_ticks)
+    if isinstance(chart, TimeSeries):
+        return time_chart(chart_id, chart.x, chart.panels, xlabel=chart.xlabel,
+                          window=chart.window, window_label=chart.window_label)
+    if isinstance(chart, HeatMap):
+        return heat_map(chart_id, chart.labels, chart.values,
+                        colorbar_label=chart.colorbar_label, cells=chart.cells,
+                        low_is_bad=chart.low_is_bad, marked=chart.marked)
+    raise TypeError(f"not a chart: {type(chart).__name__}")
 
 
 def bar_chart(

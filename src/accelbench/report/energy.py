@@ -16,9 +16,9 @@ from dataclasses import dataclass
 from accelbench.core.energy import Energy
 from accelbench.core.measurement import Measurement
 from accelbench.core.telemetry import GFX_CLOCK_MHZ, POWER_W, Series
-from accelbench.report.table import shown_params
-from accelbench.report.tables import WARN, Table
-from accelbench.report.units import MISSING, format_share, format_value
+from accelbench.core.units import MISSING, format_share, format_value
+from accelbench.core.view import WARN, Panel, Section, Table, TimeSeries
+from accelbench.report.results import shown_params
 
 TITLE = "Energy"
 COLUMNS = ("Case", "Mean power", "Peak power", "Energy per call", "Work per joule",
@@ -30,6 +30,34 @@ ABOUT = ("Over the timed part of each case, from the telemetry sampled beside it
          "sampled power; a suspect counter is not used. Throttled: a throttle reason was "
          "reported, or the GFX clock sagged well below its peak; such figures are below "
          "what the device does unthrottled.")
+
+
+def energy_section(measurements: Sequence[Measurement]) -> Section | None:
+    """The Energy section: the table, and each case's power and clock over time."""
+    table = energy_table(measurements)
+    if table is None:
+        return None
+    charts = tuple(c for m in measurements if has_telemetry(m)
+                   for c in [power_clock_chart(m)] if c is not None)
+    return Section("energy", TITLE, (table,), ABOUT, charts=charts)
+
+
+def power_clock_chart(m: Measurement) -> TimeSeries | None:
+    """Power and GFX clock over the case, from its first process's series, the timed
+    window shaded; None when that series has neither."""
+    shown = trace(m)
+    if shown is None:
+        return None
+    which = (f"process 1 of {shown.processes}" if shown.processes > 1
+             else "its one process")
+    caption = f"From the series of {which}."
+    if shown.window is not None:
+        caption += " Shaded: the timed part."
+    panels = [Panel("power (W)", shown.power_w, from_zero=True),
+              Panel("GFX clock (MHz)", shown.clock_mhz, color="#c05020")]
+    return TimeSeries(f"Power and clock: {case_label(m)}", shown.t, panels,
+                      xlabel="time (s)", caption=caption, window=shown.window,
+                      window_label="timed")
 
 
 def has_telemetry(m: Measurement) -> bool:

@@ -9,8 +9,8 @@ from collections import Counter
 from collections.abc import Mapping
 from typing import Any
 
+from accelbench.core.units import format_bytes, format_plain
 from accelbench.env.metadata import BYTES, CLUSTER, COUNTED, KEYS, LIBRARY, MetadataKey
-from accelbench.report.units import format_bytes, format_plain
 
 
 def format_library(value: Any) -> str:

@@ -7,10 +7,10 @@ from collections.abc import Sequence
 from typing import Any
 
 from accelbench.core.measurement import Measurement
+from accelbench.core.units import format_timestamp
 from accelbench.report.fingerprint import rows as fingerprint_rows
-from accelbench.report.table import counts
+from accelbench.report.results import counts
 from accelbench.report.text import escape, markdown_table
-from accelbench.report.units import format_timestamp
 
 
 def run_report(

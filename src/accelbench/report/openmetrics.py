@@ -16,8 +16,8 @@ from __future__ import annotations
 from collections.abc import Iterator, Sequence
 from typing import TYPE_CHECKING
 
+from accelbench.analysis.checks import PASS, SKIP, is_check, verdict_of
 from accelbench.analysis.latest import Latest, LatestCase
-from accelbench.analysis.validation import PASS, SKIP, is_check, verdict_of
 from accelbench.core.names import RUN_STATUSES, STATUSES
 from accelbench.env.metadata import MetadataKey
 from accelbench.errors import UserError

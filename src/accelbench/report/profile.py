@@ -11,12 +11,12 @@ from collections.abc import Mapping
 from typing import Any
 
 from accelbench.core.formats import read_version
+from accelbench.core.units import format_bytes, format_number, format_share, format_time
+from accelbench.core.view import Table
 from accelbench.errors import StoreError
 from accelbench.profile.analysis import FORMAT_VERSION
 from accelbench.profile.categories import PARTS, short_name
-from accelbench.report.tables import Table
 from accelbench.report.text import escape, markdown_table
-from accelbench.report.units import format_bytes, format_number, format_share, format_time
 
 
 def format_problem(analysis: Mapping[str, Any]) -> str | None:

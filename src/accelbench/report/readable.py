@@ -5,9 +5,10 @@ A run that passes the record format's schema (`store.record_schema`) may still h
 no reader expects: a fingerprint whose memory size is a word, a collective whose message
 size is null. Stored, it would break `show`, `report` or `runs` for the whole store. So
 `check_readable` derives, once, what the read commands derive: every measurement's
-figures, intervals and table row, the run's Markdown report (its tables, without the
-HTML report's charts, which take a large part of a second each), the fingerprint's rows
-(`show --env`), the collective sweep summary and the JSON export.
+figures, intervals and table row, the fingerprint's rows (`show --env`), the run's
+sections as every report builds them (each family's tables and the data of its charts,
+which only the HTML report draws, a large part of a second each) in the Markdown report,
+and the JSON export.
 """
 
 from __future__ import annotations
@@ -22,12 +23,10 @@ from accelbench.errors import StoreError
 def check_readable(run: Any, where: str) -> None:
     """Raise a one-line StoreError, naming what failed, unless every read command can
     present `run` (a StoredRun)."""
-    from accelbench.analysis.collectives import summarize_sweep
-    from accelbench.report.collectives import collectives_table
+    from accelbench.core.units import format_timestamp
     from accelbench.report.fingerprint import rows as fingerprint_rows
     from accelbench.report.markdown import run_report
-    from accelbench.report.table import rows
-    from accelbench.report.units import format_timestamp
+    from accelbench.report.results import rows
     from accelbench.store.export import export_json
 
     record = run.record
@@ -44,9 +43,6 @@ def check_readable(run: Any, where: str) -> None:
             rows([m])
         step = "its fingerprint"
         fingerprint_rows(run.fingerprint)
-        step = "its collective sweeps"
-        summarize_sweep(run.measurements)
-        collectives_table(run.measurements)
         step = "its report"
         run_report(record, run.fingerprint, run.measurements)
         step = "its export"

@@ -1,73 +1,62 @@
-"""The report of one run, built once: an ordered list of sections, each a title, a
-paragraph on how to read it and its tables. The terminal, the Markdown report and the
-HTML report render these same sections in this same order; the HTML report adds the
-charts of a section beside its tables, by the section's key.
+"""The report of one run, built once: an ordered list of sections (core.view.Section),
+each a title, a paragraph on how to read it, its tables and its charts. The terminal,
+the Markdown report and the HTML report render these same sections in this same order;
+only the HTML report draws the charts.
 
-A section appears when the run holds what it shows: the validation checks, the results
-of every measured case (one table per family), their failures and warnings, the
-inference engines side by side, the collective sweeps, isolate's verdicts, the energy
-and clocks of the cases with telemetry, and the stored profiles.
+The families make most of them: each benchmark declares its views (core.registry), and
+each view turns the run's measurements of its benchmarks into sections. This module
+knows no family by name. A report holds, in this order: the sections a view puts
+first (what the run checked), the Results (a table per family of every measured case,
+with the charts views add to it), the failures and warnings, the other views' sections
+in the order of the registry, the energy and clocks of the cases with telemetry, and
+the stored profiles.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from accelbench.core.measurement import Measurement
-from accelbench.report.table import rows
-from accelbench.report.tables import BAD, WARN, Table
+from accelbench.core.view import BAD, RESULTS, WARN, Section, Table
+from accelbench.report.results import rows
 
-#: Every kind of section, in the order a report shows them.
-KEYS = ("validation", "results", "notes", "engines", "collectives", "isolate", "energy",
-        "profiles")
+if TYPE_CHECKING:
+    from accelbench.core.registry import Registry
 
-
-@dataclass(frozen=True)
-class Section:
-    key: str  # one of KEYS
-    title: str
-    tables: tuple[Table, ...] = ()
-    about: str = ""  # how to read it, shown under the title
-    items: tuple[tuple[str, str], ...] = ()  # (what, text): a list after the tables
+__all__ = ["Section", "profile_tables", "results_tables", "run_sections"]
 
 
-def run_sections(measurements: Sequence[Measurement],
-                 profiles: Sequence[Any] = ()) -> list[Section]:
+def run_sections(measurements: Sequence[Measurement], profiles: Sequence[Any] = (),
+                 registry: Registry | None = None) -> list[Section]:
     """The sections of the report of a run holding `measurements` and `profiles` (the
-    run's StoredProfiles)."""
-    from accelbench.report.collectives import collectives_table
-    from accelbench.report.energy import ABOUT as ENERGY_ABOUT
-    from accelbench.report.energy import energy_table
-    from accelbench.report.engines import engines_tables
-    from accelbench.report.isolate import ABOUT as ISOLATE_ABOUT
-    from accelbench.report.isolate import isolate_tables
-    from accelbench.report.validation import ABOUT as VALIDATION_ABOUT
-    from accelbench.report.validation import validation_tables
+    run's StoredProfiles), with the views of `registry` (accelbench's own by default)."""
+    from accelbench.analysis.checks import is_check
+    from accelbench.report.energy import energy_section
 
-    sections = []
-    checks = validation_tables(measurements)
-    if checks:
-        sections.append(Section("validation", "Validation", tuple(checks), VALIDATION_ABOUT))
-    measured = [m for m in measurements if m.case.family != "validation"]
-    if measured or not checks:
-        sections.append(Section("results", "Results", tuple(results_tables(measured))))
+    if registry is None:
+        import accelbench.benchmarks
+
+        registry = accelbench.benchmarks.REGISTRY
+    contributed = [s for view, given in registry.views(measurements) for s in view(given)]
+    to_results = [s for s in contributed if s.key == RESULTS]
+    first = [s for s in contributed if s.first and s.key != RESULTS]
+    later = [s for s in contributed if not s.first and s.key != RESULTS]
+
+    measured = [m for m in measurements if not is_check(m)]
+    sections = list(first)
+    if measured or not first:
+        sections.append(Section(
+            RESULTS, "Results",
+            (*results_tables(measured), *(t for s in to_results for t in s.tables)),
+            charts=tuple(c for s in to_results for c in s.charts)))
     notes = tuple((f"{r.benchmark} {r.params}", r.note) for r in rows(measured) if r.note)
     if notes:
         sections.append(Section("notes", "Failures and warnings", items=notes))
-    engines = engines_tables(measurements)
-    if engines:
-        sections.append(Section("engines", "Engines", tuple(engines)))
-    sweeps = collectives_table(measurements)
-    if sweeps is not None:
-        sections.append(Section("collectives", "Collectives", (sweeps,)))
-    isolate = isolate_tables(measurements)
-    if isolate:
-        sections.append(Section("isolate", "Isolate", tuple(isolate), ISOLATE_ABOUT))
-    energy = energy_table(measurements)
+    sections += later
+    energy = energy_section(measurements)
     if energy is not None:
-        sections.append(Section("energy", "Energy", (energy,), ENERGY_ABOUT))
+        sections.append(energy)
     if profiles:
         sections.append(Section("profiles", "Profiles", tuple(
             t for p in profiles for t in profile_tables(p.analysis, f"Profile of {p.label}"))))
@@ -77,7 +66,7 @@ def run_sections(measurements: Sequence[Measurement],
 def results_tables(measured: Sequence[Measurement]) -> list[Table]:
     """One table per family of the measured cases, in the order they ran; one empty
     table when none was measured."""
-    from accelbench.report.table import COLUMNS, row
+    from accelbench.report.results import COLUMNS, row
 
     families: dict[str, list[Measurement]] = {}
     for m in measured:

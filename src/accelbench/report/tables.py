@@ -1,5 +1,5 @@
-"""A plain table (title, header, rows, notes) and its two text renderings, for the
-terminal (rich) and for Markdown. The HTML report renders the same shape in its template.
+"""The two text renderings of a table (core.view.Table): for the terminal (rich) and
+for Markdown. The HTML report renders the same shape in its template.
 
 Cells are plain text: each renderer escapes them (rich markup, Markdown, HTML) itself.
 """
@@ -7,25 +7,12 @@ Cells are plain text: each renderer escapes them (rich markup, Markdown, HTML) i
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, field
 from typing import Any
 
+from accelbench.core.view import BAD, GOOD, WARN, Table
 from accelbench.report.text import escape, markdown_table, printable, text
 
-GOOD = "good"
-BAD = "bad"
-WARN = "warn"
 _RICH_STYLES = {GOOD: "green", BAD: "red", WARN: "yellow"}
-
-
-@dataclass(frozen=True)
-class Table:
-    title: str
-    header: tuple[str, ...]
-    rows: Sequence[tuple[str, ...]]
-    notes: list[str] = field(default_factory=list)
-    numeric: frozenset[int] = frozenset()  # columns to right-align
-    styles: list[str | None] = field(default_factory=list)  # per row: GOOD, BAD, WARN or None
 
 
 def render_rich(tables: Sequence[Table], console: Any) -> None:
@@ -34,7 +21,7 @@ def render_rich(tables: Sequence[Table], console: Any) -> None:
     from rich.text import Text
 
     for t in tables:
-        table = RichTable(title=text(t.title), title_justify="left")
+        table = RichTable(title=text(t.title), title_justify="left", show_lines=t.ruled)
         for i, name in enumerate(t.header):
             table.add_column(text(name), justify="right" if i in t.numeric else "left",
                              overflow="fold")

@@ -46,4 +46,5 @@ BENCHMARK = Benchmark(
     timeout_s=300.0,
     distributed=True,
     min_ranks=2,
+    views=("accelbench.benchmarks.collectives.view:sections",),
 )

@@ -37,4 +37,5 @@ BENCHMARK = Benchmark(
     distributed=True,
     min_ranks=2,
     sources=("accelbench.benchmarks.isolate.schedule", "accelbench.benchmarks.isolate.verdict"),
+    views=("accelbench.benchmarks.isolate.view:sections",),
 )

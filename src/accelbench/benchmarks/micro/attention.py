@@ -462,4 +462,5 @@ BENCHMARK = Benchmark(
     ),
     devices=("cpu", "cuda"),
     timeout_s=600.0,
+    views=("accelbench.benchmarks.micro.view:sections",),
 )

@@ -530,4 +530,5 @@ BENCHMARK = Benchmark(
     timeout_s=600.0,
     worker_key=search_worker_key,
     worker_env=miopen_worker_env,
+    views=("accelbench.benchmarks.micro.view:sections",),
 )

@@ -296,4 +296,5 @@ BENCHMARK = Benchmark(
     devices=("cpu", "cuda"),
     timeout_s=600.0,
     worker_env=tf32_worker_env,
+    views=("accelbench.benchmarks.micro.view:sections",),
 )

@@ -96,4 +96,5 @@ BENCHMARK = Benchmark(
     ),
     devices=("cpu", "cuda"),
     timeout_s=120.0,
+    views=("accelbench.benchmarks.micro.view:sections",),
 )

@@ -127,4 +127,5 @@ BENCHMARK = Benchmark(
     ),
     devices=("cpu", "cuda"),
     timeout_s=300.0,
+    views=("accelbench.benchmarks.micro.view:sections",),
 )

@@ -395,4 +395,5 @@ BENCHMARK = Benchmark(
     timeout_s=300.0,
     sources=("accelbench.benchmarks.micro.gpu_runtime",
              "accelbench.benchmarks.micro.unified_buffers"),
+             views=("accelbench.benchmarks.micro.view:sections",),
 )

@@ -233,4 +233,5 @@ BENCHMARK = Benchmark(
     timeout_s=900.0,
     sources=(*MODEL_SOURCES, "accelbench.benchmarks.models.engines.parity"),
     worker_env=tf32_worker_env,
+    views=("accelbench.benchmarks.models.view:sections",),
 )

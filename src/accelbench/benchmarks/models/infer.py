@@ -139,4 +139,5 @@ BENCHMARK = Benchmark(
     timeout_s=900.0,
     sources=MODEL_SOURCES,
     worker_env=tf32_worker_env,
+    views=("accelbench.benchmarks.models.view:sections",),
 )

@@ -239,4 +239,6 @@ BENCHMARK = Benchmark(
     timeout_s=900.0,
     sources=(*MODEL_SOURCES, *engines.ENGINE_SOURCES, "accelbench.benchmarks.models.infer"),
     worker_env=tf32_worker_env,
+    views=("accelbench.benchmarks.models.view:sections",
+           "accelbench.benchmarks.models.engines.view:sections"),
 )

@@ -196,6 +196,7 @@ BENCHMARK = Benchmark(
     timeout_s=900.0,
     sources=MODEL_SOURCES,
     worker_env=tf32_worker_env,
+    views=("accelbench.benchmarks.models.view:sections",),
 )
 
 DDP_BENCHMARK = Benchmark(
@@ -209,4 +210,5 @@ DDP_BENCHMARK = Benchmark(
     distributed=True,
     sources=MODEL_SOURCES,
     worker_env=tf32_worker_env,
+    views=("accelbench.benchmarks.models.view:sections",),
 )

@@ -285,4 +285,5 @@ BENCHMARK = Benchmark(
              *(f"accelbench.benchmarks.serving.{m}"
                for m in ("loadgen", "scenarios", "search", "sut"))),
     worker_env=tf32_worker_env,
+    views=("accelbench.benchmarks.models.view:sections",),
 )

@@ -200,4 +200,5 @@ BENCHMARK = Benchmark(
     timeout_s=300.0,
     extra_time=_burn_time,
     worker_env=tf32_worker_env,
+    views=("accelbench.benchmarks.validation.view:sections",),
 )

@@ -196,4 +196,5 @@ BENCHMARK = Benchmark(
     ),
     devices=("cpu", "cuda"),
     timeout_s=120.0,
+    views=("accelbench.benchmarks.validation.view:sections",),
 )

@@ -116,4 +116,5 @@ BENCHMARK = Benchmark(
     timeout_s=300.0,
     distributed=True,
     min_ranks=2,
+    views=("accelbench.benchmarks.validation.view:sections",),
 )

@@ -126,6 +126,7 @@ EXPORT = Benchmark(
     ),
     devices=("cpu", "cuda"),
     timeout_s=300.0,
+    views=("accelbench.benchmarks.validation.view:sections",),
 )
 
 ONNX = Benchmark(
@@ -138,4 +139,5 @@ ONNX = Benchmark(
     params=(TOLERANCE_SCALE,),
     devices=("cpu", "cuda"),
     timeout_s=300.0,
+    views=("accelbench.benchmarks.validation.view:sections",),
 )

@@ -151,4 +151,5 @@ BENCHMARK = Benchmark(
     ),
     devices=("cpu", "cuda"),
     timeout_s=600.0,
+    views=("accelbench.benchmarks.validation.view:sections",),
 )

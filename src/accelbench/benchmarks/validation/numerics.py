@@ -340,4 +340,5 @@ BENCHMARK = Benchmark(
     devices=("cpu", "cuda"),
     timeout_s=120.0,
     worker_env=tf32_worker_env,
+    views=("accelbench.benchmarks.validation.view:sections",),
 )

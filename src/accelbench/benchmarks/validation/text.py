@@ -113,4 +113,5 @@ BENCHMARK = Benchmark(
     params=(Param("check", "str", "build", help="what is checked", choices=TEXT_CHECKS),),
     devices=("cpu", "cuda"),
     timeout_s=300.0,
+    views=("accelbench.benchmarks.validation.view:sections",),
 )

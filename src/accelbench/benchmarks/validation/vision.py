@@ -262,4 +262,5 @@ BENCHMARK = Benchmark(
     ),
     devices=("cpu", "cuda"),
     timeout_s=300.0,
+    views=("accelbench.benchmarks.validation.view:sections",),
 )

@@ -1,18 +1,18 @@
-"""The engines tables (`analysis.engines`): per model, precision and batch, each engine's
-latency, throughput, time to get ready, speed-up over eager and output parity; and a
-chart of the speed-ups."""
+"""What inference engines add to a run's report (from `groups`): per model, precision
+and batch, each engine's latency, throughput, time to get ready, speed-up over eager and
+output parity; and a chart of the speed-ups."""
 
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import replace
 from typing import Any
 
-from accelbench.analysis.engines import EngineGroup, EngineRow, engine_groups
+from accelbench.benchmarks.models.engines.groups import EngineGroup, EngineRow, engine_groups
 from accelbench.core.measurement import Measurement
-from accelbench.report.tables import BAD, WARN, Table
-from accelbench.report.units import format_factor, format_params, format_value
+from accelbench.core.units import format_factor, format_params, format_value
+from accelbench.core.view import BAD, WARN, Bars, BarSeries, Section, Table
 
 HEADER = ("Engine", "Status", "Latency p50", "Throughput", "Ready in", "Speed-up over eager",
           "Parity (max rel, cosine, top-1)", "Tolerance", "Providers")
@@ -111,3 +111,24 @@ def speedup_series(g: EngineGroup) -> tuple[list[str], list[float | None],
             values.append(None)
             errors.append(None)
     return labels, values, errors
+
+
+def sections(measurements: Sequence[Measurement]) -> list[Section]:
+    """The Engines section: a table per group and, where two engines or more ran, their
+    speed-ups over eager."""
+    tables = engines_tables(measurements)
+    if not tables:
+        return []
+    charts = tuple(speedup_chart(g) for g in engine_groups(measurements)
+                   if sum(r.measurement.ok for r in g.rows) > 1)
+    return [Section("engines", "Engines", tuple(tables), charts=charts)]
+
+
+def speedup_chart(g: EngineGroup) -> Bars:
+    """Each engine's speed-up over eager in one group (model, precision, batch)."""
+    labels, values, errors = speedup_series(g)
+    return Bars(f"Speed-up over eager: {group_title(g).removeprefix('Engines: ')}", labels,
+                [BarSeries("speed-up", values, errors)], ylabel="speed-up over eager (x)",
+                caption="Above 1: faster than eager. Whiskers: 95% CI of the ratio. "
+                "Missing bars: the engine failed or was skipped.",
+                reference=1.0, horizontal=True)

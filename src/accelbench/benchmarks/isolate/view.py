@@ -1,15 +1,15 @@
-"""`isolate` as tables (one matrix per fabric and metric, and what was named) and heat
-maps, for the terminal, Markdown and HTML alike."""
+"""What `isolate` adds to a run's report: one matrix per fabric and metric, what was
+named slow, and heat maps of the pairs."""
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 
-from accelbench.analysis.isolate import IsolateResult, isolate_results
+from accelbench.benchmarks.isolate.results import IsolateResult, isolate_results
 from accelbench.benchmarks.isolate.verdict import BY_NAME, METRICS, RULE, Fabric, Named
 from accelbench.core.measurement import Measurement
-from accelbench.report.tables import BAD, Table
-from accelbench.report.units import MISSING, format_size, format_value
+from accelbench.core.units import MISSING, axis_scale, format_size, format_value
+from accelbench.core.view import BAD, HeatMap, Section, Table
 
 NAMED_TITLE = "Isolate: slow nodes and links"
 NAMED_HEADER = ("Named", "Fabric", "Metric", "Figure", "Median", "Slower", "Robust SD")
@@ -90,6 +90,39 @@ def isolate_tables(measurements: Iterable[Measurement]) -> list[Table]:
         heading = _heading(r) if len(results) > 1 else ""
         tables += [matrix_table(f, m.name, heading) for f in r.verdict.fabrics for m in METRICS]
     return tables
+
+
+def sections(measurements: Sequence[Measurement]) -> list[Section]:
+    """The Isolate section: its tables and a heat map per fabric and metric."""
+    tables = isolate_tables(measurements)
+    if not tables:
+        return []
+    return [Section("isolate", "Isolate", tuple(tables), ABOUT,
+                    charts=tuple(heat_maps(measurements)))]
+
+
+def heat_maps(measurements: Iterable[Measurement]) -> list[HeatMap]:
+    """A heat map per fabric (the nodes, the ranks of each node) of the bus bandwidth and
+    of the latency of every pair, the named members marked."""
+    out = []
+    for r in isolate_results(measurements):
+        for f in r.verdict.fabrics:
+            marked = [m for n in f.named for m in (n.name.split("-") if n.what == "link"
+                                                   else [n.name])]
+            named = ", ".join(dict.fromkeys(n.name for n in f.named)) or "none"
+            for name in HEAT_METRICS:
+                metric = BY_NAME[name]
+                matrix = f.matrices.get(name, [])
+                factor, shown = axis_scale([v for row in matrix for v in row], metric.unit)
+                out.append(HeatMap(
+                    f"Isolate: {metric.title}, {fabric_title(f)}", list(f.members),
+                    [[None if v is None else v / factor for v in row] for row in matrix],
+                    colorbar_label=f"{metric.title} ({shown})",
+                    caption=f"Named slow: {named} (in red). Dark: slow.",
+                    cells=[["" if v is None else format_value(v, metric.unit) for v in row]
+                           for row in matrix],
+                    low_is_bad=metric.higher_is_better, marked=marked))
+    return out
 
 
 def _heading(r: IsolateResult) -> str:

@@ -1,23 +1,24 @@
-"""Validation checks as tables: one line per check (failing ones first), and a pass/fail
-matrix per check and precision, for the terminal, Markdown and HTML alike."""
+"""What validation checks add to a run's report: a pass/fail matrix per check and
+precision, and one line per check (failing ones first), before the results."""
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 
-from accelbench.analysis.validation import (
+from accelbench.analysis.checks import (
     FAIL,
     PASS,
+    SHOWN,
     SKIP,
     CheckResult,
-    check_result,
     check_results,
+    format_figure,
     matrix,
     tally,
 )
 from accelbench.core.measurement import Measurement
-from accelbench.report.tables import BAD, GOOD, WARN, Table
-from accelbench.report.units import MISSING, format_number, format_pct, format_value
+from accelbench.core.units import MISSING, format_pct
+from accelbench.core.view import BAD, GOOD, WARN, Section, Table
 
 TITLE = "Validation checks"
 HEADER = ("Check", "Precision", "Verdict", "Error", "Tolerance", "Margin", "Reason")
@@ -29,34 +30,13 @@ ABOUT = (
     "error, below 0 outside it). Tolerances are torch.testing's per precision unless the "
     "check states its own."
 )
-_SHOWN = {PASS: "pass", FAIL: "FAIL", SKIP: "skip"}
 _STYLES = {PASS: None, FAIL: BAD, SKIP: WARN}
-
-
-def format_figure(value: float | None, unit: str) -> str:
-    """An error or a tolerance: three significant digits, in its unit."""
-    if value is None:
-        return MISSING
-    if unit.endswith("/s") or unit == "s":
-        return format_value(value, unit)
-    return f"{format_number(value)} {unit}".strip()
-
-
-def result_text(m: Measurement) -> str:
-    """A check in one cell of a results table: "pass, margin 97.0%"."""
-    r = check_result(m)
-    text = _SHOWN[r.verdict]
-    if r.margin is not None:
-        return f"{text}, margin {format_pct(r.margin)}"
-    if r.error is not None and r.verdict != SKIP:
-        return f"{text}, error {format_figure(r.error, r.unit)}"
-    return text
 
 
 def checks_table(results: Sequence[CheckResult]) -> Table | None:
     if not results:
         return None
-    rows = [(r.name, r.precision or MISSING, _SHOWN[r.verdict],
+    rows = [(r.name, r.precision or MISSING, SHOWN[r.verdict],
              format_figure(r.error, r.unit), format_figure(r.tolerance, r.unit),
              format_pct(r.margin), r.reason or "") for r in results]
     counts = tally(results)
@@ -70,7 +50,7 @@ def matrix_table(results: Iterable[CheckResult]) -> Table | None:
     m = matrix(results)
     if not m.rows:
         return None
-    rows = [(row, *(_SHOWN.get(m.cells.get((row, p), ""), "") for p in m.precisions))
+    rows = [(row, *(SHOWN.get(m.cells.get((row, p), ""), "") for p in m.precisions))
             for row in m.rows]
     styles: list[str | None] = [BAD if row in m.failing else GOOD for row in m.rows]
     return Table(MATRIX_TITLE, ("Check", *m.precisions), rows,
@@ -82,6 +62,14 @@ def validation_tables(measurements: Iterable[Measurement]) -> list[Table]:
     when there is no check)."""
     results = check_results(measurements)
     return [t for t in (matrix_table(results), checks_table(results)) if t is not None]
+
+
+def sections(measurements: Sequence[Measurement]) -> list[Section]:
+    """The Validation section, first in the report: what the run checked."""
+    tables = validation_tables(measurements)
+    if not tables:
+        return []
+    return [Section("validation", "Validation", tuple(tables), ABOUT, first=True)]
 
 
 def summary_line(measurements: Iterable[Measurement]) -> str:

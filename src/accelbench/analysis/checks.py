@@ -16,6 +16,7 @@ from typing import Any
 
 from accelbench.core.measurement import Measurement
 from accelbench.core.names import STATUS_FAILED, STATUS_OK
+from accelbench.core.units import MISSING, format_number, format_pct, format_value
 
 VALIDATION = "validation"
 PASS, FAIL, SKIP = "pass", "fail", "skip"
@@ -144,3 +145,26 @@ def _plain(value: Any) -> str:
     if isinstance(value, bool):
         return "yes" if value else "no"
     return str(value)
+
+
+SHOWN = {PASS: "pass", FAIL: "FAIL", SKIP: "skip"}  # a verdict in a table
+
+
+def format_figure(value: float | None, unit: str) -> str:
+    """An error or a tolerance: three significant digits, in its unit."""
+    if value is None:
+        return MISSING
+    if unit.endswith("/s") or unit == "s":
+        return format_value(value, unit)
+    return f"{format_number(value)} {unit}".strip()
+
+
+def result_text(m: Measurement) -> str:
+    """A check in one cell of a results table: "pass, margin 97.0%"."""
+    r = check_result(m)
+    text = SHOWN[r.verdict]
+    if r.margin is not None:
+        return f"{text}, margin {format_pct(r.margin)}"
+    if r.error is not None and r.verdict != SKIP:
+        return f"{text}, error {format_figure(r.error, r.unit)}"
+    return text

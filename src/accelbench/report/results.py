@@ -5,9 +5,10 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass
 
+from accelbench.analysis.checks import is_check
 from accelbench.core.case import Case
 from accelbench.core.measurement import STATUS_OK, Measurement
-from accelbench.report.units import format_params, format_pct, format_rel, format_value
+from accelbench.core.units import format_params, format_pct, format_rel, format_value
 
 COLUMNS = ("Benchmark", "Parameters", "Result", "% of peak", "CI 95%", "n", "Status")
 
@@ -51,7 +52,7 @@ def shown_params(case: Case) -> str:
 
 def row(m: Measurement) -> Row:
     params = shown_params(m.case)
-    if m.case.family == "validation":
+    if is_check(m):
         return _check_row(m, params)
     if m.status != STATUS_OK:
         return Row(m.case.benchmark, params, "-", "-", "-", "-", m.status, m.reason or "",
@@ -87,8 +88,7 @@ def row(m: Measurement) -> Row:
 def _check_row(m: Measurement, params: str) -> Row:
     """A validation check: its verdict and margin as the result, and why it failed, was
     skipped or was noted."""
-    from accelbench.analysis.validation import check_result
-    from accelbench.report.validation import result_text
+    from accelbench.analysis.checks import check_result, result_text
 
     note = check_result(m).reason
     return Row(m.case.benchmark, params, result_text(m), "-", "-", "-", m.status, note,
