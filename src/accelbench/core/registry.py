@@ -135,8 +135,7 @@ class Benchmark:
                 and (value in _OFF or declared.quiet_default))
 
     def load(self) -> MeasureFn:
-        module, _, attr = self.entry.partition(":")
-        measure: MeasureFn = getattr(importlib.import_module(module), attr)
+        measure: MeasureFn = _resolve(self.entry)
         return measure
 
     def describe(self) -> dict[str, Any]:
@@ -154,10 +153,10 @@ class Benchmark:
         }
 
 
-def _load_view(entry: str) -> ViewFn:
+def _resolve(entry: str) -> Any:
+    """The function a "module:function" entry names, its module imported now."""
     module, _, attr = entry.partition(":")
-    view: ViewFn = getattr(importlib.import_module(module), attr)
-    return view
+    return getattr(importlib.import_module(module), attr)
 
 
 @cache
@@ -197,9 +196,12 @@ class _Unannotated(ast.NodeTransformer):
         node.annotation = ast.Constant(None)
         return node
 
-    def visit_keyword(self, node: ast.keyword) -> ast.AST | None:
+    def visit_Call(self, node: ast.Call) -> ast.AST:
         # Benchmark(..., views=...): how results are shown, not what is measured.
-        return None if node.arg == "views" else self.generic_visit(node)
+        if isinstance(node.func, ast.Name) and node.func.id == "Benchmark":
+            node.keywords = [k for k in node.keywords if k.arg != "views"]
+        self.generic_visit(node)
+        return node
 
     def visit_If(self, node: ast.If) -> ast.AST | None:
         test = node.test
@@ -264,7 +266,7 @@ class Registry:
             bench = self._by_name.get(m.case.benchmark)
             for entry in bench.views if bench else shared.get(m.case.family, ()):
                 given.setdefault(entry, []).append(m)
-        return [(_load_view(entry), given[entry]) for entry in order if entry in given]
+        return [(_resolve(entry), given[entry]) for entry in order if entry in given]
 
     def get(self, name: str) -> Benchmark:
         try:
