@@ -4,6 +4,14 @@ from __future__ import annotations
 
 import statistics
 from collections.abc import Callable
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from accelbench.core.context import DistInfo
+    from accelbench.core.device import DeviceInfo
+    from accelbench.core.measurement import Measurement
+    from accelbench.core.timing import Coordinator, TimingPolicy
+    from accelbench.runner.plan import PlannedCase
 
 
 def alternate(
@@ -37,3 +45,19 @@ def verdict(ours: list[float], plain: list[float], target: float,
     print(f"median ratio {mine}/{theirs}: {ratio:.3f} (target >= {target})")
     print(f"spread across rounds (CV): {mine} {spread(ours):.1%}, {theirs} {spread(plain):.1%}")
     return 0 if ratio >= target else 1
+
+
+def measured(planned: PlannedCase, device: DeviceInfo, policy: TimingPolicy, figure: str,
+             info: DistInfo | None = None, coordinator: Coordinator | None = None,
+             ) -> tuple[float, Measurement]:
+    """accelbench's own measurement of the case, as a run's worker takes it, and the value
+    of its `figure`; the script ends, saying why, when the case failed."""
+    from accelbench.core.timing import SOLO
+    from accelbench.runner.worker import execute_case
+
+    measurement = execute_case(planned, device, policy, info, coordinator or SOLO)
+    value = measurement.figure(figure)
+    if not measurement.ok or value is None:
+        raise SystemExit(f"accelbench's {planned.case.benchmark} case failed: "
+                         f"{measurement.reason or f'no {figure} figure'}")
+    return value.value, measurement

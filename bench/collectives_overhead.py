@@ -50,12 +50,22 @@ import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from _rounds import measured
+
+if TYPE_CHECKING:
+    from accelbench.core.context import DistInfo
+    from accelbench.core.device import DeviceInfo
+    from accelbench.core.timing import Coordinator, TimingPolicy
+    from accelbench.runner.plan import PlannedCase
 
 TARGET = 0.95
 EXIT_INCONCLUSIVE = 2
 
 
-def plain_busbw(torch, dist, device, size: int, world: int, policy, number: int) -> float:
+def plain_busbw(torch: Any, dist: Any, device: Any, size: int, world: int,
+                policy: TimingPolicy, number: int) -> float:
     """nccl-tests' timed block, repeated: one buffer, `number` calls back to back per
     block, a barrier before and the slowest rank's time after, median over the blocks."""
     buf = torch.ones(size // 4, dtype=torch.float32, device=device)
@@ -100,15 +110,12 @@ class Ours:
     contended: str  # why the host was busy beside the case ("": it was not)
 
 
-def harness_busbw(planned, device_info, policy, info, coordinator) -> Ours:
-    from accelbench.runner.worker import execute_case
-
-    measurement = execute_case(planned, device_info, policy, info, coordinator)
-    if not measurement.ok:
-        raise SystemExit(f"accelbench's collectives case failed: {measurement.reason}")
+def harness_busbw(planned: PlannedCase, device_info: DeviceInfo, policy: TimingPolicy,
+                  info: DistInfo, coordinator: Coordinator) -> Ours:
+    busbw, measurement = measured(planned, device_info, policy, "busbw", info, coordinator)
     busy = "; ".join(w.removeprefix("contended: ") for w in measurement.warnings
                      if w.startswith("contended: "))
-    return Ours(measurement.figure("busbw").value, measurement.number, busy)
+    return Ours(busbw, measurement.number, busy)
 
 
 def as_rank(args: argparse.Namespace) -> None:

@@ -25,8 +25,9 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
-from _rounds import alternate, verdict
+from _rounds import alternate, measured, verdict
 
 TARGET = 0.97
 MODEL = "bert-base"
@@ -34,7 +35,7 @@ SHAPE = "layers=2,hidden=256,heads=4,intermediate=1024"  # BERT-base's layout, n
 OFFLINE_BATCH = 8
 
 
-def plain_session(batch: int, seq: int, folder: Path):
+def plain_session(batch: int, seq: int, folder: Path) -> tuple[Any, dict[str, Any]]:
     """A session of the model, exported by torch.onnx as accelbench exports it, and its
     inputs: the plain side of both comparisons."""
     import onnxruntime as ort
@@ -61,11 +62,11 @@ def plain_session(batch: int, seq: int, folder: Path):
     return session, {"input_ids": ids.numpy()}
 
 
-def plain_latency(session, feeds, seconds: float) -> float:
+def plain_latency(session: Any, feeds: dict[str, Any], seconds: float) -> float:
     """Calls per second: 1 / the median of single timed session.run calls."""
     for _ in range(5):
         session.run(None, feeds)
-    times = []
+    times: list[float] = []
     end = time.perf_counter() + seconds
     while time.perf_counter() < end or len(times) < 10:
         start = time.perf_counter()
@@ -74,7 +75,7 @@ def plain_latency(session, feeds, seconds: float) -> float:
     return 1.0 / statistics.median(times)
 
 
-def plain_offline(session, feeds, seconds: float) -> float:
+def plain_offline(session: Any, feeds: dict[str, Any], seconds: float) -> float:
     """Samples per second of back-to-back batched calls."""
     for _ in range(3):
         session.run(None, feeds)
@@ -86,25 +87,20 @@ def plain_offline(session, feeds, seconds: float) -> float:
     return calls * OFFLINE_BATCH / (time.perf_counter() - start)
 
 
-def accelbench_case(name: str, given: dict, seconds: float, figure: str) -> float:
+def accelbench_case(name: str, given: dict[str, Any], seconds: float, figure: str) -> float:
     from accelbench.benchmarks import REGISTRY
     from accelbench.core.case import Case
     from accelbench.core.device import DeviceInfo
     from accelbench.core.timing import TimingPolicy
     from accelbench.runner.plan import PlannedCase
-    from accelbench.runner.worker import execute_case
 
     bench = REGISTRY.get(name)
     params = bench.resolve({k: str(v) for k, v in given.items()})
     cpu = DeviceInfo(type="cpu", index=None, platform="cpu", name="cpu")
     case = Case.make(bench.name, bench.version, bench.family, params, "cpu")
-    measured = execute_case(PlannedCase(bench, case, params), cpu,
-                            TimingPolicy(max_time=2 * seconds, warmup_time=0.2))
-    if not measured.ok:
-        sys.exit(f"accelbench's {name} case failed: {measured.reason}")
-    value = measured.figure(figure)
-    assert value is not None, figure
-    return 1.0 / value.value if figure == "p50" else value.value
+    value, _ = measured(PlannedCase(bench, case, params), cpu,
+                        TimingPolicy(max_time=2 * seconds, warmup_time=0.2), figure)
+    return 1.0 / value if figure == "p50" else value
 
 
 def main() -> int:

@@ -21,7 +21,7 @@ from accelbench.core.device import DeviceInfo
 from accelbench.core.measurement import Measurement
 from accelbench.core.peaks import all_peaks, lookup
 from accelbench.core.units import format_ratio, format_value
-from accelbench.report.markdown import markdown_table
+from accelbench.report.text import markdown_table
 
 RATIO_LOW, RATIO_HIGH = 0.85, 1.15
 

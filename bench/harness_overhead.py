@@ -14,13 +14,19 @@ from __future__ import annotations
 import argparse
 import sys
 import time
+from typing import TYPE_CHECKING, Any
 
-from _rounds import alternate, verdict
+from _rounds import alternate, measured, verdict
+
+if TYPE_CHECKING:
+    from accelbench.core.device import DeviceInfo
+    from accelbench.core.registry import Benchmark
+    from accelbench.core.timing import TimingPolicy
 
 TARGET = 0.97
 
 
-def plain_loop_flops(device, m: int, n: int, k: int, dtype: str, seconds: float) -> float:
+def plain_loop_flops(device: Any, m: int, n: int, k: int, dtype: str, seconds: float) -> float:
     """A hand-written loop: same operation, same output buffer, one sync at the end."""
     import torch
 
@@ -51,16 +57,13 @@ def plain_loop_flops(device, m: int, n: int, k: int, dtype: str, seconds: float)
     return 2.0 * m * n * k * iterations / (time.perf_counter() - start)
 
 
-def harness_flops(bench, device_info, params: dict, policy) -> float:
+def harness_flops(bench: Benchmark, device_info: DeviceInfo, params: dict[str, Any],
+                  policy: TimingPolicy) -> float:
     from accelbench.core.case import Case
     from accelbench.runner.plan import PlannedCase
-    from accelbench.runner.worker import execute_case
 
     case = Case.make(bench.name, bench.version, bench.family, params, device_info.torch_device)
-    measurement = execute_case(PlannedCase(bench, case, params), device_info, policy)
-    if not measurement.ok:
-        sys.exit(f"accelbench's gemm case failed: {measurement.reason}")
-    return measurement.figure("throughput").value
+    return measured(PlannedCase(bench, case, params), device_info, policy, "throughput")[0]
 
 
 def main() -> int:

@@ -16,15 +16,21 @@ from __future__ import annotations
 import argparse
 import sys
 import time
+from typing import TYPE_CHECKING, Any
 
-from _rounds import alternate, verdict
+from _rounds import alternate, measured, verdict
+
+if TYPE_CHECKING:
+    from accelbench.core.device import DeviceInfo
+    from accelbench.core.registry import Benchmark
+    from accelbench.core.timing import TimingPolicy
 
 TARGET = 0.97
 # A small BERT: BERT-base's vocabulary and layout at a quarter of its width, two layers.
 SHAPE = {"layers": 2, "hidden": 256, "heads": 4, "intermediate": 1024}
 
 
-def plain_loop(device, dtype: str, batch: int, seq: int, seconds: float) -> float:
+def plain_loop(device: Any, dtype: str, batch: int, seq: int, seconds: float) -> float:
     """Samples per second of a hand-written masked-LM training loop."""
     import torch
     from transformers import BertConfig, BertForMaskedLM
@@ -75,16 +81,13 @@ def plain_loop(device, dtype: str, batch: int, seq: int, seconds: float) -> floa
     return batch * steps / (time.perf_counter() - start)
 
 
-def harness(bench, device_info, params: dict, policy) -> float:
+def harness(bench: Benchmark, device_info: DeviceInfo, params: dict[str, Any],
+            policy: TimingPolicy) -> float:
     from accelbench.core.case import Case
     from accelbench.runner.plan import PlannedCase
-    from accelbench.runner.worker import execute_case
 
     case = Case.make(bench.name, bench.version, bench.family, params, device_info.torch_device)
-    measurement = execute_case(PlannedCase(bench, case, params), device_info, policy)
-    if not measurement.ok:
-        sys.exit(f"accelbench's train case failed: {measurement.reason}")
-    return measurement.figure("throughput").value
+    return measured(PlannedCase(bench, case, params), device_info, policy, "throughput")[0]
 
 
 def main() -> int:

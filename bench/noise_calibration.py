@@ -27,6 +27,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 GOAL_COVERAGE = 0.90
 GOAL_MICRO_SPREAD = 0.05
@@ -65,7 +66,7 @@ def report(store_path: Path) -> int:
     with Store.open(store_path, create=False) as store:
         runs = [store.load_run(r.id) for r in reversed(store.list_runs())]
     print(f"{len(runs)} runs in {store_path}")
-    series: dict[str, list] = {}
+    series: dict[str, list[Any]] = {}
     for run in runs:
         for m in run.measurements:
             if m.ok and m.primary is not None:

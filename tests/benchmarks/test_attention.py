@@ -16,7 +16,7 @@ from accelbench.core.device import DeviceInfo
 from accelbench.core.measurement import CaseFailed, CaseResult, CaseSkipped, Measurement
 from accelbench.core.timing import PerfCounterClock, TimingPolicy
 from accelbench.errors import UserError
-from accelbench.runner.plan import Request, expand, load_suite
+from accelbench.runner.plan import Request, expand, validate
 
 BENCH = attention.BENCHMARK
 RunCase = Callable[..., tuple[CaseResult, Measurement]]
@@ -244,11 +244,11 @@ def test_declared_and_listed_with_its_parameters() -> None:
 
 
 def test_suites_cover_backends_lengths_and_head_sizes() -> None:
-    quick_cpu = [c for c in expand(Request(), load_suite("quick"), REGISTRY, CPU)
+    quick_cpu = [c for c in expand(validate(Request(), REGISTRY), CPU)
                  if c.benchmark.name == "attention"]
     assert len(quick_cpu) == 1 and quick_cpu[0].params["seq"] <= 512
-    standard = [c for c in expand(Request(suite="standard"), load_suite("standard"), REGISTRY,
-                                  MI300X) if c.benchmark.name == "attention"]
+    standard = [c for c in expand(validate(Request(suite="standard"), REGISTRY), MI300X)
+                if c.benchmark.name == "attention"]
     assert {c.params["seq"] for c in standard} == {512, 1024, 2048, 4096, 8192, 16384}
     assert {c.params["head_dim"] for c in standard} == {64, 128}
     assert {c.params["causal"] for c in standard} == {True, False}

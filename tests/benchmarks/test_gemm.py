@@ -18,7 +18,7 @@ from accelbench.core.device import DeviceInfo
 from accelbench.core.measurement import CaseFailed
 from accelbench.core.timing import PerfCounterClock, TimingPolicy
 from accelbench.errors import UserError
-from accelbench.runner.plan import Request, expand, load_suite
+from accelbench.runner.plan import Request, expand, validate
 from fakes import run_benchmark
 
 CPU = DeviceInfo(type="cpu", index=None, platform="cpu", name="cpu")
@@ -289,7 +289,7 @@ MI300X = DeviceInfo("cuda", 0, "rocm", "AMD Instinct MI300X", "gfx942", 192 * 2*
 
 def _gemm_cases(device: DeviceInfo, **overrides: tuple[str, ...]) -> list[dict[str, object]]:
     request = Request(suite="standard", benches=("gemm",), overrides=overrides)
-    return [dict(p.params) for p in expand(request, load_suite("standard"), REGISTRY, device)]
+    return [dict(p.params) for p in expand(validate(request, REGISTRY), device)]
 
 
 def test_the_standard_suite_times_fp8_with_and_without_fast_accum_on_cuda() -> None:

@@ -28,7 +28,7 @@ from accelbench.core.timing import Timing, TimingPolicy
 from accelbench.env.apu import MemoryModel
 from accelbench.errors import UserError
 from accelbench.report.results import row
-from accelbench.runner.plan import Request, expand, load_suite
+from accelbench.runner.plan import Request, expand, validate
 from accelbench.store import Store
 from fakes import FakeClock, run_benchmark
 
@@ -74,7 +74,7 @@ def test_an_unknown_memory_kind_or_operation_is_a_usage_error(given, message):
 
 
 def _unified(suite: str, device: DeviceInfo, **request: Any) -> list[dict[str, Any]]:
-    cases = expand(Request(suite=suite, **request), load_suite(suite), REGISTRY, device)
+    cases = expand(validate(Request(suite=suite, **request), REGISTRY), device)
     return [dict(c.params) for c in cases if c.benchmark.name == "unified-memory"]
 
 

@@ -61,7 +61,7 @@ def test_a_sweep_on_the_command_line_is_one_case_per_size():
     request = Request(benches=("collectives",),
                       overrides={"bytes": ("8:64:x2", "1K"), "op": ("all-reduce", "barrier")})
     validate(request, REGISTRY)
-    cases = expand(request, load_suite("quick"), REGISTRY, CPU)
+    cases = expand(validate(request, REGISTRY), CPU)
     assert [(c.params["op"], c.params["bytes"]) for c in cases] == [
         (op, b) for op in ("all-reduce", "barrier") for b in (8, 16, 32, 64, 1024)]
     assert all(isinstance(c.params["bytes"], int) for c in cases)
@@ -78,21 +78,21 @@ def test_a_bad_sweep_is_refused_before_anything_runs():
 
 def test_parameters_without_a_sweep_syntax_are_untouched():
     request = Request(benches=("memory",), overrides={"size_mib": ("64", "128")})
-    cases = expand(request, load_suite("quick"), REGISTRY, CPU)
+    cases = expand(validate(request, REGISTRY), CPU)
     assert {c.params["size_mib"] for c in cases} == {64, 128}
     with pytest.raises(UserError, match="not a valid int"):
         validate(Request(benches=("memory",), overrides={"size_mib": ("8:64:x2",)}), REGISTRY)
 
 
 def test_suites_sweep_all_reduce_and_standard_covers_every_operation():
-    quick = expand(Request(benches=("collectives",)), load_suite("quick"), REGISTRY, CPU)
+    quick = expand(validate(Request(benches=("collectives",)), REGISTRY), CPU)
     assert [c.params["bytes"] for c in quick] == [16 << (4 * k) for k in range(5)]
     assert {c.params["op"] for c in quick} == {"all-reduce"}
-    gpu = expand(Request(benches=("collectives",)), load_suite("quick"), REGISTRY, MI300X)
+    gpu = expand(validate(Request(benches=("collectives",)), REGISTRY), MI300X)
     assert max(c.params["bytes"] for c in gpu) == 256 << 20
     for device, top in ((CPU, 64 << 20), (MI300X, 1 << 30)):
-        standard = expand(Request(benches=("collectives",)), load_suite("standard"), REGISTRY,
-                          device)
+        standard = expand(validate(Request(benches=("collectives",)), REGISTRY,
+                                   load_suite("standard")), device)
         assert {c.params["op"] for c in standard} == set(REGISTRY.get("collectives").param(
             "op").choices)
         assert max(c.params["bytes"] for c in standard) == top

@@ -30,8 +30,8 @@ from accelbench.env.host import (
     snapshot_quiet,
     wait_quiet,
 )
-from accelbench.env.host_gpu import GpuDevice, GpuProcess, GpuReading, read_gpu
-from accelbench.env.host_readings import (
+from accelbench.env.host.gpu import GpuDevice, GpuProcess, GpuReading, read_gpu
+from accelbench.env.host.readings import (
     ProcessScan,
     ProcessTimes,
     busy_processes,

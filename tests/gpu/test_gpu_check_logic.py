@@ -248,9 +248,9 @@ def test_without_a_gpu_the_reference_says_so_with_its_own_exit_code(tmp_path, ca
 
 
 def test_each_headline_is_one_case_of_the_quick_suites_gpu_grid():
-    from accelbench.runner.plan import Request, expand, load_suite
+    from accelbench.runner.plan import Request, expand, validate
 
-    planned = expand(Request(), load_suite("quick"), REGISTRY, gpu_device("NVIDIA H200"))
+    planned = expand(validate(Request(), REGISTRY), gpu_device("NVIDIA H200"))
     for headline in ge.HEADLINES:
         matching = [p for p in planned if p.case.benchmark == headline.benchmark and all(
             p.case.param_dict.get(k) == v for k, v in headline.params.items())]

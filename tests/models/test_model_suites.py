@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from accelbench.benchmarks import REGISTRY
 from accelbench.core.device import DeviceInfo
-from accelbench.runner.plan import SUITES, Request, expand, load_suite
+from accelbench.runner.plan import SUITES, Request, expand, validate
 
 CPU = DeviceInfo("cpu", None, "cpu", "cpu")
 MI250X = DeviceInfo("cuda", 0, "rocm", "AMD Instinct MI250X/MI250", "gfx90a")
@@ -14,7 +14,7 @@ ISSUE_MODELS = {"bert-base", "bert-large", "gpt2-small", "gpt2-medium", "gpt2-la
 
 
 def _model_cases(suite: str, device: DeviceInfo, bench: str) -> list[dict]:
-    cases = expand(Request(suite=suite), load_suite(suite), REGISTRY, device)
+    cases = expand(validate(Request(suite=suite), REGISTRY), device)
     return [dict(c.params) for c in cases if c.benchmark.name == bench]
 
 

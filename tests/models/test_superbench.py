@@ -10,7 +10,7 @@ from accelbench.benchmarks.models import flops, tasks, train, zoo
 from accelbench.benchmarks.models.precision import Precision
 from accelbench.benchmarks.models.results import mean_step_throughput
 from accelbench.core.device import DeviceInfo
-from accelbench.runner.plan import Request, expand, load_suite
+from accelbench.runner.plan import Request, expand, validate
 
 BATCH, SEQ = 3, 8
 
@@ -152,7 +152,7 @@ MI250X = DeviceInfo("cuda", 0, "rocm", "AMD Instinct MI250X/MI250", "gfx90a")
 
 
 def _cases(device: DeviceInfo, bench: str) -> list[dict]:
-    cases = expand(Request(suite="generations"), load_suite("generations"), REGISTRY, device)
+    cases = expand(validate(Request(suite="generations"), REGISTRY), device)
     return [dict(c.params) for c in cases if c.benchmark.name == bench]
 
 

@@ -19,8 +19,7 @@ CPU = DeviceInfo(type="cpu", index=None, name="cpu", platform="cpu")
 
 def cases(*items: str, bench: str = "train") -> list:
     request = Request(benches=(bench,), overrides=parse_overrides(list(items)))
-    valid = validate(request, REGISTRY)
-    return expand(request, valid.suite, REGISTRY, CPU)
+    return expand(validate(request, REGISTRY), CPU)
 
 
 @pytest.mark.parametrize("example", sorted(set(re.findall(r"-p (config=[^`\s]+)", DOCS))))

@@ -16,15 +16,15 @@ def test_every_suite_loads_and_its_cases_are_valid(name):
     suite = load_suite(name)
     validate(Request(suite=name), REGISTRY)
     for device in (CPU, MI300X):
-        cases = expand(Request(suite=name), suite, REGISTRY, device)
+        cases = expand(validate(Request(suite=name), REGISTRY, suite), device)
         assert cases, f"{name} has no case for {device.platform}"
         assert len({c.case for c in cases}) == len(cases)
 
 
 def test_quick_suite_differs_by_device_class():
     suite = load_suite("quick")
-    cpu = expand(Request(), suite, REGISTRY, CPU)
-    gpu = expand(Request(), suite, REGISTRY, MI300X)
+    cpu = expand(validate(Request(), REGISTRY, suite), CPU)
+    gpu = expand(validate(Request(), REGISTRY, suite), MI300X)
     assert {c.case.device for c in cpu} == {"cpu"}
     assert {c.case.device for c in gpu} == {"cuda:0"}
     gpu_dtypes = {c.params["dtype"] for c in gpu if c.benchmark.name == "gemm"}
@@ -36,7 +36,7 @@ def test_overrides_replace_grid_axes():
     suite = load_suite("quick")
     request = Request(benches=("gemm",), overrides={"shape": ("64", "32x16x8")},
                       dtypes=("fp32", "bf16"))
-    cases = expand(request, suite, REGISTRY, CPU)
+    cases = expand(validate(request, REGISTRY, suite), CPU)
     assert {(c.params["shape"], c.params["dtype"]) for c in cases} == {
         ("64", "fp32"), ("64", "bf16"), ("32x16x8", "fp32"), ("32x16x8", "bf16")
     }
@@ -44,7 +44,7 @@ def test_overrides_replace_grid_axes():
 
 def test_a_benchmark_outside_the_suite_runs_with_its_defaults():
     suite = load_suite("quick")
-    cases = expand(Request(benches=("launch",)), suite, REGISTRY, CPU)
+    cases = expand(validate(Request(benches=("launch",)), REGISTRY, suite), CPU)
     assert [c.params["mode"] for c in cases] == ["eager"]
 
 
@@ -77,14 +77,16 @@ def test_bad_requests_fail_before_running(request_, message):
 def test_ranks_come_from_the_request_else_the_suite():
     suite = load_suite("quick")
     request = Request(benches=("collectives",))
-    cpu = expand(request, suite, REGISTRY, CPU)
+    cpu = expand(validate(request, REGISTRY, suite), CPU)
     assert cpu and {c.ranks for c in cpu} == {2}
-    node = expand(request, suite, REGISTRY, MI300X, device_count=8)
+    node = expand(validate(request, REGISTRY, suite), MI300X, device_count=8)
     assert {c.ranks for c in node} == {8}
-    asked = expand(Request(benches=("collectives",), nproc_per_node=4), suite, REGISTRY, CPU)
+    asked = expand(validate(Request(benches=("collectives",), nproc_per_node=4), REGISTRY,
+                            suite), CPU)
     assert {c.ranks for c in asked} == {4}
     # Benchmarks that are not distributed stay on one process.
-    assert {c.ranks for c in expand(Request(benches=("gemm",)), suite, REGISTRY, CPU)} == {1}
+    gemm = expand(validate(Request(benches=("gemm",)), REGISTRY, suite), CPU)
+    assert {c.ranks for c in gemm} == {1}
 
 
 def test_a_suite_benchmark_for_other_devices_only_has_no_case_unless_asked_for():
@@ -92,10 +94,10 @@ def test_a_suite_benchmark_for_other_devices_only_has_no_case_unless_asked_for()
     gpu_only = {e.bench for e in suite.entries} - {
         e.bench for e in suite.entries if e.applies_to(CPU)}
     assert gpu_only == {"unified-memory"}
-    cpu = expand(Request(), suite, REGISTRY, CPU)
+    cpu = expand(validate(Request(), REGISTRY, suite), CPU)
     assert not {c.benchmark.name for c in cpu} & gpu_only
-    assert "unified-memory" in {c.benchmark.name for c in expand(Request(), suite, REGISTRY,
-                                                                  MI300X)}
-    named = expand(Request(benches=("unified-memory",)), suite, REGISTRY, CPU)
+    gpu = expand(validate(Request(), REGISTRY, suite), MI300X)
+    assert "unified-memory" in {c.benchmark.name for c in gpu}
+    named = expand(validate(Request(benches=("unified-memory",)), REGISTRY, suite), CPU)
     assert [dict(c.params) for c in named] == [{"op": "bandwidth", "memory": "host",
                                                 "size_mib": 256}]

@@ -116,9 +116,8 @@ class _FakeWorker:
 def test_the_slot_replaces_the_worker_only_when_the_environment_changes() -> None:
     factory = Counting()
     slot = WorkerSlot(factory, environ={})
-    planned = {p.params["value"]: p for p in expand(
-        Request(benches=("environ_probe",), overrides={"value": ("a", "b")}),
-        load_suite("quick"), ENV_REGISTRY, MI300X)}
+    request = Request(benches=("environ_probe",), overrides={"value": ("a", "b")})
+    planned = {p.params["value"]: p for p in expand(validate(request, ENV_REGISTRY), MI300X)}
     device = MI300X
     first = slot.for_case(planned["a"], device)
     assert slot.for_case(planned["a"], device) is first
@@ -203,8 +202,8 @@ def test_a_named_gpu_is_one_device_for_the_suite_and_the_first_of_a_job() -> Non
     from accelbench.runner.ranks import rank_device
 
     suite = load_suite("quick")
-    named = expand(Request(suite="quick", device="cuda:3"), suite, REGISTRY, H100, 8)
-    every = expand(Request(suite="quick", device="cuda"), suite, REGISTRY, H100, 8)
+    named = expand(validate(Request(suite="quick", device="cuda:3"), REGISTRY, suite), H100, 8)
+    every = expand(validate(Request(suite="quick", device="cuda"), REGISTRY, suite), H100, 8)
     assert {c.ranks for c in named if c.benchmark.distributed} == {1}
     assert {c.ranks for c in every if c.benchmark.distributed} == {8}
     job_device = DeviceInfo("cuda", 3, "cuda", "NVIDIA H100 80GB HBM3", "sm_90")

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import argparse
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from accelbench.cli.options import (
     add_device,
@@ -76,14 +76,14 @@ def build_request(args: argparse.Namespace) -> Request:
              else args.nproc_per_node or 1)
     if ranks < 2:
         raise NodesError(NO_PAIRS)
-    overrides: dict[str, tuple[str, ...]] = {}
+    values: dict[str, tuple[Any, ...]] = {}
     for option, param in PARAMS.items():
         value = getattr(args, option)
         if value is not None:
-            overrides[param] = (str(value),)
+            values[param] = (value,)
     if args.serial:
-        overrides["serial"] = ("true",)
-    return Request(benches=(BENCH,), overrides=overrides, device=args.device,
+        values["serial"] = (True,)
+    return Request(benches=(BENCH,), values=values, device=args.device,
                    timing={"processes": 1}, nproc_per_node=args.nproc_per_node,
                    backend=args.backend, oversubscribe=args.oversubscribe)
 

@@ -7,9 +7,12 @@ import json
 import math
 import sys
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from accelbench.errors import UserError
+
+if TYPE_CHECKING:
+    from accelbench.store import Store, StoreLocation
 
 # -- argument types --------------------------------------------------------------------
 # argparse calls these on the text of an option; what they refuse becomes the one-line
@@ -199,7 +202,7 @@ def add_device(parser: argparse.ArgumentParser) -> None:
     )
 
 
-def store_location(args: argparse.Namespace) -> Any:
+def store_location(args: argparse.Namespace) -> StoreLocation:
     """The StoreLocation of --store (else $ACCELBENCH_STORE, else the default file); a
     URL of a scheme accelbench cannot store into is a usage error."""
     from accelbench.store import default_store_location, parse_location
@@ -207,7 +210,7 @@ def store_location(args: argparse.Namespace) -> Any:
     return parse_location(args.store) if args.store else default_store_location()
 
 
-def open_store(args: argparse.Namespace, create: bool) -> Any:
+def open_store(args: argparse.Namespace, create: bool) -> Store:
     from accelbench.store import Store
 
     return Store.open(store_location(args), create=create)
@@ -219,9 +222,9 @@ class StoreOnFirstUse:
 
     def __init__(self, args: argparse.Namespace) -> None:
         self._args = args
-        self.store: Any = None
+        self.store: Store | None = None
 
-    def __call__(self) -> Any:
+    def __call__(self) -> Store:
         if self.store is None:
             self.store = open_store(self._args, create=True)
         return self.store

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 import sys
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from accelbench.cli.options import (
     StoreOnFirstUse,
@@ -22,7 +22,11 @@ from accelbench.cli.options import (
 from accelbench.errors import UserError
 
 if TYPE_CHECKING:
+    from pathlib import Path
+
+    from accelbench.profile.capture import Schedule
     from accelbench.profile.session import ProfileOutcome
+    from accelbench.runner.plan import ValidRequest
 
 NAME = "profile"
 HELP = "profile one benchmark case with the PyTorch profiler and analyse the trace"
@@ -59,7 +63,6 @@ def run(args: argparse.Namespace) -> int:
 
     from accelbench.benchmarks import REGISTRY
     from accelbench.cli.run_cmd import parse_overrides
-    from accelbench.core.device import parse_device_spec
     from accelbench.profile.capture import Schedule
     from accelbench.profile.session import check_request, profile_session
     from accelbench.runner.distributed import check_backend, launched_by_torchrun
@@ -75,7 +78,7 @@ def run(args: argparse.Namespace) -> int:
                       nproc_per_node=args.nproc_per_node, backend=args.backend)
     # Bad input fails here, once, before the store is touched.
     valid = check_request(request, REGISTRY)
-    kind, _ = parse_device_spec(request.device)
+    kind, _ = valid.device
     if kind != "auto":
         check_backend(request.backend, kind)
     output = Path(args.output) if args.output else None
@@ -89,10 +92,10 @@ def run(args: argparse.Namespace) -> int:
     return _finish(args, outcome, store_location)
 
 
-def _profile_as_rank(args: argparse.Namespace, valid: Any, schedule: Any, output: Any
-                     ) -> int:
+def _profile_as_rank(args: argparse.Namespace, valid: ValidRequest, schedule: Schedule,
+                     output: Path | None) -> int:
     """Under torchrun: every rank profiles; rank 0 stores and prints."""
-    from accelbench.profile.ranks import profile_as_rank
+    from accelbench.profile.session import profile_as_rank
 
     with StoreOnFirstUse(args) as store:
         outcome = profile_as_rank(valid, schedule, store, output, argv=sys.argv[1:])
@@ -102,41 +105,16 @@ def _profile_as_rank(args: argparse.Namespace, valid: Any, schedule: Any, output
 
 
 def _launch_ranks(args: argparse.Namespace, device_kind: str) -> int:
-    """Start this same command on N ranks with torchrun; rank 0 prints.
-
-    torchrun is started as `accelbench run` starts it: in a session of its own, so that
-    ending the job ends every rank and a rank ending its group never reaches the caller's;
-    with a parent-death signal and the owner's identity, so that the job ends with this
-    process (see runner.lifeline). Ctrl-C or SIGTERM here ends the job's whole group."""
-    import signal
-    import subprocess
-
+    """Start this same command on N ranks with torchrun (runner.launcher); rank 0
+    prints."""
     from accelbench.runner.capacity import check_ranks
-    from accelbench.runner.lifeline import end_job, owner_environment, parent_death_preexec
+    from accelbench.runner.launcher import run_torchrun
 
     if device_kind == "cpu":  # GPU ranks are checked against the devices by each rank
         warning = check_ranks(args.nproc_per_node, "cpu", 0, args.oversubscribe)
         if warning:
             print(f"accelbench: warning: {warning}", file=sys.stderr)
-    command = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nnodes=1",
-               f"--nproc-per-node={args.nproc_per_node}", "-m", "accelbench",
-               *rank_argv(args)]
-    # What rank 0 prints goes out before this process prints anything after it.
-    sys.stdout.flush()
-    sys.stderr.flush()
-    try:
-        process = subprocess.Popen(command, stdin=subprocess.DEVNULL, start_new_session=True,
-                                   env=owner_environment(),
-                                   preexec_fn=parent_death_preexec(signal.SIGTERM))
-    except OSError as exc:
-        from accelbench.errors import EXIT_INTERNAL
-
-        raise UserError(f"could not start torchrun: {exc}", EXIT_INTERNAL) from None
-    try:
-        return process.wait()
-    except BaseException:  # Ctrl-C, SIGTERM (Terminated): the job would not see them
-        end_job(process)
-        raise
+    return run_torchrun(args.nproc_per_node, rank_argv(args))
 
 
 def rank_argv(args: argparse.Namespace) -> list[str]:
@@ -154,7 +132,7 @@ def rank_argv(args: argparse.Namespace) -> list[str]:
     return out
 
 
-def _finish(args: argparse.Namespace, outcome: ProfileOutcome, store_location: Any) -> int:
+def _finish(args: argparse.Namespace, outcome: ProfileOutcome, store_location: str) -> int:
     if args.json:
         print_json({
             "run_id": outcome.run_id,
@@ -171,9 +149,10 @@ def _finish(args: argparse.Namespace, outcome: ProfileOutcome, store_location: A
     return outcome.exit_code
 
 
-def _print(outcome: Any, store_location: Any) -> None:
+def _print(outcome: ProfileOutcome, store_location: str) -> None:
     from accelbench.core.units import format_value
-    from accelbench.report.profile import print_profile
+    from accelbench.report.run_view import profile_tables
+    from accelbench.report.tables import render_rich
     from accelbench.report.terminal import console
     from accelbench.report.text import text
 
@@ -188,7 +167,9 @@ def _print(outcome: Any, store_location: Any) -> None:
         out.print(text(f"{shown} (under the profiler: its overhead included)"))
     for problem in outcome.problems:
         out.print(text(f"problem: {problem}"))
-    print_profile(outcome.analysis, out)
+    if outcome.analysis and "error" not in outcome.analysis:
+        # The tables a run's report shows of its profile (report.run_view).
+        render_rich(profile_tables(outcome.analysis, "Summary"), out)
     for path in outcome.trace_paths:
         out.print(text(f"Trace: {path}"), soft_wrap=True)
     if outcome.trace_paths:

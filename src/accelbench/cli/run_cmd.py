@@ -29,6 +29,7 @@ from accelbench.cli.options import (
 from accelbench.errors import UserError
 
 if TYPE_CHECKING:
+    from accelbench.runner.plan import Request, ValidRequest
     from accelbench.runner.recorder import Outcome
 
 NAME = "run"
@@ -115,22 +116,17 @@ def check_writable(path: Path) -> None:
         raise UserError(f"--report {path}: cannot be written: {exc.strerror or exc}") from None
 
 
-def build_request(args: argparse.Namespace) -> Any:
+def build_request(args: argparse.Namespace) -> Request:
+    """The typed request of the options (their types have checked each value)."""
     from accelbench.runner.plan import Request
 
     timing: dict[str, Any] = {}
     if args.max_time is not None:
-        if args.max_time <= 0:
-            raise UserError("--max-time must be positive")
         timing["max_time"] = args.max_time
     if args.target_ci is not None:
-        if not 0 < args.target_ci < 100:
-            raise UserError("--target-ci must be a percentage between 0 and 100")
         timing["target_rel_ci"] = args.target_ci / 100.0
     if args.flush_cache:
         timing["flush_cache"] = True
-    if args.timeout is not None and args.timeout <= 0:
-        raise UserError("--timeout must be positive")
     return Request(
         suite=args.suite,
         benches=split_list(args.bench),
@@ -160,7 +156,7 @@ def run(args: argparse.Namespace) -> int:
     return run_request(args, valid, _finish, args.timeout)
 
 
-def run_request(args: argparse.Namespace, valid: Any, finish: Finish,
+def run_request(args: argparse.Namespace, valid: ValidRequest, finish: Finish,
                 case_timeout: float | None = None) -> int:
     """Measure a validated request, store every case, write the report (`args.report`,
     `args.no_report`, `args.store`) and let `finish` print it: `run` and `validate`."""
@@ -183,7 +179,7 @@ def run_request(args: argparse.Namespace, valid: Any, finish: Finish,
     return finish(args, outcome, store_location, report)
 
 
-def _run_as_rank(args: argparse.Namespace, valid: Any, listener: TerminalListener,
+def _run_as_rank(args: argparse.Namespace, valid: ValidRequest, listener: TerminalListener,
                  finish: Finish, case_timeout: float | None) -> int:
     """Under torchrun: every rank measures; rank 0 stores, reports and prints."""
     from accelbench.runner.rank_session import run_as_rank

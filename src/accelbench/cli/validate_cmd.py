@@ -96,20 +96,20 @@ def build_request(args: argparse.Namespace, registry: Registry) -> Request:
         checks = load_suite(SUITE).benchmarks()
     if args.burn is not None and BURN_IN not in checks:
         checks.append(BURN_IN)
-    overrides: dict[str, tuple[str, ...]] = {}
+    values: dict[str, tuple[float]] = {}
     if args.burn is not None:
-        overrides["seconds"] = (repr(args.burn),)
+        values["seconds"] = (args.burn,)
     if args.tolerance_scale is not None:
         if not any(registry.get(c).param("tolerance_scale") for c in checks):
             raise UserError(f"--tolerance-scale: none of the selected checks "
                             f"({', '.join(checks)}) has a tolerance")
-        overrides["tolerance_scale"] = (repr(args.tolerance_scale),)
+        values["tolerance_scale"] = (args.tolerance_scale,)
     if args.memtest_fraction is not None:
         if MEMTEST not in checks:
             raise UserError(f"--memtest-fraction applies to the {MEMTEST} check, which is "
                             "not selected")
-        overrides["fraction"] = (repr(args.memtest_fraction),)
-    return Request(suite=SUITE, benches=tuple(checks), overrides=overrides,
+        values["fraction"] = (args.memtest_fraction,)
+    return Request(suite=SUITE, benches=tuple(checks), values=values,
                    dtypes=split_list(args.dtype), device=args.device,
                    timing=telemetry_settings(args))
 

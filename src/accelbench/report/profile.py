@@ -1,5 +1,5 @@
 """A profile's stored analysis (`profile.analysis.analyze`) for people: summary rows, the
-tables of its top kernels and operators for the terminal, and a Markdown section.
+tables of where the time went, its top kernels and operators, and a Markdown section.
 
 Pure functions of the stored analysis dict (no torch), for `accelbench profile`,
 `accelbench report` and anything else that reads the store.
@@ -112,22 +112,6 @@ def breakdown_table(analysis: Mapping[str, Any]) -> Table | None:
         (p, format_time(breakdown["parts_s"].get(p)), format_share(breakdown["shares"].get(p)))
         for p in PARTS
     ] + [("total", format_time(breakdown.get("total_s")), "100%")], numeric=frozenset({1, 2}))
-
-
-def print_profile(analysis: Mapping[str, Any] | None, console: Any) -> None:
-    """The summary as label/value lines, then the top tables, on a rich console."""
-    from rich.table import Table as RichTable
-
-    from accelbench.report.tables import render_rich
-    from accelbench.report.text import text
-
-    if not analysis or "error" in analysis:
-        return
-    summary = RichTable(show_header=False, box=None, padding=(0, 2, 0, 0))
-    for label, value in profile_summary_rows(analysis):
-        summary.add_row(text(label), text(value))
-    console.print(summary)
-    render_rich(top_tables(analysis), console)
 
 
 # -- Markdown ----------------------------------------------------------------------------

@@ -14,13 +14,16 @@ and the JSON export.
 from __future__ import annotations
 
 import json
-from typing import Any
+from typing import TYPE_CHECKING
 
 from accelbench.core.untrusted import clip
 from accelbench.errors import StoreError
 
+if TYPE_CHECKING:
+    from accelbench.store import StoredRun
 
-def check_readable(run: Any, where: str) -> None:
+
+def check_readable(run: StoredRun, where: str) -> None:
     """Raise a one-line StoreError, naming what failed, unless every read command can
     present `run` (a StoredRun)."""
     from accelbench.core.units import format_timestamp

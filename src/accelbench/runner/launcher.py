@@ -19,7 +19,7 @@ import time
 from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 from accelbench.core.device import DeviceInfo
 from accelbench.core.measurement import STATUS_FAILED, Measurement, not_measured
@@ -47,11 +47,8 @@ class RankGroup:
         self.env = env
 
     def command(self, job: Path, results: Path) -> list[str]:
-        return [
-            sys.executable, "-m", "torch.distributed.run", "--standalone", "--nnodes=1",
-            f"--nproc-per-node={self.nproc_per_node}",
-            "-m", "accelbench.runner.ranks", str(job), str(results),
-        ]
+        return torchrun_command(self.nproc_per_node, "accelbench.runner.ranks", str(job),
+                                str(results))
 
     def run(
         self,
@@ -96,16 +93,7 @@ class RankGroup:
         """Run one job; returns how many cases it settled (each measured or failed)."""
         results.touch()
         with log.open("wb") as log_file:
-            # In a session of its own, so that ending the job ends every rank; with a
-            # parent-death signal and the owner's pid, so that the job also ends when
-            # this process dies (see runner.lifeline). On SIGTERM torchrun stops its
-            # ranks itself.
-            process = subprocess.Popen(
-                self.command(job, results), stdout=log_file, stderr=subprocess.STDOUT,
-                stdin=subprocess.DEVNULL, start_new_session=True,
-                env={**owner_environment(), **environ},
-                preexec_fn=parent_death_preexec(signal.SIGTERM),
-            )
+            process = start_torchrun(self.command(job, results), environ, log_file)
         lines = _LineReader(results)
         progress = JobProgress(len(cases))
         started_at = time.time()
@@ -160,6 +148,46 @@ class RankGroup:
                                        measured=())
         return not_measured(planned.case, STATUS_FAILED, failure.reason, started_at,
                             time.time() - started_at)
+
+
+def torchrun_command(nproc_per_node: int, module: str, *args: str) -> list[str]:
+    """torchrun (this Python's) starting `python -m module args` on N ranks here."""
+    return [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nnodes=1",
+            f"--nproc-per-node={nproc_per_node}", "-m", module, *args]
+
+
+def start_torchrun(command: Sequence[str], environ: dict[str, str] | None = None,
+                   log: IO[bytes] | None = None) -> subprocess.Popen[bytes]:
+    """Start a torchrun job: in a session of its own, so that ending the job ends every
+    rank and a rank ending its group never reaches this process's; with a parent-death
+    signal and the owner's identity, so that the job also ends when this process dies
+    (see runner.lifeline). On SIGTERM torchrun stops its ranks itself. With `log`, the
+    job's output goes there (else to this process's)."""
+    from accelbench.errors import EXIT_INTERNAL, UserError
+
+    streams: dict[str, Any] = ({"stdout": log, "stderr": subprocess.STDOUT}
+                               if log is not None else {})
+    # What this process printed goes out before anything a rank prints.
+    sys.stdout.flush()
+    sys.stderr.flush()
+    try:
+        return subprocess.Popen(list(command), stdin=subprocess.DEVNULL,
+                                start_new_session=True,
+                                env={**owner_environment(), **(environ or {})},
+                                preexec_fn=parent_death_preexec(signal.SIGTERM), **streams)
+    except OSError as exc:
+        raise UserError(f"could not start torchrun: {exc}", EXIT_INTERNAL) from None
+
+
+def run_torchrun(nproc_per_node: int, argv: Sequence[str]) -> int:
+    """`accelbench ARGV` on N ranks of a torchrun job here, its output this process's;
+    the job's exit code. Ctrl-C or SIGTERM here ends the job's whole group."""
+    process = start_torchrun(torchrun_command(nproc_per_node, "accelbench", *argv))
+    try:
+        return process.wait()
+    except BaseException:  # Ctrl-C, SIGTERM (Terminated): the job would not see them
+        end_job(process)
+        raise
 
 
 def _shifted_start(on_start: Callable[[int], None], by: int) -> Callable[[int], None]:

@@ -1,8 +1,10 @@
 """From a request (suite, benchmarks, overrides) to the list of cases to run.
 
 Everything that can be checked without a device is checked in `validate`, before any
-process starts; `expand` then turns the suite's grids into concrete cases for the
-device that the worker found.
+process starts: it parses the request once, into typed values (each -p text split and
+converted by its parameter, the device named), which is what the sessions take. `expand`
+then turns the suite's grids and those values into concrete cases for the device that
+the worker found; nothing is parsed again.
 """
 
 from __future__ import annotations
@@ -88,6 +90,8 @@ class Request:
     benches: tuple[str, ...] = ()  # empty: every benchmark of the suite
     # --param: per name, the text of each -p given, as written (a parameter splits it).
     overrides: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+    # Per name, values a command sets itself (validate's --burn): typed, never split.
+    values: Mapping[str, tuple[Any, ...]] = field(default_factory=dict)
     dtypes: tuple[str, ...] = ()  # --dtype
     device: str = "auto"
     timing: Mapping[str, Any] = field(default_factory=dict)  # --max-time etc.
@@ -107,17 +111,25 @@ class Request:
 @dataclass(frozen=True)
 class ValidRequest:
     """A request that `validate` has checked, with what checking it worked out; the
-    sessions take only this, so a request is validated once, before anything starts."""
+    sessions take only this, so a request is validated and parsed once, before anything
+    starts."""
 
     request: Request
     registry: Registry
     suite: Suite
     policy: TimingPolicy
+    # Per benchmark, per parameter given: its values, parsed (sweeps spread out).
+    given: Mapping[str, Mapping[str, tuple[Any, ...]]] = field(default_factory=dict)
+    # --device as (kind, index): "auto", "cpu", "cuda", ...; index None when not named.
+    device: tuple[str, int | None] = ("auto", None)
 
 
-def validate(request: Request, registry: Registry) -> ValidRequest:
-    """Check names and values before anything runs; raise UserError on the first problem."""
-    suite = load_suite(request.suite)
+def validate(request: Request, registry: Registry, suite: Suite | None = None
+             ) -> ValidRequest:
+    """Check names and values before anything runs, parsing each once; raise UserError
+    on the first problem. `suite` replaces the request's named one (a command's own
+    grid, or none)."""
+    suite = suite or load_suite(request.suite)
     selected = [registry.get(name) for name in request.benches] or [
         registry.get(name) for name in suite.benchmarks()
     ]
@@ -127,14 +139,18 @@ def validate(request: Request, registry: Registry) -> ValidRequest:
         if not any(dtype in b.dtypes for b in selected):
             names = ", ".join(b.name for b in selected)
             raise UserError(f"dtype {dtype} is not measured by the selected benchmarks ({names})")
-    for name, values in request.overrides.items():
+    given: dict[str, dict[str, tuple[Any, ...]]] = {b.name: {} for b in selected}
+    for name in (*request.overrides, *request.values):
         owners = [b for b in selected if b.param(name) is not None]
         if not owners:
             names = ", ".join(b.name for b in selected)
             raise UserError(f"no selected benchmark has a parameter {name!r} ({names})")
         for bench in owners:
-            for value in given_values(bench, name, values):
-                bench.resolve({name: value})
+            declared = bench.param(name)
+            assert declared is not None
+            values = given_values(bench, name, request.overrides.get(name, ()),
+                                  request.values.get(name, ()))
+            given[bench.name][name] = tuple(declared.parse(v, bench.name) for v in values)
     if request.nproc_per_node is not None and request.nproc_per_node < 1:
         raise UserError("--nproc-per-node must be at least 1")
     if request.threads is not None and request.threads < 1:
@@ -143,10 +159,8 @@ def validate(request: Request, registry: Registry) -> ValidRequest:
         raise UserError("--wait-quiet must be a positive number of seconds")
     if request.backend is not None and request.backend not in BACKENDS:
         raise UserError(f"unknown backend {request.backend!r} (backends: {', '.join(BACKENDS)})")
-    from accelbench.core.device import parse_device_spec
-
-    parse_device_spec(request.device)
-    return ValidRequest(request, registry, suite, timing_policy(suite, request))
+    return ValidRequest(request, registry, suite, timing_policy(suite, request), given,
+                        parse_device_spec(request.device))
 
 
 def timing_policy(suite: Suite, request: Request) -> TimingPolicy:
@@ -188,14 +202,15 @@ class PlannedCase:
         return PlannedCase(self.benchmark, case, self.params, world_size)
 
 
-def given_values(bench: Benchmark, name: str, texts: tuple[str, ...]) -> tuple[Any, ...]:
-    """The values of a parameter given on the command line: each -p text split as the
-    parameter says (commas make a grid, unless its one value holds commas), then sweeps
-    spread out."""
+def given_values(bench: Benchmark, name: str, texts: tuple[str, ...],
+                 values: tuple[Any, ...] = ()) -> tuple[Any, ...]:
+    """The values of a parameter given: each -p text split as the parameter says (commas
+    make a grid, unless its one value holds commas), then the typed `values`, then
+    sweeps spread out."""
     declared = bench.param(name)
     assert declared is not None
-    values = tuple(dict.fromkeys(v for text in texts for v in declared.split(str(text))))
-    return spread_values(bench, name, values)
+    split = (v for text in texts for v in declared.split(str(text)))
+    return spread_values(bench, name, tuple(dict.fromkeys((*split, *values))))
 
 
 def spread_values(bench: Benchmark, name: str, values: tuple[Any, ...]) -> tuple[Any, ...]:
@@ -207,26 +222,23 @@ def spread_values(bench: Benchmark, name: str, values: tuple[Any, ...]) -> tuple
     return tuple(dict.fromkeys(v for value in values for v in expand_value(value)))
 
 
-def expand(
-    request: Request, suite: Suite, registry: Registry, device: DeviceInfo,
-    device_count: int = 1,
-) -> list[PlannedCase]:
+def expand(valid: ValidRequest, device: DeviceInfo, device_count: int = 1
+           ) -> list[PlannedCase]:
     """The concrete, de-duplicated cases for this device, in suite order. A benchmark of
     the suite whose entries are all for other devices has no case here, unless it was
     asked for by name (`--bench`), when it runs with its defaults."""
+    request, suite = valid.request, valid.suite
     names = list(request.benches) or suite.benchmarks()
     planned: dict[Case, PlannedCase] = {}
     for name in names:
-        bench = registry.get(name)
+        bench = valid.registry.get(name)
         entries = [e for e in suite.entries if e.bench == name and e.applies_to(device)]
         if not entries and not request.benches:
             continue  # the suite measures it on other devices only
         for entry in entries or [SuiteEntry(name, ("any",), {})]:
-            ranks = _ranks(request, entry, device, device_count)
+            ranks = _ranks(valid, entry, device, device_count)
             axes = {k: spread_values(bench, k, v) for k, v in entry.grid.items()}
-            for param, values in request.overrides.items():
-                if bench.param(param) is not None:
-                    axes[param] = given_values(bench, param, values)
+            axes.update(valid.given.get(name, {}))
             if request.dtypes and bench.param("dtype") is not None:
                 axes["dtype"] = tuple(d for d in request.dtypes if d in bench.dtypes)
             keys = list(axes)
@@ -255,12 +267,13 @@ def by_worker(cases: list[PlannedCase], device: DeviceInfo) -> list[PlannedCase]
     return sorted(cases, key=order)
 
 
-def _ranks(request: Request, entry: SuiteEntry, device: DeviceInfo, device_count: int) -> int:
-    if request.nproc_per_node is not None:
-        return request.nproc_per_node
+def _ranks(valid: ValidRequest, entry: SuiteEntry, device: DeviceInfo, device_count: int
+           ) -> int:
+    if valid.request.nproc_per_node is not None:
+        return valid.request.nproc_per_node
     if entry.ranks == "devices":
         # A device named with its index (--device cuda:1) is one device.
-        _, index = parse_device_spec(request.device)
+        _, index = valid.device
         return max(1, device_count) if device.type != "cpu" and index is None else 1
     return int(entry.ranks or 1)
 

@@ -26,10 +26,13 @@ from accelbench.errors import EXIT_CASE_FAILED, UserError
 from accelbench.runner.job_watch import PEER_LOST
 from accelbench.runner.plan import PlannedCase, ValidRequest, expand
 from accelbench.runner.recorder import Listener, Outcome, RunRecorder
+from accelbench.runner.session import conduct
 
 if TYPE_CHECKING:
     from accelbench.core.context import DistInfo
+    from accelbench.core.device import DeviceInfo
     from accelbench.env.cluster import Cluster
+    from accelbench.env.fingerprint import Fingerprint
     from accelbench.runner.job_watch import Channel, Watchdog
     from accelbench.store import Store
 
@@ -47,81 +50,125 @@ def run_as_rank(
     `reopen_store` opens another connection to the store, for the watchdog thread that
     stores the run when the main thread is stuck in a collective of a broken group.
     """
-    from accelbench.env.fingerprint import collect
-    from accelbench.runner.distributed import GroupBroken, join_as_rank, shutdown_group
-    from accelbench.runner.job_watch import SETTLE_WAIT_S, Channel, Watchdog
-    from accelbench.runner.ranks import run_cases_as_rank
+    return conduct(RankExecutor(valid, case_timeout, reopen_store), open_store,
+                   valid.request.suite, argv, listener)
 
-    request = valid.request
-    if request.nproc_per_node is not None:
-        raise UserError("already started by torchrun: leave out --nproc-per-node")
-    longest = case_timeout or max(b.timeout_s for b in valid.registry)
-    # The group's own timeout comes after the watchdog's deadline and its settling, so
-    # that the watchdog, not NCCL's teardown of the process, ends a hung case.
-    info, rank_device, backend = join_as_rank(request.device, request.backend,
-                                              longest + SETTLE_WAIT_S)
-    broken = False
-    watchdog: Watchdog | None = None
-    try:
-        cluster = gather_cluster(info)
-        fingerprint = collect(rank_device)
-        device = fingerprint.device
-        cases = [c.on_world(info.world_size, backend) if c.benchmark.distributed else c
-                 for c in expand(request, valid.suite, valid.registry, device)]
+
+class RankExecutor:
+    """This rank's part of a run under a torchrun the user started (see the module
+    docstring): every rank plans the same cases and runs them in step; rank 0 stores."""
+
+    def __init__(self, valid: ValidRequest, case_timeout: float | None = None,
+                 reopen_store: Callable[[], Store] | None = None) -> None:
+        if valid.request.nproc_per_node is not None:
+            raise UserError("already started by torchrun: leave out --nproc-per-node")
+        self.valid = valid
+        self.case_timeout = case_timeout
+        self.reopen_store = reopen_store
+        self._longest = case_timeout or max(b.timeout_s for b in valid.registry)
+        self._info: DistInfo | None = None
+        self._backend = ""
+        self._cluster: Cluster | None = None
+        self._device: DeviceInfo | None = None
+        self._watchdog: Watchdog | None = None
+        self._job: _Job | None = None
+        self._broken = False
+
+    @property
+    def stores(self) -> bool:
+        return self._info is not None and self._info.rank == 0
+
+    def fingerprint(self) -> Fingerprint:
+        from accelbench.env.fingerprint import collect
+        from accelbench.runner.distributed import join_as_rank
+        from accelbench.runner.job_watch import SETTLE_WAIT_S
+
+        request = self.valid.request
+        # The group's own timeout comes after the watchdog's deadline and its settling,
+        # so that the watchdog, not NCCL's teardown of the process, ends a hung case.
+        self._info, rank_device, self._backend = join_as_rank(
+            request.device, request.backend, self._longest + SETTLE_WAIT_S)
+        self._cluster = gather_cluster(self._info)
+        return collect(rank_device)
+
+    def plan(self, fingerprint: Fingerprint) -> tuple[Fingerprint, list[PlannedCase]]:
+        assert self._info is not None and self._cluster is not None
+        request = self.valid.request
+        device = self._device = fingerprint.device
+        world = self._info.world_size
+        cases = [c.on_world(world, self._backend) if c.benchmark.distributed else c
+                 for c in expand(self.valid, device)]
         if device.type == "cpu":
             # Every rank must plan the same cases, so the count cannot depend on what
             # each rank sees of the host: the cores split between this node's ranks.
             import os
 
-            threads = request.threads or max(1, (os.cpu_count() or 1) // info.local_world_size)
+            threads = request.threads or max(
+                1, (os.cpu_count() or 1) // self._info.local_world_size)
             cases = [c.with_threads(threads) for c in cases]
+        return fingerprint.with_cluster(self._cluster.to_dict()), cases
+
+    def execute(self, cases: Sequence[PlannedCase], recorder: RunRecorder | None
+                ) -> str | None:
+        from accelbench.runner.distributed import GroupBroken
+        from accelbench.runner.job_watch import Channel, Watchdog
+        from accelbench.runner.ranks import run_cases_as_rank
+
+        info, device, cluster = self._info, self._device, self._cluster
+        assert info is not None and device is not None and cluster is not None
+        policy = self.valid.policy
 
         def timeout_for(planned: PlannedCase) -> float:
-            return case_timeout or planned.benchmark.case_timeout(planned.params)
+            return self.case_timeout or planned.benchmark.case_timeout(planned.params)
 
-        channel = (Channel.connect(info.rank, info.world_size, longest)
+        channel = (Channel.connect(info.rank, info.world_size, self._longest)
                    if info.world_size > 1 else None)
-        if info.rank != 0:
-            watchdog = Watchdog(channel) if channel else None
+        if recorder is None:
+            self._watchdog = Watchdog(channel) if channel else None
             try:
-                run_cases_as_rank(cases, device, valid.policy, info, lambda i: None,
+                run_cases_as_rank(cases, device, policy, info, lambda i: None,
                                   lambda i, m: None,
                                   on_rank_failure=_tell_failure(channel),
-                                  guard=_guard(watchdog, timeout_for))
+                                  guard=_guard(self._watchdog, timeout_for))
             except GroupBroken:
-                broken = True
-                if watchdog is None:
+                self._broken = True
+                if self._watchdog is None:
                     raise
-                watchdog.broken_here()  # ends this process once rank 0 has settled
+                self._watchdog.broken_here()  # ends this process once rank 0 has settled
             return None
 
-        recorder = RunRecorder(open_store(), fingerprint.with_cluster(cluster.to_dict()),
-                               request.suite, argv, listener)
-        recorder.planned(cases)
-        job = _Job(recorder, cases, info, cluster, channel, reopen_store)
-        watchdog = Watchdog(channel, on_broken=job.settle_from_watchdog) if channel else None
+        self._job = job = _Job(recorder, cases, info, cluster, channel, self.reopen_store)
+        self._watchdog = (Watchdog(channel, on_broken=job.settle_from_watchdog)
+                          if channel else None)
         try:
-            run_cases_as_rank(cases, device, valid.policy, info,
+            run_cases_as_rank(cases, device, policy, info,
                               on_start=job.started, on_result=job.record,
                               on_rank_failure=_tell_failure(channel),
-                              guard=_guard(watchdog, timeout_for))
+                              guard=_guard(self._watchdog, timeout_for))
         except GroupBroken as lost:
-            broken = True
+            self._broken = True
             job.settle(lost.index, f"rank 0: {_first_sentence(lost.error)}")
-        except KeyboardInterrupt as stop:
-            # torchrun's agent stops every worker of a node (SIGTERM) when one of them
-            # fails: if peers are gone, the case in flight failed for that.
-            if job.in_flight is not None and channel is not None and channel.probe():
-                broken = True
-                job.settle(job.in_flight, "stopped by SIGTERM")
-            else:
-                recorder.interrupt(stop)
-        return recorder.finish()
-    finally:
-        if not broken:
-            if watchdog is not None:
-                watchdog.stop()
-            shutdown_group()
+        return None
+
+    def interrupted(self, stop: KeyboardInterrupt, recorder: RunRecorder) -> None:
+        # torchrun's agent stops every worker of a node (SIGTERM) when one of them
+        # fails: if peers are gone, the case in flight failed for that.
+        job = self._job
+        if (job is not None and job.in_flight is not None and job.channel is not None
+                and job.channel.probe()):
+            self._broken = True
+            job.settle(job.in_flight, "stopped by SIGTERM")
+        else:
+            recorder.interrupt(stop)
+
+    def close(self) -> None:
+        from accelbench.runner.distributed import shutdown_group
+
+        if self._info is None or self._broken:
+            return
+        if self._watchdog is not None:
+            self._watchdog.stop()
+        shutdown_group()
 
 
 def gather_cluster(info: DistInfo) -> Cluster:

@@ -1,15 +1,22 @@
-"""One `accelbench run`: find the device, plan, measure each case, store it.
+"""One run's lifecycle, written once: read the device and stack, plan, record, execute,
+finish. What differs between the ways a run's cases are run is an `Executor`:
 
-The supervisor (this module) never imports torch: the worker process does the
-measuring, and every finished case is written to the store before the next starts.
+- `Supervised` (this module): `accelbench run` on one node; a supervised worker process
+  measures each case, and torchrun jobs that accelbench starts run the distributed ones;
+- `runner.rank_session.RankExecutor`: every rank of a torchrun job the user started;
+- `profile.session.ProfileExecutor`: one case under the PyTorch profiler, in this
+  process or on every rank of a torchrun job.
+
+Every finished case is written to the store before the next starts; an interrupted run
+is stored with what it measured so far.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
-from accelbench.core.device import DeviceInfo, parse_device_spec
+from accelbench.core.device import DeviceInfo
 from accelbench.core.worker_env import WorkerEnv
 from accelbench.errors import EXIT_INTERNAL, UserError
 from accelbench.runner.messages import (
@@ -17,17 +24,77 @@ from accelbench.runner.messages import (
     ReadFingerprint,
     Refused,
 )
-from accelbench.runner.plan import PlannedCase, Request, ValidRequest, expand
+from accelbench.runner.plan import PlannedCase, ValidRequest, expand
 from accelbench.runner.recorder import Listener, Outcome, RunRecorder, SilentListener
 from accelbench.runner.rounds import Rounds, run_distributed, run_in_workers, skip_all
 from accelbench.runner.supervisor import Worker, WorkerLost, WorkerSlot
 
 if TYPE_CHECKING:
+    from accelbench.env.fingerprint import Fingerprint
     from accelbench.store import Store
 
-__all__ = ["Listener", "Outcome", "SilentListener", "run_session"]
+__all__ = ["Executor", "Listener", "Outcome", "SilentListener", "Supervised", "conduct",
+           "run_session"]
 
 FINGERPRINT_TIMEOUT_S = 300.0
+
+
+class Executor(Protocol):
+    """One way of running a run's cases, for `conduct`, which calls `fingerprint`, then
+    `plan`, then `execute` (with the run's recorder where `stores`), and `close` last,
+    whatever happened."""
+
+    @property
+    def stores(self) -> bool:
+        """Whether this process stores the run (read after `fingerprint`: under torchrun
+        only rank 0 does)."""
+        ...
+
+    def fingerprint(self) -> Fingerprint:
+        """The device and stack the cases will run on, read where they run."""
+        ...
+
+    def plan(self, fingerprint: Fingerprint) -> tuple[Fingerprint, list[PlannedCase]]:
+        """The run's cases, placed (ranks, threads), and the fingerprint to store (with
+        the nodes the ranks run on, for a distributed run)."""
+        ...
+
+    def execute(self, cases: Sequence[PlannedCase], recorder: RunRecorder | None
+                ) -> str | None:
+        """Run the cases, recording each; returns the run's status where it is not the
+        recorded cases' own (None)."""
+        ...
+
+    def interrupted(self, stop: KeyboardInterrupt, recorder: RunRecorder) -> None:
+        """Ctrl-C or SIGTERM during `execute`: note it (or settle the run) and stop what
+        runs; the run is then finished with what was recorded."""
+        ...
+
+    def close(self) -> None:
+        """Release what the executor holds (worker processes, the process group)."""
+        ...
+
+
+def conduct(executor: Executor, open_store: Callable[[], Store], suite: str | None,
+            argv: Sequence[str] = (), listener: Listener | None = None) -> Outcome | None:
+    """Run one run through `executor`. The store is opened only once the cases are
+    planned, so bad input never begins a run. Returns the outcome; None in a process
+    that does not store the run (a rank other than 0)."""
+    try:
+        fingerprint, cases = executor.plan(executor.fingerprint())
+        if not executor.stores:
+            executor.execute(cases, None)
+            return None
+        recorder = RunRecorder(open_store(), fingerprint, suite, argv, listener)
+        recorder.planned(cases)
+        status = None
+        try:
+            status = executor.execute(cases, recorder)
+        except KeyboardInterrupt as stop:
+            executor.interrupted(stop, recorder)
+        return recorder.finish(status)
+    finally:
+        executor.close()
 
 
 def run_session(
@@ -38,57 +105,89 @@ def run_session(
     case_timeout: float | None = None,
     worker_factory: Callable[[WorkerEnv], Worker] = Worker,
 ) -> Outcome:
-    """`worker_factory` starts a worker process (tests give a fake)."""
-    from accelbench.env.fingerprint import Fingerprint
-    from accelbench.runner.distributed import check_backend
-    from accelbench.runner.lifeline import remove_orphaned_folders
+    """`accelbench run` on this node, supervised; `worker_factory` starts a worker
+    process (tests give a fake)."""
+    outcome = conduct(Supervised(valid, case_timeout, worker_factory), lambda: store,
+                      valid.request.suite, argv, listener)
+    assert outcome is not None  # the supervisor always stores its run
+    return outcome
 
-    remove_orphaned_folders()  # of runs that were killed before they could
-    request = valid.request
-    slot = WorkerSlot(worker_factory)
-    try:
-        fingerprint = Fingerprint.from_dict(_ask_fingerprint(slot.worker, request.device))
-        device: DeviceInfo = fingerprint.device
-        cases = expand(request, valid.suite, valid.registry, device,
-                       fingerprint.data["devices"]["count"])
-        backend = None
-        refused: dict[int, str] = {}
+
+class Supervised:
+    """The cases measured by worker processes this process supervises (one at a time,
+    fresh for each round), the distributed ones by torchrun jobs it starts. This process
+    never imports torch."""
+
+    stores = True
+
+    def __init__(self, valid: ValidRequest, case_timeout: float | None = None,
+                 worker_factory: Callable[[WorkerEnv], Worker] = Worker) -> None:
+        self.valid = valid
+        self.case_timeout = case_timeout
+        self.worker_factory = worker_factory
+        self._slot: WorkerSlot | None = None
+        self._backend: str | None = None
+        self._refused: dict[int, str] = {}
+        self._device: DeviceInfo | None = None
+
+    def fingerprint(self) -> Fingerprint:
+        from accelbench.env.fingerprint import Fingerprint
+        from accelbench.runner.lifeline import remove_orphaned_folders
+
+        remove_orphaned_folders()  # of runs that were killed before they could
+        self._slot = WorkerSlot(self.worker_factory)
+        return Fingerprint.from_dict(_ask_fingerprint(self._slot.worker,
+                                                      self.valid.request.device))
+
+    def plan(self, fingerprint: Fingerprint) -> tuple[Fingerprint, list[PlannedCase]]:
+        from accelbench.runner.distributed import check_backend
+
+        request = self.valid.request
+        device = self._device = fingerprint.device
+        count = fingerprint.data["devices"]["count"]
+        cases = expand(self.valid, device, count)
         if any(c.benchmark.distributed for c in cases):
-            backend = check_backend(request.backend, device.type)
-            refused = _refused_ranks(cases, device, fingerprint.data["devices"]["count"],
-                                     request)
+            backend = self._backend = check_backend(request.backend, device.type)
+            self._refused = _refused_ranks(cases, device, count, self.valid)
             cases = [c.on_world(c.ranks, backend) if c.benchmark.distributed else c
                      for c in cases]
             fingerprint = fingerprint.with_cluster(_this_node(cases))
         if device.type == "cpu":
             threads = request.threads or _free_cores()
             cases = [c.with_threads(max(1, threads // c.ranks)) for c in cases]
-        recorder = RunRecorder(store, fingerprint, request.suite, argv, listener)
-        recorder.planned(cases)
+        return fingerprint, cases
+
+    def execute(self, cases: Sequence[PlannedCase], recorder: RunRecorder | None
+                ) -> str | None:
+        assert recorder is not None and self._slot is not None and self._device is not None
+        policy = self.valid.policy
 
         def timeout_for(planned: PlannedCase) -> float:
-            return case_timeout or planned.benchmark.case_timeout(planned.params)
+            return self.case_timeout or planned.benchmark.case_timeout(planned.params)
 
-        try:
-            for first, segment in _segments(cases):
-                rounds = Rounds(segment, first, valid.policy, recorder, request.wait_quiet)
-                if segment[0].ranks in refused:
-                    skip_all(rounds, refused[segment[0].ranks])
-                elif segment[0].benchmark.distributed:
-                    assert backend is not None
-                    # The ranks get the devices to themselves: a worker would hold a
-                    # context on the first GPU (less memory for rank 0, and no start at
-                    # all in exclusive-process mode).
-                    slot.release()
-                    run_distributed(rounds, device, valid.policy, backend, timeout_for)
-                else:
-                    run_in_workers(rounds, slot, device, valid.policy, timeout_for)
-        except KeyboardInterrupt as stop:
-            recorder.interrupt(stop)
-            slot.kill()
-        return recorder.finish()
-    finally:
-        slot.release()
+        for first, segment in _segments(cases):
+            rounds = Rounds(segment, first, policy, recorder, self.valid.request.wait_quiet)
+            if segment[0].ranks in self._refused:
+                skip_all(rounds, self._refused[segment[0].ranks])
+            elif segment[0].benchmark.distributed:
+                assert self._backend is not None
+                # The ranks get the devices to themselves: a worker would hold a context
+                # on the first GPU (less memory for rank 0, and no start at all in
+                # exclusive-process mode).
+                self._slot.release()
+                run_distributed(rounds, self._device, policy, self._backend, timeout_for)
+            else:
+                run_in_workers(rounds, self._slot, self._device, policy, timeout_for)
+        return None
+
+    def interrupted(self, stop: KeyboardInterrupt, recorder: RunRecorder) -> None:
+        recorder.interrupt(stop)
+        if self._slot is not None:
+            self._slot.kill()
+
+    def close(self) -> None:
+        if self._slot is not None:
+            self._slot.release()
 
 
 def _segments(cases: Sequence[PlannedCase]) -> list[tuple[int, list[PlannedCase]]]:
@@ -104,7 +203,7 @@ def _segments(cases: Sequence[PlannedCase]) -> list[tuple[int, list[PlannedCase]
 
 
 def _refused_ranks(cases: Sequence[PlannedCase], device: DeviceInfo, device_count: int,
-                   request: Request) -> dict[int, str]:
+                   valid: ValidRequest) -> dict[int, str]:
     """Rank counts of distributed cases the node cannot hold, with the reason, checked
     before any rank starts or the run is begun. A count asked for (--nproc-per-node) is
     refused outright; one a suite asks for skips its cases, so the suite's other cases
@@ -113,7 +212,8 @@ def _refused_ranks(cases: Sequence[PlannedCase], device: DeviceInfo, device_coun
 
     from accelbench.runner.capacity import check_ranks
 
-    _, first = parse_device_spec(request.device)
+    request = valid.request
+    _, first = valid.device
     refused = {}
     for ranks in sorted({c.ranks for c in cases if c.benchmark.distributed}):
         try:

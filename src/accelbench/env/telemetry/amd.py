@@ -24,7 +24,7 @@ from accelbench.env.telemetry.guard import (
     Guard,
     Importer,
     SourceUnavailable,
-    import_binding,
+    load_binding,
     number,
     vendor_errors,
 )
@@ -73,7 +73,7 @@ class AmdSmiSource:
     @classmethod
     def open(cls, index: int, *, importer: Importer = importlib.import_module) -> AmdSmiSource:
         """amdsmi started and GPU `index` found; SourceUnavailable otherwise."""
-        lib = import_binding("amdsmi", importer)
+        lib = load_binding("amdsmi", importer)
         errors = vendor_errors(lib, "AmdSmiException")
         try:
             lib.amdsmi_init()

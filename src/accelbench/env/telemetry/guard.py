@@ -10,15 +10,20 @@ that source with the reason.
 
 from __future__ import annotations
 
-import importlib
 import math
 from collections.abc import Callable
 from typing import Any, TypeVar
 
-T = TypeVar("T")
-Importer = Callable[[str], Any]
+from accelbench.env.bindings import BindingUnavailable, Importer, load_binding
 
-INSTALL_HINT = "pip install 'accelbench[telemetry]'"
+# A source cannot be opened; the message says why, for `Series.missing`. A binding that
+# is absent or does not load (env.bindings) is one such reason: the one class for both.
+SourceUnavailable = BindingUnavailable
+
+__all__ = ["Guard", "Importer", "SourceUnavailable", "load_binding", "number",
+           "vendor_errors"]
+
+T = TypeVar("T")
 
 _BINDING_ERRORS: tuple[type[BaseException], ...] = (
     AttributeError, TypeError, ValueError, KeyError, IndexError,
@@ -26,20 +31,6 @@ _BINDING_ERRORS: tuple[type[BaseException], ...] = (
 
 # amdsmi and some drivers report "no value" as the all-ones value of the field's width.
 _SENTINELS = {0xFFFF, 0xFFFFFFFF, 0xFFFFFFFFFFFFFFFF}
-
-
-class SourceUnavailable(Exception):
-    """A source cannot be opened; the message says why, for `Series.missing`."""
-
-
-def import_binding(name: str, importer: Importer = importlib.import_module) -> Any:
-    """The binding module; SourceUnavailable with the install line when it is absent."""
-    try:
-        return importer(name)
-    except ImportError as exc:
-        raise SourceUnavailable(f"{name} is not installed ({INSTALL_HINT})") from exc
-    except Exception as exc:  # a binding that fails while loading its shared library
-        raise SourceUnavailable(f"{name} did not load: {_line(exc)}") from exc
 
 
 def vendor_errors(module: Any, *names: str) -> tuple[type[BaseException], ...]:
@@ -94,7 +85,3 @@ def number(value: object) -> float | None:
     result = float(value)
     return result if math.isfinite(result) else None
 
-
-def _line(exc: BaseException) -> str:
-    text = str(exc).strip().splitlines()
-    return f"{type(exc).__name__}: {text[0] if text else ''}".rstrip(": ")

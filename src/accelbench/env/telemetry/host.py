@@ -13,7 +13,7 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from accelbench.core.telemetry import CPU_ENERGY_J, CPU_FREQ_MHZ, LOAD1, STEAL_PCT
-from accelbench.env.host_readings import (
+from accelbench.env.host.readings import (
     PathLike,
     StatSnapshot,
     cpu_window,

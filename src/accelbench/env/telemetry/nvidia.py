@@ -21,7 +21,7 @@ from accelbench.env.telemetry.guard import (
     Guard,
     Importer,
     SourceUnavailable,
-    import_binding,
+    load_binding,
     vendor_errors,
 )
 
@@ -63,7 +63,7 @@ class NvmlSource:
     @classmethod
     def open(cls, index: int, *, importer: Importer = importlib.import_module) -> NvmlSource:
         """NVML started and the device at `index` found; SourceUnavailable otherwise."""
-        nvml = import_binding("pynvml", importer)
+        nvml = load_binding("pynvml", importer)
         errors = vendor_errors(nvml, "NVMLError")
         try:
             nvml.nvmlInit()

@@ -16,7 +16,7 @@ from collections.abc import Callable, Collection, Mapping
 from typing import Protocol
 
 from accelbench.core.untrusted import is_decimal
-from accelbench.env.host_readings import PathLike
+from accelbench.env.host.readings import PathLike
 from accelbench.env.telemetry.amd import (
     CLI_TIMEOUT_S,
     AmdSmiCliSource,

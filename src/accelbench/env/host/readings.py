@@ -6,7 +6,7 @@ nothing else outside is read. A reading that cannot be taken (file missing, malf
 permission denied, psutil failing) comes back as None or empty. Sensing the host is
 advisory: it must never break the benchmark it runs beside.
 
-`accelbench.env.host` builds the sampler and the contention verdict on these readings.
+The package (`accelbench.env.host`) builds the sampler and the contention verdict on these readings.
 """
 
 from __future__ import annotations

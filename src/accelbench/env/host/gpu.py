@@ -20,8 +20,9 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
+from accelbench.env.bindings import BindingUnavailable, Importer, load_binding
+
 T = TypeVar("T")
-Importer = Callable[[str], Any]
 
 
 @dataclass(frozen=True)
@@ -126,25 +127,21 @@ def _call(fn: Callable[..., T], *args: object) -> T | None:
         return None
 
 
-def _import(name: str, importer: Importer) -> Any:
-    try:
-        return importer(name)
-    except Exception:  # ImportError, or a binding that fails while loading its library
-        return None
-
-
 def read_gpu(
     since: float | None = None, *, importer: Importer = importlib.import_module
 ) -> GpuReading:
     """Devices and their compute processes via NVML, else amdsmi; `since` (wall time, s)
     bounds NVML's per-process samples to the window. Never raises."""
-    nvml = _import("pynvml", importer)
-    if nvml is not None:
-        return read_nvml(nvml, since)
-    amdsmi = _import("amdsmi", importer)
-    if amdsmi is not None:
-        return read_amdsmi(amdsmi)
-    return GpuReading(available=False, reason="neither pynvml nor amdsmi is installed")
+    reasons = []
+    try:
+        return read_nvml(load_binding("pynvml", importer), since)
+    except BindingUnavailable as exc:
+        reasons.append(str(exc))
+    try:
+        return read_amdsmi(load_binding("amdsmi", importer))
+    except BindingUnavailable as exc:
+        reasons.append(str(exc))
+    return GpuReading(available=False, reason="; ".join(reasons))
 
 
 # ----------------------------------------------------------------------------- NVIDIA

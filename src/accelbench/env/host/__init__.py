@@ -24,6 +24,11 @@ not called contended by itself. The same goes for `ignore_pids`, which a supervi
 for itself; they are exact pids, not trees, so a sibling worker started by the same
 supervisor is still seen.
 
+Host sensing lives in this package: `readings` (what procfs, sysfs and psutil say),
+`gpu` (who uses the GPUs, through the vendor libraries), and here the sampler and the
+verdict built on them. CPU energy, clocks and steal as telemetry channels read the same
+`readings` (env.telemetry.host).
+
 Format history of HostReport.to_dict() (FORMAT_VERSION):
   1: first version.
 """
@@ -38,8 +43,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from accelbench.env.host_gpu import GpuReading, GpuSource, read_gpu
-from accelbench.env.host_readings import (
+from accelbench.env.host.gpu import GpuReading, GpuSource, read_gpu
+from accelbench.env.host.readings import (
     BusyProcess,
     CoreFrequency,
     CpuWindow,
