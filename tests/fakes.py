@@ -3,9 +3,16 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
+
+if TYPE_CHECKING:
+    from accelbench.core.case import Case
+    from accelbench.core.context import CaseContext
+    from accelbench.core.measurement import CaseResult, Figure, Measurement
+    from accelbench.core.registry import Benchmark
+    from accelbench.env.vendor_tools import ToolRun
 
 
 class FakeClock:
@@ -47,7 +54,17 @@ class FakeClock:
         return total
 
 
-def run_benchmark(bench: Any, ctx: Any, **given: Any) -> tuple[Any, Any]:
+def no_vendor_tools(argv: Sequence[str], timeout: float) -> ToolRun:
+    """A vendor-tool runner (env.vendor_tools.Runner) on a machine where none of the
+    tools is installed."""
+    from accelbench.env.vendor_tools import MISSING, ToolRun
+
+    return ToolRun(problem=MISSING)
+
+
+def run_benchmark(
+    bench: Benchmark, ctx: CaseContext, **given: Any
+) -> tuple[CaseResult, Measurement]:
     """Resolve the parameters as the runner does, measure in this process, and derive the
     stored record: (CaseResult, Measurement)."""
     from accelbench.core.measurement import from_result
@@ -59,14 +76,14 @@ def run_benchmark(bench: Any, ctx: Any, **given: Any) -> tuple[Any, Any]:
 
 
 def stored_measurement(
-    case: Any,
+    case: Case,
     status: str = "ok",
     *,
     samples: Sequence[float] = (),
     number: int = 1,
-    figures: Sequence[Any] = (),
+    figures: Sequence[Figure] = (),
     **fields: Any,
-) -> Any:
+) -> Measurement:
     """A measurement as a store holds it, with the given figures taken as they are (not
     derived from the samples), for tests of what reads the store."""
     from accelbench.core.measurement import Measurement
@@ -127,6 +144,9 @@ class FakeMathContext:
 
 
 class _FakePrecision:
+    _context: FakeMathContext
+    _op: str
+
     def __init__(self, context: FakeMathContext, op: str) -> None:
         object.__setattr__(self, "_context", context)
         object.__setattr__(self, "_op", op)
@@ -170,6 +190,8 @@ class _FakeMatmul(_FakePrecision):
 
 
 class _FakeCudnn:
+    _context: FakeMathContext
+
     def __init__(self, context: FakeMathContext) -> None:
         object.__setattr__(self, "_context", context)
         object.__setattr__(self, "benchmark", False)
@@ -198,11 +220,13 @@ class _FakeCudnn:
             c.allow_tf32_cudnn = bool(value)
         else:
             object.__setattr__(self, name, value)
+
+
 def check_measurement(
     bench: str, params: dict[str, Any], status: str = "ok", *, error: float | None = None,
     tolerance: float | None = None, reason: str | None = None, warnings: Sequence[str] = (),
     device: str = "cpu",
-) -> Any:
+) -> Measurement:
     """A validation check as a store holds it: its verdict's figures (error, tolerance
     and margin) measured, no timing."""
     from accelbench.core.case import Case

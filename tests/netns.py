@@ -22,6 +22,7 @@ import subprocess
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -44,15 +45,13 @@ class Host:
                 "sh", "-c", 'hostname "$0" && exec "$@"', self.name, *argv]
 
     def run(self, argv: Sequence[str], env: Mapping[str, str] | None = None,
-            timeout: float = 120, **kwargs: object) -> subprocess.CompletedProcess[str]:
+            timeout: float = 120, **kwargs: Any) -> subprocess.CompletedProcess[str]:
         return subprocess.run(self.command(argv), env=_env(env), timeout=timeout,
-                              capture_output=True, text=True, check=False,
-                              **kwargs)  # type: ignore[call-overload]
+                              capture_output=True, text=True, check=False, **kwargs)
 
     def popen(self, argv: Sequence[str], env: Mapping[str, str] | None = None,
-              **kwargs: object) -> subprocess.Popen[str]:
-        return subprocess.Popen(self.command(argv), env=_env(env), text=True,
-                                **kwargs)  # type: ignore[call-overload]
+              **kwargs: Any) -> subprocess.Popen[str]:
+        return subprocess.Popen(self.command(argv), env=_env(env), text=True, **kwargs)
 
     def slow(self, rate: str = "1mbit", burst: str = "32kbit", latency: str = "400ms") -> None:
         """A token-bucket limit on what this host sends and on what it is sent."""

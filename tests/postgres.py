@@ -69,8 +69,8 @@ def sql(location: str, statement: str, params: tuple[Any, ...] = ()) -> list[tup
     if is_postgres(location):
         import psycopg
 
-        with psycopg.connect(location, autocommit=True) as conn:
-            cur = conn.execute(statement.replace("?", "%s"), params or None)
+        with psycopg.connect(location, autocommit=True) as pg_conn:
+            cur = pg_conn.execute(statement.replace("?", "%s"), params or None)
             return [tuple(row) for row in cur.fetchall()] if cur.description else []
     conn = sqlite3.connect(location)
     try:

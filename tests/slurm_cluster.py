@@ -121,7 +121,7 @@ class Cluster:
         while time.monotonic() < deadline:
             for proc in self.daemons:
                 if proc.poll() is not None:
-                    pytest.fail(f"{proc.args} exited with {proc.returncode}:\n{self.logs()}")
+                    pytest.fail(f"{proc.args!r} exited with {proc.returncode}:\n{self.logs()}")
             done = self.run(["sinfo", "-h", "-N", "-o", "%N %t"], timeout=60)
             states = dict(line.split() for line in done.stdout.splitlines()
                           if len(line.split()) == 2)

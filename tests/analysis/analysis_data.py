@@ -117,8 +117,9 @@ def node_measurements(node: str, rng: np.random.Generator) -> list[Measurement]:
     return out
 
 
-def make_fleet(path: Path, nodes: int = 16, seed: int = 7) -> list[str]:
-    """A store with one run per node, node01..node16, on one stack. Returns the hosts."""
+def make_fleet(path: str | Path, nodes: int = 16, seed: int = 7) -> list[str]:
+    """A store (a path or a postgresql:// URL) with one run per node, node01..node16, on one
+    stack. Returns the hosts."""
     rng = np.random.default_rng(seed)
     hosts = [f"node{i:02d}" for i in range(1, nodes + 1)]
     with Store.open(path) as store:

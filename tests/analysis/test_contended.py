@@ -4,6 +4,7 @@ leave such figures out when asked."""
 from __future__ import annotations
 
 import json
+from typing import Any
 
 import numpy as np
 import pytest
@@ -19,7 +20,7 @@ BUSY = {"format_version": 1, "contended": True,
 QUIET = {"format_version": 1, "contended": False, "reasons": []}
 
 
-def gemm(rng, seconds: float, host: dict):
+def gemm(rng, seconds: float, host: dict[str, Any]):
     import dataclasses
 
     case = Case.make("gemm", "g1", "micro", {"shape": "4096", "dtype": "bf16"}, "cuda:0")

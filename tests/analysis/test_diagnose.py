@@ -63,7 +63,8 @@ def test_default_rules_find_exactly_the_two_bad_nodes(fleet) -> None:
     gemm = [f for f in failing[SLOW_GEMM_NODE].findings if f.rule == "gemm-throughput"]
     assert len(gemm) == 2  # bf16 and fp16
     assert all(f.observed == pytest.approx(0.80, abs=0.03) for f in gemm)
-    assert all(f.off_by == pytest.approx((0.90 - f.observed) / 0.90) for f in gemm)
+    assert all(f.observed is not None and f.off_by == pytest.approx((0.90 - f.observed) / 0.90)
+               for f in gemm)
     network = failing[BAD_NETWORK_NODE].findings
     assert {f.compare for f in network} == {"ratio_to_baseline", "cv"}
     assert all(n.checks > 0 for n in result.nodes)

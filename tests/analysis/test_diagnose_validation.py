@@ -4,6 +4,8 @@ rules of no family leave checks alone."""
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import pytest
 from analysis_data import add_run
 
@@ -15,11 +17,14 @@ from accelbench.errors import EXIT_CASE_FAILED
 from accelbench.store import Store
 from fakes import check_measurement
 
+if TYPE_CHECKING:
+    from accelbench.core.measurement import Measurement
+
 STACK = "AMD Instinct MI300X | ROCm 6.3 | PyTorch 2.6.0"
 WRONG = "wrong result: matmul in bf16: 4 of 65536 elements of out outside the tolerance"
 
 
-def _checks(node: str) -> list:
+def _checks(node: str) -> list[Measurement]:
     bf16 = ("failed", 0.5, WRONG) if node == "node2" else ("ok", 0.01, None)
     status, error, reason = bf16
     return [

@@ -48,7 +48,8 @@ def test_each_engine_pairs_with_the_eager_case_of_its_model_precision_and_batch(
     expected = ratio_of_medians(compiled.samples, eager.samples)
     assert s == expected and s.ratio == pytest.approx(2.0, rel=0.02)
     assert s.low < s.ratio < s.high and s.method == "bootstrap"
-    assert rows["onnxruntime provider=migraphx"].speedup.ratio == pytest.approx(4.0, rel=0.02)
+    onnx = rows["onnxruntime provider=migraphx"].speedup
+    assert onnx is not None and onnx.ratio == pytest.approx(4.0, rel=0.02)
     assert groups[1].rows[0].speedup is None  # no eager at batch 1 in this run
     assert dict(groups[0].shared)["batch"] == 8 and groups[0].model == "bert-base"
 

@@ -59,7 +59,8 @@ def test_another_baseline_and_filters(runs) -> None:
     assert result.baseline == MI250X
     (row,) = result.rows
     assert row.label == "bert-base" and row.dtype == "bf16"
-    assert row.cells[H100].versus_baseline.ratio == pytest.approx(1500 / 531, rel=0.05)
+    versus = row.cells[H100].versus_baseline
+    assert versus is not None and versus.ratio == pytest.approx(1500 / 531, rel=0.05)
 
 
 def test_micro_benchmarks_and_version_changes(runs) -> None:

@@ -9,6 +9,7 @@ import json
 import shutil
 import sqlite3
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -37,9 +38,10 @@ def source(tmp_path: Path) -> Path:
 
 
 @pytest.fixture
-def export(source: Path) -> dict:
+def export(source: Path) -> dict[str, Any]:
     with Store.open(source, create=False) as store:
-        return json.loads(json.dumps(export_json([store.load_run("latest")])))
+        data: dict[str, Any] = json.loads(json.dumps(export_json([store.load_run("latest")])))
+    return data
 
 
 def test_the_schema_is_draft_2020_12_and_accepts_what_accelbench_writes(export) -> None:
@@ -179,7 +181,7 @@ def test_a_report_path_through_a_link_out_of_the_folder_is_refused(tmp_path) -> 
         default_report_path(tmp_path, "run1")
 
 
-def _merge_export(data: dict, tmp_path: Path, name: str = "in.json") -> tuple[int, Path]:
+def _merge_export(data: dict[str, Any], tmp_path: Path, name: str = "in.json") -> tuple[int, Path]:
     path = tmp_path / name
     path.write_text(json.dumps(data))
     target = tmp_path / "all.sqlite"

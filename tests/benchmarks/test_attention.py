@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Callable
-from types import SimpleNamespace
+from types import ModuleType, SimpleNamespace
 
 import pytest
 import torch
@@ -49,6 +49,7 @@ def test_runs_checked_and_counts_flops(
         assert set(details["check_rel_errors_small"]) == {"out", "dq", "dk", "dv"}
         assert max(details["check_rel_errors_small"].values()) <= 2 * tolerance
     throughput = measurement.figure("throughput")
+    assert throughput is not None and measurement.stats is not None
     assert throughput.unit == "FLOP/s" and throughput.peak is None
     assert throughput.value == pytest.approx(flop / measurement.stats.median, rel=1e-9)
     assert details["backend_requested"] == backend
@@ -108,11 +109,11 @@ def test_a_case_larger_than_the_device_is_skipped_before_allocating(run_case: Ru
     with pytest.raises(CaseSkipped, match=r"needs about .* GiB; the device has 1\.0 GiB"):
         run_case(BENCH, ctx, batch=64, heads=32, seq=16384, head_dim=128)
     # The math backend materialises S x S scores: a case the fused kernels fit is skipped.
-    fits = {"batch": 1, "heads": 16, "seq": 8192, "head_dim": 128, "pass": "fwd"}
-    assert attention.memory_estimate(**{k: v for k, v in fits.items() if k != "pass"},
-                                     element_bytes=2, pass_="fwd", materialized=False) < 2**29
+    fits = {"batch": 1, "heads": 16, "seq": 8192, "head_dim": 128}
+    assert attention.memory_estimate(**fits, element_bytes=2, pass_="fwd",
+                                     materialized=False) < 2**29
     with pytest.raises(CaseSkipped, match="needs about"):
-        run_case(BENCH, ctx, **fits, backend="math")
+        run_case(BENCH, ctx, **fits, **{"pass": "fwd"}, backend="math")
 
 
 def test_bf16_on_an_old_gpu_fails_with_a_reason() -> None:
@@ -181,7 +182,8 @@ def test_cuda_and_cpu_record_their_libraries_and_no_rocm_settings() -> None:
 
 
 def test_rocm_fa_preference_is_read_on_rocm_builds_only(monkeypatch: pytest.MonkeyPatch) -> None:
-    fake = SimpleNamespace(
+    fake = ModuleType("torch")
+    vars(fake).update(
         version=SimpleNamespace(hip="6.2.41133"),
         backends=SimpleNamespace(cuda=SimpleNamespace(
             preferred_rocm_fa_library=lambda: "_ROCmFABackend.Ck",

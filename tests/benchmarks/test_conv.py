@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Callable
+from typing import Any
 
 import pytest
 import torch
@@ -54,10 +55,12 @@ def test_every_direction_and_dtype_runs_checked(
     else:
         assert details["check_rel_error_full"] <= conv.TOLERANCE[dtype]
     throughput = measurement.figure("throughput")
+    assert throughput is not None and measurement.stats is not None
     assert throughput.unit == "FLOP/s" and throughput.peak is None
     assert throughput.value == pytest.approx(3 * SMALL_FLOP / measurement.stats.median,
                                              rel=1e-9)
     first = measurement.figure("first_call_time")
+    assert first is not None
     assert first.unit == "s" and first.value > 0 and not first.higher_is_better
     assert measurement.figure("search_time") is None  # search is off by default
     assert details["conv_library"] == "oneDNN (mkldnn)"
@@ -78,9 +81,10 @@ def test_search_reports_its_time_apart_and_restores_the_flags(
     ctx: CaseContext, run_case: RunCase
 ) -> None:
     cudnn = torch.backends.cudnn
-    before = (cudnn.benchmark, cudnn.conv.fp32_precision, cudnn.allow_tf32)
+    # torch.backends.cudnn declares no type for its per-op `conv` precision.
+    before = (cudnn.benchmark, cudnn.conv.fp32_precision, cudnn.allow_tf32)  # type: ignore[attr-defined]
     result, measurement = run_case(BENCH, ctx, layer=SMALL, batch=2, search=True)
-    assert (cudnn.benchmark, cudnn.conv.fp32_precision, cudnn.allow_tf32) == before
+    assert (cudnn.benchmark, cudnn.conv.fp32_precision, cudnn.allow_tf32) == before  # type: ignore[attr-defined]
     flags = result.details["flags"]
     assert flags["cudnn.benchmark"] is True  # in force while the case ran
     assert flags["cudnn.conv.fp32_precision"] == "ieee"  # fp32 means fp32, not TF32
@@ -89,6 +93,7 @@ def test_search_reports_its_time_apart_and_restores_the_flags(
     search = measurement.figure("search_time")
     first = measurement.figure("first_call_time")
     assert search is not None and not search.higher_is_better
+    assert first is not None and measurement.stats is not None
     assert search.value == pytest.approx(max(first.value - measurement.stats.median, 0.0))
     assert result.details["search_time_s"] == search.value
     assert [f.name for f in measurement.figures][:2] == ["throughput", "time"]
@@ -111,7 +116,8 @@ def test_a_named_resnet_layer_as_the_quick_suite_runs_it(
     assert result.details["problem"] == "3x3/1 64->64 @56x56 -> 56x56, pad 1"
     assert result.details["occurs_in_network"] == 3
     assert result.details["flop_per_call"] == 2 * 64 * 56 * 56 * 64 * 9
-    assert measurement.figure("throughput").value > 0
+    throughput = measurement.figure("throughput")
+    assert throughput is not None and throughput.value > 0
 
 
 @pytest.mark.parametrize(
@@ -140,7 +146,7 @@ def test_a_wrong_but_fast_convolution_does_not_score(
 ) -> None:
     real = torch.nn.functional.conv2d
 
-    def wrong(*args: object) -> torch.Tensor:
+    def wrong(*args: Any) -> torch.Tensor:
         return real(*args) * 1.01
 
     monkeypatch.setattr(torch.nn.functional, "conv2d", wrong)
@@ -246,8 +252,10 @@ def test_the_algorithm_cache_note_is_for_gpus_and_repeated_problems() -> None:
     assert conv.algorithm_cache_note(CPU, ("a",), seen) is None and not seen
     assert conv.algorithm_cache_note(H100, ("a",), seen) is None
     assert conv.algorithm_cache_note(MI300X, ("b",), seen) is None
-    assert "per-process cache" in conv.algorithm_cache_note(H100, ("a",), seen)
-    assert "per-process cache" in conv.algorithm_cache_note(MI300X, ("b",), seen)
+    h100_note = conv.algorithm_cache_note(H100, ("a",), seen)
+    assert h100_note is not None and "per-process cache" in h100_note
+    mi300x_note = conv.algorithm_cache_note(MI300X, ("b",), seen)
+    assert mi300x_note is not None and "per-process cache" in mi300x_note
 
 
 # --- layers: names, grammar, FLOP counts -------------------------------------------------
@@ -302,8 +310,9 @@ def _torchvision_convs(
     found: dict[ConvLayer, list[str]] = {}
 
     def hook(name: str) -> Callable[..., None]:
-        def record(module: torch.nn.Module, inputs: tuple[torch.Tensor, ...],
+        def record(module: torch.nn.Conv2d | torch.nn.Conv3d, inputs: tuple[torch.Tensor, ...],
                    output: torch.Tensor) -> None:
+            assert isinstance(module.padding, tuple)  # torchvision pads by numbers
             layer = ConvLayer(module.in_channels, tuple(inputs[0].shape[2:]),
                               module.out_channels, module.kernel_size, module.stride,
                               module.padding, module.groups, module.dilation)

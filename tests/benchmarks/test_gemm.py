@@ -81,8 +81,10 @@ def test_int8_shape_limits_are_a_clear_failure(ctx: CaseContext) -> None:
 
 def test_fp8_shape_limits() -> None:
     assert gemm.layout_problem("fp8", 7, 32, 48, 1) is None
-    assert "multiples of 16" in gemm.layout_problem("fp8", 32, 40, 48, 1)
-    assert "torch._scaled_mm" in gemm.layout_problem("fp8", 32, 32, 32, 2)
+    shape_problem = gemm.layout_problem("fp8", 32, 40, 48, 1)
+    assert shape_problem is not None and "multiples of 16" in shape_problem
+    batch_problem = gemm.layout_problem("fp8", 32, 32, 32, 2)
+    assert batch_problem is not None and "torch._scaled_mm" in batch_problem
     assert gemm.layout_problem("bf16", 7, 9, 11, 4) is None
 
 

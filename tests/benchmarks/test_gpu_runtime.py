@@ -123,7 +123,8 @@ def test_the_cuda_runtime_next_to_torch_is_found_and_loaded():
     assert path is not None and "libcudart.so" in path
     runtime = open_runtime("cuda")
     assert runtime.path == path
-    assert isinstance(runtime._function("SetDevice"), ctypes._CFuncPtr)
+    # ctypes' base class of foreign functions is private, and the one to check against.
+    assert isinstance(runtime._function("SetDevice"), ctypes._CFuncPtr)  # type: ignore[attr-defined]
 
 
 @needs_cuda_build

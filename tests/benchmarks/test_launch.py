@@ -31,6 +31,7 @@ def test_eager_launch_gives_a_latency(ctx: CaseContext) -> None:
         Case.make(bench.name, bench.version, bench.family, params, "cpu"), result, (), 0.0, 0.0
     )
     latency = measurement.primary
+    assert latency is not None and result.timing is not None
     assert latency.name == "latency" and latency.unit == "s" and not latency.higher_is_better
     assert math.isfinite(latency.value) and 0 < latency.value < 0.01
     assert result.timing.number > 1  # a call this cheap is timed in blocks

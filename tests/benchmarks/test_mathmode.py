@@ -9,6 +9,7 @@ on the CPU has the new API too, and GEMM and conv cases run on it for real.
 from __future__ import annotations
 
 from collections.abc import Iterator
+from types import ModuleType
 
 import pytest
 import torch
@@ -36,15 +37,24 @@ H100 = DeviceInfo("cuda", 0, "cuda", "NVIDIA H100 80GB HBM3", "sm_90", 80 * 2**3
 MI300X_ON_CPU = DeviceInfo("cpu", None, "rocm", "AMD Instinct MI300X (on the CPU)", "gfx942")
 
 
+def as_module(fake: FakeMathContext) -> ModuleType:
+    """The fake's `torch` as the module object that math_mode and read_precision take."""
+    module = ModuleType("torch")
+    vars(module).update(vars(fake.torch))
+    return module
+
+
 @pytest.fixture
 def real_precisions() -> Iterator[None]:
     """The real torch's per-op precisions, put back after the test."""
+    # torch types neither torch.backends.cudnn.conv nor torch.backends.cudnn.rnn's
+    # fp32_precision, both there at run time.
     b = torch.backends
-    saved = (b.cuda.matmul.fp32_precision, b.cudnn.conv.fp32_precision,
-             b.cudnn.rnn.fp32_precision)
+    saved = (b.cuda.matmul.fp32_precision, b.cudnn.conv.fp32_precision,  # type: ignore[attr-defined]
+             b.cudnn.rnn.fp32_precision)  # type: ignore[attr-defined]
     yield
-    b.cuda.matmul.fp32_precision, b.cudnn.conv.fp32_precision, b.cudnn.rnn.fp32_precision = \
-        saved
+    (b.cuda.matmul.fp32_precision, b.cudnn.conv.fp32_precision,  # type: ignore[attr-defined]
+     b.cudnn.rnn.fp32_precision) = saved  # type: ignore[attr-defined]
 
 
 @pytest.fixture
@@ -76,7 +86,7 @@ def test_real_torch_raises_on_a_legacy_read_once_the_apis_are_mixed(real_precisi
     with pytest.raises(RuntimeError, match="mix of the legacy and new APIs"):
         _ = torch.backends.cuda.matmul.allow_tf32
     torch.backends.cuda.matmul.fp32_precision = "none"
-    torch.backends.cudnn.conv.fp32_precision = "ieee"
+    torch.backends.cudnn.conv.fp32_precision = "ieee"  # type: ignore[attr-defined]
     with pytest.raises(RuntimeError, match="mix of the legacy and new APIs"):
         _ = torch.backends.cudnn.allow_tf32
 
@@ -95,7 +105,7 @@ def test_inside_a_case_the_legacy_and_new_state_agree_and_the_mix_found_comes_ba
     b = ctx.torch.backends
     b.cuda.matmul.fp32_precision = "tf32"  # someone used the new API: legacy reads raise
     b.cudnn.conv.fp32_precision = "ieee"
-    with math_mode(ctx.torch, tf32, ("matmul", "conv", "rnn"), "cuda") as mode:
+    with math_mode(as_module(ctx), tf32, ("matmul", "conv", "rnn"), "cuda") as mode:
         want = "tf32" if tf32 else "ieee"
         assert dict(mode.precisions) == {"matmul": want, "conv": want, "rnn": want}
         assert mode.api == NEW_API
@@ -125,7 +135,7 @@ def test_an_error_inside_restores_the_precisions() -> None:
     ctx = FakeMathContext()
     matmul = ctx.torch.backends.cuda.matmul
     with pytest.raises(ValueError, match="boom"), \
-            math_mode(ctx.torch, True, ("matmul",), "cuda"):
+            math_mode(as_module(ctx), True, ("matmul",), "cuda"):
         assert matmul.fp32_precision == "tf32"
         raise ValueError("boom")
     assert matmul.fp32_precision == "none"
@@ -134,23 +144,24 @@ def test_an_error_inside_restores_the_precisions() -> None:
 def test_the_legacy_flags_on_older_pytorch() -> None:
     ctx = FakeMathContext(new_api=False)
     b = ctx.torch.backends
-    with math_mode(ctx.torch, True, ("matmul", "conv"), "cuda") as mode:
+    with math_mode(as_module(ctx), True, ("matmul", "conv"), "cuda") as mode:
         assert mode.api == LEGACY_API
         assert dict(mode.precisions) == {"matmul": "tf32", "conv": "tf32"}
         assert b.cuda.matmul.allow_tf32 is True and mode.in_effect()
-    with math_mode(ctx.torch, False, ("matmul", "conv"), "cuda") as mode:
+    with math_mode(as_module(ctx), False, ("matmul", "conv"), "cuda") as mode:
         assert dict(mode.precisions) == {"matmul": "ieee", "conv": "ieee"}
         assert b.cudnn.allow_tf32 is False
-    assert b.cuda.matmul.allow_tf32 is False and b.cudnn.allow_tf32 is True
+    # math_mode's exit put the flag back; mypy keeps it narrowed from inside the block.
+    assert b.cuda.matmul.allow_tf32 is False and b.cudnn.allow_tf32 is True  # type: ignore[unreachable]
 
 
 def test_details_name_what_was_read_back() -> None:
     ctx = FakeMathContext()
-    with math_mode(ctx.torch, True, ("matmul",), "cuda") as mode:
+    with math_mode(as_module(ctx), True, ("matmul",), "cuda") as mode:
         assert mode.details(("matmul",)) == {
             "tf32_in_effect": True, "matmul_fp32_precision": "tf32",
             "fp32_precision_api": NEW_API}
-    with math_mode(ctx.torch, False, ("conv",), "rocm", environ={}) as mode:
+    with math_mode(as_module(ctx), False, ("conv",), "rocm", environ={}) as mode:
         assert mode.details(("conv",)) == {  # no hipBLASLt switch without matmuls
             "tf32_in_effect": False, "conv_fp32_precision": "ieee",
             "fp32_precision_api": NEW_API}
@@ -159,8 +170,8 @@ def test_details_name_what_was_read_back() -> None:
 def test_read_precision_never_reads_a_legacy_flag() -> None:
     ctx = FakeMathContext()
     ctx.torch.backends.cudnn.conv.fp32_precision = "ieee"
-    assert read_precision(ctx.torch, "conv") == "ieee"
-    assert read_precision(FakeMathContext(new_api=False).torch, "conv") == "tf32"
+    assert read_precision(as_module(ctx), "conv") == "ieee"
+    assert read_precision(as_module(FakeMathContext(new_api=False)), "conv") == "tf32"
     assert ctx.legacy_reads == 0
 
 
@@ -169,7 +180,7 @@ def test_read_precision_never_reads_a_legacy_flag() -> None:
 
 def test_rocm_legacy_tf32_without_the_variable_reads_back_off_and_says_why() -> None:
     ctx = FakeMathContext(new_api=False, rocm_gate=True)
-    with math_mode(ctx.torch, True, ("matmul",), "rocm", environ={}) as mode:
+    with math_mode(as_module(ctx), True, ("matmul",), "rocm", environ={}) as mode:
         assert mode.precisions["matmul"] == "ieee"  # allow_tf32 = True did nothing
         assert not mode.in_effect()
         assert mode.problem() == (
@@ -183,17 +194,17 @@ def test_rocm_new_api_reads_tf32_but_needs_the_variable_too() -> None:
     allowTF32CuBLAS(), which is false without the variable."""
     environ: dict[str, str] = {}
     ctx = FakeMathContext(rocm_gate=True, environ=environ)
-    with math_mode(ctx.torch, True, ("matmul",), "rocm", environ=environ) as mode:
+    with math_mode(as_module(ctx), True, ("matmul",), "rocm", environ=environ) as mode:
         assert mode.precisions["matmul"] == "tf32" and not mode.in_effect()
         assert "HIPBLASLT_ALLOW_TF32 is not set" in str(mode.problem())
     environ[HIPBLASLT_ALLOW_TF32] = "0"
-    with math_mode(ctx.torch, True, ("matmul",), "rocm", environ=environ) as mode:
+    with math_mode(as_module(ctx), True, ("matmul",), "rocm", environ=environ) as mode:
         assert "HIPBLASLT_ALLOW_TF32 is '0', not 1," in str(mode.problem())
     environ[HIPBLASLT_ALLOW_TF32] = "1"
-    with math_mode(ctx.torch, True, ("matmul",), "rocm", environ=environ) as mode:
+    with math_mode(as_module(ctx), True, ("matmul",), "rocm", environ=environ) as mode:
         assert mode.in_effect() and mode.problem() is None
         assert mode.details(("matmul",))["hipblaslt_allow_tf32"] == "1"
-    with math_mode(ctx.torch, False, ("matmul",), "rocm", environ=environ) as mode:
+    with math_mode(as_module(ctx), False, ("matmul",), "rocm", environ=environ) as mode:
         assert not mode.in_effect() and mode.problem() is None  # fp32 is fp32
 
 
@@ -242,12 +253,13 @@ def test_gemm_runs_against_a_fake_that_raises_on_mixed_reads(
 def test_conv_fp32_runs_after_the_new_api_set_conv_precision(
     ctx: CaseContext, real_precisions
 ) -> None:
-    torch.backends.cudnn.conv.fp32_precision = "ieee"  # cudnn.allow_tf32 now raises
+    # cudnn.allow_tf32 now raises
+    torch.backends.cudnn.conv.fp32_precision = "ieee"  # type: ignore[attr-defined]
     result, _ = run_benchmark(conv.BENCHMARK, ctx, layer="8:12x12:16:3x3:1:1", batch=1)
     assert result.details["flags"]["cudnn.conv.fp32_precision"] == "ieee"
     assert result.details["conv_fp32_precision"] == "ieee"
     assert result.details["tf32_in_effect"] is False
-    assert torch.backends.cudnn.conv.fp32_precision == "ieee"
+    assert torch.backends.cudnn.conv.fp32_precision == "ieee"  # type: ignore[attr-defined]
 
 
 # --- a tf32 GEMM on ROCm --------------------------------------------------------------

@@ -149,7 +149,7 @@ def test_version_follows_the_code_not_its_comments(tmp_path, monkeypatch) -> Non
 
 
 def test_benchmarks_of_different_code_have_different_versions() -> None:
-    by_code: dict[tuple, set[str]] = {}
+    by_code: dict[tuple[str, tuple[str, ...]], set[str]] = {}
     for bench in BENCHES:
         by_code.setdefault((bench.module, tuple(sorted(bench.sources))), set()).add(
             bench.version)

@@ -10,7 +10,7 @@ import ctypes
 import dataclasses
 import math
 from pathlib import Path
-from types import SimpleNamespace
+from types import ModuleType, SimpleNamespace
 from typing import Any
 
 import pytest
@@ -162,7 +162,8 @@ def test_the_guard_refuses_more_than_nine_tenths_of_what_is_free():
     assert refusal == ("needs 9.00 GiB of managed memory (2 x 4608 MiB), more than 90% of "
                        "the 10.00 GiB of device memory free: nothing was allocated (more "
                        "managed memory than is free can hang the GPU)")
-    assert "of host memory free" in unified.too_large("host", 2 * GIB, 2, 1024, GIB)
+    host_refusal = unified.too_large("host", 2 * GIB, 2, 1024, GIB)
+    assert host_refusal is not None and "of host memory free" in host_refusal
 
 
 @pytest.mark.parametrize(("device", "platform"), [(MI300A, "rocm"), (MI300X, "rocm"),
@@ -225,7 +226,7 @@ class FakeGpuTensor:
         return self.pointer
 
 
-def fake_torch(shift: int = 0) -> SimpleNamespace:
+def fake_torch(shift: int = 0) -> ModuleType:
     """torch as Buffers uses it, with a GPU tensor that only holds its pointer (moved by
     `shift` bytes: a copy)."""
     synced: list[Any] = []
@@ -233,9 +234,11 @@ def fake_torch(shift: int = 0) -> SimpleNamespace:
     def as_tensor(obj: Any, device: torch.device) -> FakeGpuTensor:
         return FakeGpuTensor(obj.__cuda_array_interface__["data"][0] + shift, device)
 
-    return SimpleNamespace(as_tensor=as_tensor, frombuffer=torch.frombuffer,
-                           float32=torch.float32, int32=torch.int32, synced=synced,
-                           cuda=SimpleNamespace(synchronize=synced.append))
+    fake = ModuleType("torch")
+    vars(fake).update(as_tensor=as_tensor, frombuffer=torch.frombuffer,
+                      float32=torch.float32, int32=torch.int32, synced=synced,
+                      cuda=SimpleNamespace(synchronize=synced.append))
+    return fake
 
 
 @pytest.mark.parametrize(("platform", "frees"), [("rocm", ["Free", "FreeHost"]),
@@ -364,7 +367,8 @@ def cpu_context() -> CaseContext:
 @pytest.mark.parametrize("kind", ["host", "managed"])
 def test_the_bandwidth_kernel_is_checked_then_timed(kind):
     buffers = CpuBuffers()
-    timing = unified._bandwidth(cpu_context(), TorchOnCpu(), buffers, kind, 1 << 12,
+    # TorchOnCpu and CpuBuffers stand in for the torch module and Buffers.
+    timing = unified._bandwidth(cpu_context(), TorchOnCpu(), buffers, kind, 1 << 12,  # type: ignore[arg-type]
                                 torch.device("cpu"))
     a, b = buffers.made
     assert torch.equal(b.cpu, a.cpu * unified.SCALE) and a.cpu.std() > 0
@@ -384,7 +388,8 @@ def test_a_wrong_product_anywhere_fails_the_check():
 @pytest.mark.parametrize("op", ["first-touch", "cpu-touch"])
 def test_each_touch_increments_every_element_once_on_each_side(op):
     fake, buffers = TorchOnCpu(), CpuBuffers()
-    timing = unified._touch(cpu_context(), fake, buffers, op, 1 << 10, torch.device("cpu"))
+    # TorchOnCpu and CpuBuffers stand in for the torch module and Buffers.
+    timing = unified._touch(cpu_context(), fake, buffers, op, 1 << 10, torch.device("cpu"))  # type: ignore[arg-type]
     (x,) = buffers.made
     calls = timing.warmup_calls + timing.number * len(timing.samples)
     # zeros, one checked cycle, then one cycle per call: the timed half and the other
@@ -396,7 +401,8 @@ def test_each_touch_increments_every_element_once_on_each_side(op):
 @pytest.mark.parametrize("kind", ["host", "managed"])
 def test_a_handoff_through_shared_cells_round_trips_every_value(kind):
     fake, buffers = TorchOnCpu(), CpuBuffers()
-    timing = unified._handoff(cpu_context(), fake, buffers, kind, torch.device("cpu"))
+    # TorchOnCpu and CpuBuffers stand in for the torch module and Buffers.
+    timing = unified._handoff(cpu_context(), fake, buffers, kind, torch.device("cpu"))  # type: ignore[arg-type]
     (both,) = buffers.made
     trips = 1 + timing.warmup_calls + timing.number * len(timing.samples)
     assert both.cpu.tolist() == [trips, trips + 1]
@@ -407,7 +413,8 @@ def test_a_handoff_whose_answer_never_comes_fails(monkeypatch):
     fake = TorchOnCpu()
     monkeypatch.setattr(fake, "add", lambda *args, **kwargs: None, raising=False)
     with pytest.raises(CaseFailed, match="answer through host memory was not"):
-        unified._handoff(cpu_context(), fake, CpuBuffers(), "host", torch.device("cpu"))
+        # TorchOnCpu and CpuBuffers stand in for the torch module and Buffers.
+        unified._handoff(cpu_context(), fake, CpuBuffers(), "host", torch.device("cpu"))  # type: ignore[arg-type]
 
 
 # -- what is recorded ----------------------------------------------------------------
@@ -432,6 +439,7 @@ def recorded(device: DeviceInfo, model: MemoryModel | None, op: str, memory: str
 def test_on_an_mi300a_every_bandwidth_is_a_share_of_the_one_hbm(model, op, memory, moved):
     m = recorded(MI300A, model, op, memory)
     bandwidth = m.figure("bandwidth")
+    assert bandwidth is not None
     assert bandwidth.peak == PEAK_5_3
     assert bandwidth.value == pytest.approx(moved * GIB / 1e-3)
     assert bandwidth.pct_of_peak == pytest.approx(100 * moved * GIB / 1e-3 / PEAK_5_3)
@@ -446,12 +454,14 @@ def test_on_an_mi300a_every_bandwidth_is_a_share_of_the_one_hbm(model, op, memor
 def test_on_a_discrete_gpu_only_what_runs_in_device_memory_has_a_peak(device, model, peak):
     for memory in ("device", "managed"):
         m = recorded(device, model, "bandwidth", memory)
-        assert m.figure("bandwidth").peak == peak
+        bandwidth = m.figure("bandwidth")
+        assert bandwidth is not None and bandwidth.peak == peak
         assert m.details["peak_of"] == "device memory"
     for op, memory in (("bandwidth", "host"), ("first-touch", "managed"),
                        ("cpu-touch", "managed")):
         m = recorded(device, model, op, memory)
-        assert m.figure("bandwidth").peak is None
+        bandwidth = m.figure("bandwidth")
+        assert bandwidth is not None and bandwidth.peak is None
         assert m.details["peak_of"].startswith("none: the link")
     assert recorded(device, model, "bandwidth", "host").details["integrated"] is False
 
@@ -459,7 +469,8 @@ def test_on_a_discrete_gpu_only_what_runs_in_device_memory_has_a_peak(device, mo
 def test_a_device_without_published_peaks_says_so():
     unknown = DeviceInfo("cuda", 0, "rocm", "AMD Radeon Graphics", "gfx1151", 96 * GIB, 40)
     m = recorded(unknown, MemoryModel(True, "PyTorch's is_integrated"), "bandwidth", "host")
-    assert m.figure("bandwidth").peak is None
+    bandwidth = m.figure("bandwidth")
+    assert bandwidth is not None and bandwidth.peak is None
     assert m.details["peak_of"] == "no published peak for this device"
 
 
@@ -506,4 +517,5 @@ def test_the_figures_join_the_store_and_the_report(tmp_path: Path, capsys):
     assert "| unified-memory | memory=managed op=handoff | 1.00 ms | - |" in report
     assert "| Integrated with the CPU (APU) | yes |" in report
     assert "| XNACK | yes |" in report
-    assert math.isfinite(stored[0].figure("bandwidth").value)
+    bandwidth = stored[0].figure("bandwidth")
+    assert bandwidth is not None and math.isfinite(bandwidth.value)

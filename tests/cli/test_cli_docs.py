@@ -25,7 +25,10 @@ def test_every_command_has_help_and_a_section_in_the_commands_page(command, caps
 
 def test_every_run_option_is_explained_in_the_commands_page():
     parser = build_parser()
-    run_parser = parser._subparsers._group_actions[0].choices["run"]
+    assert parser._subparsers is not None
+    commands = parser._subparsers._group_actions[0]
+    assert isinstance(commands, argparse._SubParsersAction)
+    run_parser = commands.choices["run"]
     for action in run_parser._actions:
         for option in action.option_strings:
             if option.startswith("--") and option != "--help":

@@ -28,11 +28,11 @@ from analysis_data import BAD_NETWORK_NODE, SLOW_GEMM_NODE, make_fleet
 
 
 @pytest.fixture
-def fleet_url(pg_cluster) -> str:
+def fleet_url(pg_cluster: _pgcluster.Cluster) -> str:
     """A store of 16 nodes, two bad, in a database reached with a password."""
     database = new_database(pg_cluster, owner=_pgcluster.PASSWORD_ROLE)
     url = pg_cluster.url(database, _pgcluster.PASSWORD_ROLE, _pgcluster.PASSWORD)
-    make_fleet(url)  # type: ignore[arg-type]
+    make_fleet(url)
     return url
 
 
@@ -141,7 +141,7 @@ def test_merge_both_ways_is_idempotent(fleet_url: str, pg_url: str, capsys,
 def test_merge_from_postgres_checks_what_it_reads(pg_url: str, tmp_path: Path,
                                                   capsys) -> None:
     """A run another writer left unreadable is refused, and nothing is merged."""
-    make_fleet(pg_url, nodes=2)  # type: ignore[arg-type]
+    make_fleet(pg_url, nodes=2)
     sql(pg_url, "UPDATE measurements SET record = '{\"format_version\": 99}'"
         " WHERE id = (SELECT min(id) FROM measurements)")
     local = tmp_path / "local.sqlite"

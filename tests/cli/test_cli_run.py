@@ -43,8 +43,8 @@ def test_quick_suite_runs_every_case_and_stores_it(quick_run):
     assert "failed" not in statuses.values(), statuses
     # With one process, only what needs several ranks is left out, and it says why.
     skipped = [m for m in stored.measurements if m.status == "skipped"]
-    assert all(m.case.family == "collective" and "--nproc-per-node" in m.reason
-               for m in skipped)
+    assert all(m.case.family == "collective" and m.reason is not None
+               and "--nproc-per-node" in m.reason for m in skipped)
     assert {"gemm", "memory", "launch", "conv", "attention"} <= {
         m.case.benchmark for m in stored.measurements}
     assert stored.record.status == "complete"
@@ -53,7 +53,7 @@ def test_quick_suite_runs_every_case_and_stores_it(quick_run):
         if m.status == "skipped":
             continue
         assert m.samples and all(s > 0 for s in m.samples)
-        assert m.primary.value > 0
+        assert m.primary is not None and m.primary.value > 0
     # Progress went to stderr, one line per case.
     assert result.stderr.count("✓") == len(stored.measurements) - len(skipped)
 

@@ -8,7 +8,7 @@ from accelbench.cli.main import main
 from accelbench.errors import EXIT_USAGE
 
 
-def _one_line_error(capsys) -> str:
+def _one_line_error(capsys: pytest.CaptureFixture[str]) -> str:
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1, err
     assert err[0].startswith("accelbench: error: ") and "Traceback" not in err[0]

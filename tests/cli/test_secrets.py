@@ -19,7 +19,7 @@ import pytest
 import _pgcluster
 from accelbench.cli.main import main
 from accelbench.store import Store
-from accelbench.store import schema as store_schema
+from accelbench.store import ddl as store_schema
 from postgres import is_postgres, new_database, sql, tables
 
 # Raw where libpq takes the character as it is (# ? : & = ' " \ and any letter), encoded

@@ -16,7 +16,7 @@ from accelbench.errors import EXIT_CASE_FAILED, EXIT_OK, EXIT_USAGE
 from accelbench.store import Store
 
 
-def _one_line_error(capsys) -> str:
+def _one_line_error(capsys: pytest.CaptureFixture[str]) -> str:
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1, err
     assert err[0].startswith("accelbench: error: ") and "Traceback" not in err[0]

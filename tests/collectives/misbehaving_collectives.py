@@ -11,21 +11,27 @@ import os
 import signal
 import time
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from accelbench.benchmarks.collectives import ops
-from accelbench.benchmarks.collectives.bench import BENCHMARK
+from accelbench.benchmarks.collectives.declaration import BENCHMARK
 from accelbench.core.registry import Benchmark, Registry
+
+if TYPE_CHECKING:
+    from accelbench.core.context import CaseContext
+    from accelbench.core.measurement import CaseResult
 
 CALLS_BEFORE_TROUBLE = 3  # the correctness check, then two warm-up calls
 
 
-def _on_rank1(ctx: Any, params: dict, change: Callable[[ops.Prepared], ops.Prepared]) -> Any:
+def _on_rank1(ctx: CaseContext, params: dict[str, Any],
+              change: Callable[[ops.Prepared], ops.Prepared]) -> CaseResult:
     real = ops.prepare
 
     def prepare(*args: Any, **kwargs: Any) -> ops.Prepared:
         prepared = real(*args, **kwargs)
-        return change(prepared) if ctx.dist.rank == 1 else prepared
+        on_rank1 = ctx.dist is not None and ctx.dist.rank == 1
+        return change(prepared) if on_rank1 else prepared
 
     ops.prepare = prepare
     try:
@@ -47,23 +53,23 @@ def _after(calls: int, trouble: Callable[[], Any], fn: Callable[[], Any]) -> Cal
     return call
 
 
-def rank1_dies(ctx: Any, params: dict) -> Any:
+def rank1_dies(ctx: CaseContext, params: dict[str, Any]) -> CaseResult:
     return _on_rank1(ctx, params, lambda p: ops.Prepared(
         _after(CALLS_BEFORE_TROUBLE, lambda: os._exit(3), p.call), p.check))
 
 
-def rank1_is_killed(ctx: Any, params: dict) -> Any:
+def rank1_is_killed(ctx: CaseContext, params: dict[str, Any]) -> CaseResult:
     return _on_rank1(ctx, params, lambda p: ops.Prepared(
         _after(CALLS_BEFORE_TROUBLE, lambda: os.kill(os.getpid(), signal.SIGKILL), p.call),
         p.check))
 
 
-def rank1_hangs(ctx: Any, params: dict) -> Any:
+def rank1_hangs(ctx: CaseContext, params: dict[str, Any]) -> CaseResult:
     return _on_rank1(ctx, params, lambda p: ops.Prepared(
         _after(CALLS_BEFORE_TROUBLE, lambda: time.sleep(3600), p.call), p.check))
 
 
-def rank1_miscounts(ctx: Any, params: dict) -> Any:
+def rank1_miscounts(ctx: CaseContext, params: dict[str, Any]) -> CaseResult:
     return _on_rank1(ctx, params, lambda p: ops.Prepared(p.call, lambda: p.check() + 5))
 
 

@@ -5,12 +5,14 @@ from __future__ import annotations
 import functools
 import math
 import operator
+from collections.abc import Callable, Sequence
 from types import SimpleNamespace
+from typing import Any
 
 import pytest
 
 from accelbench.benchmarks.collectives import ops
-from accelbench.benchmarks.collectives.bench import BENCHMARK
+from accelbench.benchmarks.collectives.declaration import BENCHMARK
 from accelbench.benchmarks.collectives.summary import summarize_sweep
 from accelbench.benchmarks.collectives.view import collectives_table
 from accelbench.core.case import Case
@@ -122,8 +124,9 @@ def test_inplace_auto_takes_the_out_of_place_form_where_there_are_both():
     assert ops.in_place("barrier", "auto") is None
 
 
-_REDUCE = {"sum": sum, "avg": lambda xs: sum(xs) / len(xs), "max": max, "min": min,
-           "prod": lambda xs: functools.reduce(operator.mul, xs, 1)}
+_REDUCE: dict[str, Callable[[Sequence[int]], float]] = {
+    "sum": sum, "avg": lambda xs: sum(xs) / len(xs), "max": max, "min": min,
+    "prod": lambda xs: functools.reduce(operator.mul, xs, 1)}
 
 
 @pytest.mark.parametrize("reduce", ops.REDUCE_OPS)
@@ -161,7 +164,8 @@ def test_counted_policy_is_nccl_tests_warmup_and_iterations():
     assert math.ceil(counted.block_time / 1e-9) >= 20  # so the cap decides the count
 
 
-def _torch(hip: str | None, nccl: object) -> SimpleNamespace:
+def _torch(hip: str | None, nccl: object) -> Any:
+    """A stand-in for the torch module, with only what `ops.library` reads."""
     def version() -> object:
         if isinstance(nccl, Exception):
             raise nccl

@@ -12,6 +12,7 @@ import os
 import re
 import subprocess
 import sys
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -24,7 +25,7 @@ from accelbench.benchmarks.collectives.summary import summarize_sweep
 from accelbench.core.measurement import Measurement
 from accelbench.errors import EXIT_CASE_FAILED
 from accelbench.runner.plan import Request, Suite, SuiteEntry, validate
-from accelbench.runner.session import run_session
+from accelbench.runner.session import Outcome, run_session
 from accelbench.store import Store
 
 pytestmark = pytest.mark.slow
@@ -40,7 +41,8 @@ def _suite(*entries: tuple[str, dict[str, Any]]) -> Suite:
         for bench, grid in entries))
 
 
-def _run(tmp_path_factory: pytest.TempPathFactory, nproc: int, suite: Suite) -> tuple:
+def _run(tmp_path_factory: pytest.TempPathFactory, nproc: int,
+         suite: Suite) -> tuple[Outcome, tuple[Measurement, ...]]:
     path = tmp_path_factory.mktemp(f"ranks{nproc}") / "results.sqlite"
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr("accelbench.runner.plan.load_suite", lambda name: suite)
@@ -95,13 +97,13 @@ def four_ranks(tmp_path_factory):
     return _run(tmp_path_factory, 4, suite)
 
 
-def _find(measurements: list[Measurement], bench: str = "collectives",
+def _find(measurements: Sequence[Measurement], bench: str = "collectives",
           **params: Any) -> list[Measurement]:
     return [m for m in measurements if m.case.benchmark == bench
             and all(m.case.param_dict.get(k) == v for k, v in params.items())]
 
 
-def _one(measurements: list[Measurement], **params: Any) -> Measurement:
+def _one(measurements: Sequence[Measurement], **params: Any) -> Measurement:
     [found] = _find(measurements, **params)
     return found
 
@@ -121,16 +123,22 @@ def test_every_operation_is_checked_then_timed(ranks, request):
         assert d["library"].startswith("Gloo (PyTorch ")
         assert len(d["rank_median_s"]) == n and d["rank_spread"] >= 1.0
         assert d["dist"]["world_size"] == n  # the job's shape, added by the runner
-        time = m.figure("time" if op != "barrier" else "latency").value
+        time_figure = m.figure("time" if op != "barrier" else "latency")
+        assert time_figure is not None and m.stats is not None
+        time = time_figure.value
         assert time == pytest.approx(m.stats.median)
         if op == "barrier":
             assert m.figure("busbw") is None
             continue
         assert d["bytes"] == 65536
-        algbw, busbw = m.figure("algbw").value, m.figure("busbw").value
+        algbw_figure, busbw_figure = m.figure("algbw"), m.figure("busbw")
+        assert algbw_figure is not None and busbw_figure is not None
+        algbw, busbw = algbw_figure.value, busbw_figure.value
+        factor = ops.bus_factor(op, n)
+        assert factor is not None
         assert algbw == pytest.approx(65536 / time)
-        assert busbw == pytest.approx(algbw * ops.bus_factor(op, n))
-        assert m.primary.name == "busbw"
+        assert busbw == pytest.approx(algbw * factor)
+        assert m.primary is not None and m.primary.name == "busbw"
 
 
 def test_variants_of_reduction_form_and_dtype_are_correct(two_ranks, four_ranks):
@@ -157,7 +165,8 @@ def test_unsupported_combinations_are_skipped_with_the_reason(two_ranks, four_ra
     assert _one(measurements, dtype="int32", reduce="avg").reason == (
         "gloo averages floating-point data only, not int32")
     skipped = _one(measurements, op="gather", inplace="yes")
-    assert skipped.status == "skipped" and "only out of place" in skipped.reason
+    assert skipped.status == "skipped" and skipped.reason is not None
+    assert "only out of place" in skipped.reason
     _, measurements = four_ranks
     tiny = _one(measurements, op="all-gather", bytes=8)
     assert tiny.status == "skipped"
@@ -182,7 +191,7 @@ def test_fixed_warmup_and_iteration_counts(two_ranks):
 def test_wrong_elements_on_any_rank_fail_the_case(two_ranks):
     _, measurements = two_ranks
     [m] = _find(measurements, bench="collectives-rank1-miscounts")
-    assert m.status == "failed"
+    assert m.status == "failed" and m.reason is not None
     # Both ranks find the sum of wrong elements and fail; whichever says so first is named.
     assert re.fullmatch(r"rank [01]: wrong result: 5 wrong elements across 2 ranks in "
                         r"all-reduce of 65536 B fp32 \(sum\)", m.reason), m.reason
@@ -200,7 +209,7 @@ def test_a_killed_rank_and_a_hang_end_their_case_and_keep_what_was_measured(two_
     assert killed.reason == "rank 1 was killed by SIGKILL (signal 9)", killed.reason
     assert "op=all-gather" in killed.case.label
     [hung] = _find(measurements, bench="collectives-rank1-hangs")
-    assert hung.status == "failed"
+    assert hung.status == "failed" and hung.reason is not None
     assert hung.reason.startswith(f"timed out after {HANG_TIMEOUT_S:g} s")
     assert "op=all-gather" in hung.case.label and "bytes=65536" in hung.case.label
     assert hung.duration_s < HANG_TIMEOUT_S + 30
@@ -215,6 +224,7 @@ def test_summary_of_the_stored_sweeps(two_ranks):
             for r in summarize_sweep(measurements)}
     row = rows[("all-reduce", "fp32", "sum", "auto", 0)]
     assert (row.min_bytes, row.max_bytes, row.sizes) == (8, 65536, 2)
+    assert row.peak_busbw is not None and row.small_latency_s is not None
     assert row.peak_busbw > 0 and row.small_bytes == 8 and row.small_latency_s > 0
     assert rows[("barrier", "fp32", "sum", "auto", 0)].peak_busbw is None
 
@@ -222,7 +232,7 @@ def test_summary_of_the_stored_sweeps(two_ranks):
 def test_the_readme_command_runs_the_sweep_and_show_reads_it(tmp_path):
     store = tmp_path / "results.sqlite"
 
-    def accelbench(*args: str) -> subprocess.CompletedProcess:
+    def accelbench(*args: str) -> subprocess.CompletedProcess[str]:
         return subprocess.run([sys.executable, "-m", "accelbench", *args, "--store", str(store)],
                               capture_output=True, text=True, timeout=600)
 

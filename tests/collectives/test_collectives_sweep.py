@@ -93,8 +93,9 @@ def test_suites_sweep_all_reduce_and_standard_covers_every_operation():
     for device, top in ((CPU, 64 << 20), (MI300X, 1 << 30)):
         standard = expand(validate(Request(benches=("collectives",)), REGISTRY,
                                    load_suite("standard")), device)
-        assert {c.params["op"] for c in standard} == set(REGISTRY.get("collectives").param(
-            "op").choices)
+        op = REGISTRY.get("collectives").param("op")
+        assert op is not None and op.choices is not None
+        assert {c.params["op"] for c in standard} == set(op.choices)
         assert max(c.params["bytes"] for c in standard) == top
         assert {c.params["inplace"] for c in standard
                 if c.params["op"] == "all-gather"} == {"auto", "yes"}

@@ -6,10 +6,12 @@ import pytest
 
 from accelbench.core.device import DeviceInfo
 from accelbench.core.dtypes import DTYPES
-from accelbench.core.peaks import PRECISIONS, all_peaks, lookup
+from accelbench.core.peaks import PRECISIONS, DevicePeaks, all_peaks, lookup
 
 
-def gpu(name: str, platform: str = "cuda", arch: str | None = None, cus: int | None = None):
+def gpu(
+    name: str, platform: str = "cuda", arch: str | None = None, cus: int | None = None
+) -> DeviceInfo:
     return DeviceInfo(
         type="cuda", index=0, platform=platform, name=name, arch=arch, compute_units=cus
     )
@@ -41,7 +43,8 @@ def test_every_listed_device_is_found_by_its_pytorch_name(torch_name, platform, 
     peaks = lookup(gpu(torch_name, platform, arch))
     assert peaks is not None and peaks.name == entry
     assert peaks.memory_bandwidth and peaks.memory_bandwidth > 5e11  # V620: 512 GB/s
-    assert peaks.dense_flops("fp16") and peaks.dense_flops("fp16") > 4e13  # V620: 40.55
+    fp16 = peaks.dense_flops("fp16")
+    assert fp16 and fp16 > 4e13  # V620: 40.55
     assert peaks.source
 
 
@@ -160,6 +163,7 @@ def test_sparse_peaks_are_twice_dense_where_the_vendor_says_so(name):
 @pytest.mark.parametrize("name", sorted(n for n, s in SPECS.items() if s.bus_bits))
 def test_memory_bandwidth_is_bus_width_times_data_rate(name):
     spec, peaks = SPECS[name], _entry(name)
+    assert spec.bus_bits is not None and spec.gbps is not None
     derived = spec.bus_bits / 8 * spec.gbps * 1e9
     assert peaks.memory_bandwidth == pytest.approx(derived, rel=MEMORY_REL)
 
@@ -167,25 +171,29 @@ def test_memory_bandwidth_is_bus_width_times_data_rate(name):
 def test_mi250_and_mi250x_devices_are_one_gcd_each():
     for name in ("AMD Instinct MI250", "AMD Instinct MI250X"):
         peaks = lookup(gpu(name, "rocm", "gfx90a"))
-        assert peaks.devices_per_package == 2
+        assert peaks is not None and peaks.devices_per_package == 2
         for key in peaks.dense:
             # What PyTorch sees is half the package the datasheet rates.
             assert peaks.dense_flops(key) == pytest.approx(peaks.dense[key] * 1e12 / 2)
+        assert peaks.memory_tbs is not None
         assert peaks.memory_bandwidth == pytest.approx(peaks.memory_tbs * 1e12 / 2)
     # MI250X's GCD has 110 CUs where MI210's whole GPU has 104, at the same clock.
     mi250x = lookup(gpu("AMD Instinct MI250X", "rocm", "gfx90a"))
     mi210 = lookup(gpu("AMD Instinct MI210", "rocm", "gfx90a"))
-    assert mi250x.dense_flops("fp64") / mi210.dense_flops("fp64") == pytest.approx(110 / 104,
-                                                                                    rel=0.01)
+    assert mi250x is not None and mi210 is not None
+    mi250x_fp64, mi210_fp64 = mi250x.dense_flops("fp64"), mi210.dense_flops("fp64")
+    assert mi250x_fp64 is not None and mi210_fp64 is not None
+    assert mi250x_fp64 / mi210_fp64 == pytest.approx(110 / 104, rel=0.01)
 
 
 def test_h200_computes_like_h100_sxm_with_more_bandwidth():
     h100, h200 = _entry("NVIDIA H100 SXM5"), _entry("NVIDIA H200 SXM")
     assert h200.dense == h100.dense and h200.sparse == h100.sparse
+    assert h200.memory_tbs is not None and h100.memory_tbs is not None
     assert h200.memory_tbs > h100.memory_tbs
 
 
-def _entry(name: str):
+def _entry(name: str) -> DevicePeaks:
     return next(p for p in all_peaks() if p.name == name)
 
 
@@ -212,10 +220,10 @@ def test_unknown_or_ambiguous_names_give_none(name):
 
 
 def test_the_rocm_arch_decides_only_where_it_is_unambiguous():
-    assert lookup(gpu("", "rocm", "gfx908")).name == "AMD Instinct MI100"
-    assert lookup(gpu("AMD Radeon Graphics", "rocm", "gfx908:sramecc+:xnack-")).name == (
-        "AMD Instinct MI100"
-    )
+    mi100 = lookup(gpu("", "rocm", "gfx908"))
+    assert mi100 is not None and mi100.name == "AMD Instinct MI100"
+    mi100 = lookup(gpu("AMD Radeon Graphics", "rocm", "gfx908:sramecc+:xnack-"))
+    assert mi100 is not None and mi100.name == "AMD Instinct MI100"
     assert lookup(gpu("", "rocm", "gfx90a")) is None
     assert lookup(gpu("AMD Radeon Graphics", "rocm", "gfx942")) is None
     assert lookup(gpu("", "cuda", "gfx908")) is None  # an arch means nothing off ROCm
@@ -230,10 +238,14 @@ def test_a_gpu_name_on_the_wrong_platform_or_arch_gets_no_peaks():
 def test_a_compute_partition_gets_its_share_of_the_package():
     full = lookup(gpu("AMD Instinct MI300X", "rocm", "gfx942", cus=304))
     cpx = lookup(gpu("AMD Instinct MI300X", "rocm", "gfx942", cus=38))
+    assert full is not None and cpx is not None
     assert full.devices_per_package == 1
     assert cpx.devices_per_package == 8
-    assert cpx.dense_flops("bf16") == pytest.approx(full.dense_flops("bf16") / 8)
-    assert lookup(gpu("AMD Instinct MI300X", "rocm", "gfx942", cus=300)).devices_per_package == 1
+    full_bf16 = full.dense_flops("bf16")
+    assert full_bf16 is not None
+    assert cpx.dense_flops("bf16") == pytest.approx(full_bf16 / 8)
+    near_full = lookup(gpu("AMD Instinct MI300X", "rocm", "gfx942", cus=300))
+    assert near_full is not None and near_full.devices_per_package == 1
 
 
 def test_the_table_is_consistent():

@@ -64,6 +64,7 @@ def test_amd_products_are_identified_by_what_the_device_reports(name, arch, memo
 def test_mi300x_and_mi325x_with_a_generic_name_get_their_own_peaks():
     mi300x = lookup(rocm(GENERIC, "gfx942", MI300X_MEMORY, 304))
     mi325x = lookup(rocm(GENERIC, "gfx942", MI325X_MEMORY, 304))
+    assert mi300x is not None and mi325x is not None
     assert mi300x.memory_tbs == 5.3 and mi325x.memory_tbs == 6.0
     assert identify(rocm(GENERIC, "gfx942", MI300X_MEMORY, 304)).basis == "gfx942, 304 CUs, 192 GiB"
 
@@ -80,10 +81,12 @@ def test_mi300x_and_mi325x_with_a_generic_name_get_their_own_peaks():
 def test_a_partitioned_mi300x_with_a_generic_name_is_still_recognised(cus, memory, mode,
                                                                       partitions):
     device = rocm(GENERIC, "gfx942", memory, cus)
-    assert identify(device).fit.mode == mode
+    fit = identify(device).fit
+    assert fit is not None and fit.mode == mode
     assert generation_name(device) == f"AMD Instinct MI300X ({mode})"
     whole = lookup(rocm(GENERIC, "gfx942", MI300X_MEMORY, 304))
     share = lookup(device)
+    assert whole is not None and share is not None
     assert share.devices_per_package == partitions
     assert share.dense_flops("bf16") == pytest.approx(whole.dense_flops("bf16") / partitions)
 
@@ -93,12 +96,14 @@ def test_a_cpx_partition_in_nps4_needs_its_name_to_tell_mi300x_from_mi300a():
     generic = rocm(GENERIC, "gfx942", gib(47.9), 38)
     assert lookup(generic) is None
     reason = explain(generic)
+    assert reason is not None
     assert "AMD Instinct MI300X (CPX)" in reason and "AMD Instinct MI300A (CPX)" in reason
     label = generation_name(generic)
     assert label == "AMD Instinct MI300X (CPX) or AMD Instinct MI300A (CPX)"
     for named in (rocm("AMD Instinct MI300X", "gfx942", gib(47.9), 38),
                   rocm(GENERIC, "gfx942", gib(47.9), 38, market_name="AMD Instinct MI300X")):
-        assert lookup(named).devices_per_package == 8
+        peaks = lookup(named)
+        assert peaks is not None and peaks.devices_per_package == 8
         assert generation_name(named) == "AMD Instinct MI300X (CPX)"
 
 
@@ -107,17 +112,20 @@ def test_mi210_or_an_mi250_gcd_gets_their_equal_peaks_but_no_one_product_name():
     found = identify(device)
     assert found.fit is None
     assert {f.name for f in found.fits} == {"AMD Instinct MI210", "AMD Instinct MI250"}
+    assert found.reason is not None
     assert "neither the device name nor the vendor tool says which" in found.reason
     peaks = lookup(device)
     mi210 = lookup(rocm("AMD Instinct MI210", "gfx90a", GCD_MEMORY, 104))
     mi250 = lookup(rocm("AMD Instinct MI250", "gfx90a", GCD_MEMORY, 104))
+    assert peaks is not None and mi210 is not None and mi250 is not None
     for key in mi210.dense:
         assert peaks.dense_flops(key) == pytest.approx(mi210.dense_flops(key), rel=0.005)
         assert peaks.dense_flops(key) == pytest.approx(mi250.dense_flops(key), rel=0.005)
     assert peaks.name == generation_name(device) == "AMD Instinct MI210 or AMD Instinct MI250"
     # amd-smi's market name decides.
     told = rocm(GENERIC, "gfx90a", GCD_MEMORY, 104, market_name="AMD Instinct MI210")
-    assert identify(told).fit.name == "AMD Instinct MI210"
+    told_fit = identify(told).fit
+    assert told_fit is not None and told_fit.name == "AMD Instinct MI210"
     assert identify(told).basis == "vendor tool's product name"
 
 
@@ -168,6 +176,7 @@ def test_no_two_products_share_a_generation_name():
 def test_a_device_that_cannot_be_identified_says_why_and_gets_no_peaks(device, words):
     assert lookup(device) is None
     reason = explain(device)
+    assert reason is not None
     for text in words:
         assert text in reason
 
@@ -190,8 +199,12 @@ def test_a_product_never_gets_another_products_peaks(sig):
     assert own is not None, f"{sig.name} has no entry but got {got.name}"
     assert sig.name in got.name
     for key in own.dense:
-        assert math.isclose(got.dense_flops(key), own.dense_flops(key), rel_tol=0.005), key
-    assert math.isclose(got.memory_bandwidth, own.memory_bandwidth, rel_tol=0.005)
+        got_flops, own_flops = got.dense_flops(key), own.dense_flops(key)
+        assert got_flops is not None and own_flops is not None, key
+        assert math.isclose(got_flops, own_flops, rel_tol=0.005), key
+    got_bandwidth, own_bandwidth = got.memory_bandwidth, own.memory_bandwidth
+    assert got_bandwidth is not None and own_bandwidth is not None
+    assert math.isclose(got_bandwidth, own_bandwidth, rel_tol=0.005)
 
 
 def test_every_amd_table_entry_can_be_identified_from_its_properties():
@@ -204,4 +217,5 @@ def test_a_device_stored_before_these_fields_still_loads_and_is_identified_by_na
            "arch": "gfx90a"}
     device = DeviceInfo.from_dict(old)
     assert device.market_name is None and device.compute_units is None
-    assert lookup(device).name == "AMD Instinct MI250X"
+    peaks = lookup(device)
+    assert peaks is not None and peaks.name == "AMD Instinct MI250X"

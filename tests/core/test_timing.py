@@ -6,6 +6,7 @@ from accelbench.core.timing import (
     STOP_CONVERGED,
     STOP_SAMPLES,
     STOP_TIME,
+    Timing,
     TimingPolicy,
     measure,
     noise_warnings,
@@ -129,7 +130,7 @@ def test_ranks_agree_on_every_decision_and_take_the_slowest_rank():
     ranks = ThreadRanks(2)
     # Rank 1 is twice as slow and noisier: left alone it would stop at another time.
     clocks = [FakeClock(cost=1e-3, noise=0.001, seed=1), FakeClock(cost=2e-3, noise=0.05, seed=2)]
-    results = [None, None]
+    results: list[Timing | None] = [None, None]
     policy = TimingPolicy(max_time=0.5)
 
     def run(rank):
@@ -142,6 +143,7 @@ def test_ranks_agree_on_every_decision_and_take_the_slowest_rank():
     for t in threads:
         t.join(timeout=60)
     a, b = results
+    assert a is not None and b is not None
     assert a.samples == b.samples and a.number == b.number
     assert a.warmup_calls == b.warmup_calls and a.stop_reason == b.stop_reason
     assert clocks[0].calls == clocks[1].calls

@@ -94,7 +94,8 @@ def test_properties_pytorch_could_not_give_are_said():
     model = memory_model(None, MI300X, {})
     assert model is not None
     assert (model.integrated, model.integrated_by) == (False, "PyTorch gave no device properties")
-    assert memory_model(None, MI300A, {}).integrated is True  # the product still says
+    apu = memory_model(None, MI300A, {})
+    assert apu is not None and apu.integrated is True  # the product still says
 
 
 def test_a_cpu_has_no_memory_model():

@@ -4,6 +4,7 @@ import json
 import re
 import subprocess
 import sys
+from collections.abc import Sequence
 
 import pytest
 import torch
@@ -17,7 +18,9 @@ from accelbench.env.fingerprint import (
     environment_switches,
     parse_torch_config,
 )
+from accelbench.env.vendor_tools import MISSING, ToolRun
 from accelbench.errors import EXIT_DEVICE, DeviceError, StoreError
+from fakes import no_vendor_tools
 
 ENV = {
     "HIPBLASLT_LOG_LEVEL": "0",
@@ -34,11 +37,11 @@ ENV = {
 
 
 def test_cpu_fingerprint_from_the_installed_torch(fakes):
-    calls = []
+    calls: list[Sequence[str]] = []
 
-    def run(argv):
+    def run(argv: Sequence[str], timeout: float) -> ToolRun:
         calls.append(argv)
-        return None
+        return ToolRun(problem=MISSING)
 
     fp = collect("cpu", run=run, environ=ENV)
     data = fp.to_dict()
@@ -61,8 +64,8 @@ def test_cpu_fingerprint_from_the_installed_torch(fakes):
 
 
 def test_cpu_fingerprint_is_stable_and_comes_back_whole_from_json():
-    first = collect("cpu", run=lambda argv: None, environ=ENV)
-    second = collect("cpu", run=lambda argv: None, environ=ENV)
+    first = collect("cpu", run=no_vendor_tools, environ=ENV)
+    second = collect("cpu", run=no_vendor_tools, environ=ENV)
     assert re.fullmatch(r"[0-9a-f]{16}", first.fingerprint_id)
     assert first.fingerprint_id == second.fingerprint_id
     loaded = Fingerprint.from_dict(json.loads(json.dumps(first.to_dict())))
@@ -74,7 +77,7 @@ def test_cpu_fingerprint_is_stable_and_comes_back_whole_from_json():
 @pytest.mark.skipif(torch.cuda.is_available(), reason="this machine has a GPU")
 def test_asking_for_a_gpu_on_a_machine_without_one_is_a_device_error():
     with pytest.raises(DeviceError) as err:
-        collect("cuda", run=lambda argv: None, environ={})
+        collect("cuda", run=no_vendor_tools, environ={})
     assert err.value.exit_code == EXIT_DEVICE
     assert "available: cpu" in str(err.value)
 
@@ -139,7 +142,8 @@ def test_mi250x_on_rocm_6_2(fakes):
     assert data["driver"]["rocm_version"] == "6.2.0"
     assert data["driver"]["products"] == ["AMD Instinct MI250X"] * 8
     assert fp.generation_key == "AMD Instinct MI250X | ROCm 6.2 | PyTorch 2.5.1"
-    assert lookup(fp.device).name == "AMD Instinct MI250X"
+    peaks = lookup(fp.device)
+    assert peaks is not None and peaks.name == "AMD Instinct MI250X"
     assert fp.device.market_name == "AMD Instinct MI250X"  # amd-smi's, on every GPU
     assert data["product"] == {
         "label": "AMD Instinct MI250X",
@@ -184,7 +188,8 @@ def test_mi300x_on_rocm_6_3(fakes):
     assert fp.data["driver"]["driver_version"] == "6.10.5"
     assert fp.data["driver"]["rocm_version"] == "6.3.1"
     assert fp.generation_key == "AMD Instinct MI300X | ROCm 6.3 | PyTorch 2.6.0"
-    assert lookup(fp.device).name == "AMD Instinct MI300X"
+    peaks = lookup(fp.device)
+    assert peaks is not None and peaks.name == "AMD Instinct MI300X"
 
 
 # --- CUDA, faked ------------------------------------------------------------------------
@@ -213,7 +218,8 @@ def test_h100_on_cuda_12_4(fakes):
         "CUDA_VISIBLE_DEVICES": "0,1",
     }
     assert fp.generation_key == "NVIDIA H100 80GB HBM3 | CUDA 12.4 | PyTorch 2.5.1"
-    assert lookup(fp.device).name == "NVIDIA H100 SXM5"
+    peaks = lookup(fp.device)
+    assert peaks is not None and peaks.name == "NVIDIA H100 SXM5"
 
 
 def test_a_fingerprint_survives_a_missing_vendor_tool_and_says_so(fakes):
@@ -367,7 +373,8 @@ def _rocm(fakes, name, arch, memory, cus, run=None):
 
 def test_an_mi300x_that_rocm_calls_amd_radeon_graphics_is_an_mi300x(fakes):
     fp = _rocm(fakes, "AMD Radeon Graphics", "gfx942:sramecc+:xnack-", MI300X_MEMORY, 304)
-    assert lookup(fp.device) is not None and lookup(fp.device).name == "AMD Instinct MI300X"
+    peaks = lookup(fp.device)
+    assert peaks is not None and peaks.name == "AMD Instinct MI300X"
     named = collect("cuda", torch_module=fakes.mi300x(), run=fakes.no_tools, environ={})
     assert fp.generation_key == named.generation_key == (
         "AMD Instinct MI300X | ROCm 6.3 | PyTorch 2.6.0")
@@ -389,8 +396,10 @@ def test_mi250x_and_mi250_gcds_named_alike_are_told_apart_by_their_cus(fakes):
     assert mi250x.generation_key == "AMD Instinct MI250X | ROCm 6.3 | PyTorch 2.6.0"
     assert mi250.generation_key == "AMD Instinct MI250 | ROCm 6.3 | PyTorch 2.6.0"
     assert mi250.data["product"]["identified_by"] == "device name and gfx90a, 104 CUs, 64 GiB"
-    assert lookup(mi250x.device).name == "AMD Instinct MI250X"
-    assert lookup(mi250.device).name == "AMD Instinct MI250"
+    peaks = lookup(mi250x.device)
+    assert peaks is not None and peaks.name == "AMD Instinct MI250X"
+    peaks = lookup(mi250.device)
+    assert peaks is not None and peaks.name == "AMD Instinct MI250"
 
 
 def test_amd_smi_tells_an_mi210_from_an_mi250_gcd(fakes):
@@ -405,14 +414,17 @@ def test_amd_smi_tells_an_mi210_from_an_mi250_gcd(fakes):
     assert untold.generation_key == (
         "AMD Instinct MI210 or AMD Instinct MI250 | ROCm 6.3 | PyTorch 2.6.0")
     # Their devices rate the same, so the result still gets its % of peak.
-    assert lookup(untold.device).dense_flops("fp16") == pytest.approx(
-        lookup(told.device).dense_flops("fp16"), rel=0.005)
+    untold_peaks, told_peaks = lookup(untold.device), lookup(told.device)
+    assert untold_peaks is not None and told_peaks is not None
+    assert untold_peaks.dense_flops("fp16") == pytest.approx(
+        told_peaks.dense_flops("fp16"), rel=0.005)
 
 
 def test_a_cpx_partition_of_an_mi300x_is_recognised_and_keyed_apart(fakes):
     fp = _rocm(fakes, "AMD Radeon Graphics", "gfx942", 48 << 30, 38,
                run=fakes.replay("mi300x-cpx-rocm6.3"))
-    assert lookup(fp.device) is not None and lookup(fp.device).devices_per_package == 8
+    peaks = lookup(fp.device)
+    assert peaks is not None and peaks.devices_per_package == 8
     assert fp.generation_key == "AMD Instinct MI300X (CPX) | ROCm 6.3 | PyTorch 2.6.0"
     assert fp.data["product"]["name"] == "AMD Instinct MI300X"
     assert fp.data["product"]["partition"] == "CPX"
@@ -437,7 +449,8 @@ def test_a_fingerprint_stored_before_products_were_identified_still_loads(fakes)
     loaded = Fingerprint.from_dict(json.loads(json.dumps(stored)))
     assert loaded.device.market_name is None and loaded.device.compute_units is None
     assert loaded.generation_key == "AMD Instinct MI250X | ROCm 6.2 | PyTorch 2.5.1"
-    assert lookup(loaded.device).name == "AMD Instinct MI250X"
+    peaks = lookup(loaded.device)
+    assert peaks is not None and peaks.name == "AMD Instinct MI250X"
 
 
 def test_the_recorded_product_names_the_generation_whatever_the_table_says_today(fakes):

@@ -185,7 +185,7 @@ def test_two_stat_snapshots_give_exact_busy_steal_and_iowait_shares(tmp_path: Pa
     assert (cpu0.busy, cpu0.steal, cpu0.iowait) == pytest.approx((0.8, 0.1, 0.0))
     assert (cpu1.busy, cpu1.steal, cpu1.iowait) == pytest.approx((0.2, 0.0, 0.1))
     assert window.busy_cores == pytest.approx(1.0)
-    assert window.max_cpu_steal == (0, pytest.approx(0.1))
+    assert window.max_cpu_steal == pytest.approx((0, 0.1))
 
 
 def test_loadavg_gives_load_and_running_over_total() -> None:

@@ -218,6 +218,7 @@ def test_amdsmi_replay_of_a_power_capped_mi300x() -> None:
     assert energy.energy_counter_j == pytest.approx(energy.energy_integral_j, rel=1e-5)
     assert energy.energy_j == energy.energy_counter_j and energy.counter_suspect is False
     assert energy.peak_power_w == 750.0
+    assert energy.energy_integral_j is not None
     assert energy.mean_power_w == pytest.approx(energy.energy_integral_j / 0.6)
     assert (energy.clock_min_mhz, energy.clock_median_mhz) == (1650.0, 2100.0)
     assert energy.throttled
@@ -228,7 +229,9 @@ def test_amdsmi_replay_of_a_power_capped_mi300x() -> None:
 def test_a_clock_sag_alone_counts_as_throttling() -> None:
     samples = rec.mi300x_samples()
     for sample in samples:
-        sample["violation"] = {key: "N/A" for key in sample["violation"]}
+        violation = sample["violation"]
+        assert isinstance(violation, dict)
+        sample["violation"] = {key: "N/A" for key in violation}
     energy = summarize(amd_series(samples)[0])
     assert energy.throttled and len(energy.throttle_reasons) == 1
     assert "GFX clock fell to 1650 MHz" in energy.throttle_reasons[0]
@@ -238,6 +241,7 @@ def test_a_counter_30_percent_off_is_suspect_and_the_integral_is_used() -> None:
     series, _ = amd_series(rec.mi300x_samples(rec.mi300x_counter(scale=1.3)))
     energy = summarize(series)
     assert energy.disagreement == pytest.approx(0.3, rel=1e-4)
+    assert energy.disagreement is not None
     assert energy.disagreement > ENERGY_DISAGREEMENT
     assert energy.counter_suspect is True
     assert energy.energy_j == energy.energy_integral_j
@@ -541,6 +545,8 @@ def test_summarize_over_the_window_and_over_the_whole_series() -> None:
     whole = summarize(Series(**{**series.__dict__, "window": None}))
     assert whole.duration_s == pytest.approx(1.0) and timed.duration_s == pytest.approx(0.6)
     assert whole.peak_power_w == timed.peak_power_w == 750.0
+    assert whole.energy_j is not None and timed.energy_j is not None
+    assert whole.mean_power_w is not None and timed.mean_power_w is not None
     assert whole.energy_j > timed.energy_j
     assert whole.mean_power_w < timed.mean_power_w
     assert whole.clock_min_mhz == 132.0 and timed.clock_min_mhz == 1650.0

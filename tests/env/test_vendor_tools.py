@@ -2,6 +2,7 @@ from __future__ import annotations
 
 import json
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -46,7 +47,8 @@ PARSERS = [
 
 
 def read(fakes, node: str, name: str) -> str:
-    return (fakes.fixtures / node / name).read_text(encoding="utf-8")
+    path: Path = fakes.fixtures / node / name
+    return path.read_text(encoding="utf-8")
 
 
 # --- nvidia-smi -------------------------------------------------------------------------

@@ -75,4 +75,5 @@ def test_fp8_runs_with_and_without_fast_accumulation(gpu, tmp_path):
         assert m.details["fp8_fast_accum"] is fast
         assert m.details["fp8_format"] == fp8_torch_name(gpu.device)
         assert m.details["check_rel_error_full"] <= m.details["check_tolerance"]
-        assert m.figure("throughput").value > 0
+        throughput = m.figure("throughput")
+        assert throughput is not None and throughput.value > 0

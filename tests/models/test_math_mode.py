@@ -26,14 +26,16 @@ def mixed_apis() -> Iterator[None]:
     after the test."""
     import torch
 
+    # torch types neither torch.backends.cudnn.conv nor torch.backends.cudnn.rnn's
+    # fp32_precision, both there at run time.
     b = torch.backends
-    saved = (b.cuda.matmul.fp32_precision, b.cudnn.conv.fp32_precision,
-             b.cudnn.rnn.fp32_precision)
+    saved = (b.cuda.matmul.fp32_precision, b.cudnn.conv.fp32_precision,  # type: ignore[attr-defined]
+             b.cudnn.rnn.fp32_precision)  # type: ignore[attr-defined]
     b.cuda.matmul.fp32_precision = "tf32"
-    b.cudnn.conv.fp32_precision = "ieee"
+    b.cudnn.conv.fp32_precision = "ieee"  # type: ignore[attr-defined]
     yield
-    b.cuda.matmul.fp32_precision, b.cudnn.conv.fp32_precision, b.cudnn.rnn.fp32_precision = \
-        saved
+    (b.cuda.matmul.fp32_precision, b.cudnn.conv.fp32_precision,  # type: ignore[attr-defined]
+     b.cudnn.rnn.fp32_precision) = saved  # type: ignore[attr-defined]
 
 
 @pytest.fixture
@@ -53,7 +55,7 @@ def test_training_an_lstm_in_fp32_sets_every_op_and_restores_it(execute, mixed_a
         "rnn_fp32_precision": "ieee", "tf32_in_effect": False}
     assert "hipblaslt_allow_tf32" not in m.details  # a ROCm detail
     b = torch.backends
-    assert (b.cuda.matmul.fp32_precision, b.cudnn.conv.fp32_precision) == ("tf32", "ieee")
+    assert (b.cuda.matmul.fp32_precision, b.cudnn.conv.fp32_precision) == ("tf32", "ieee")  # type: ignore[attr-defined]
 
 
 def test_inference_in_bf16_runs_with_the_apis_mixed(execute, mixed_apis) -> None:

@@ -34,7 +34,7 @@ def test_ddp_on_two_gloo_ranks_stores_one_aggregate_and_failures_do_not_stop_the
     for bench in ("train", "train-ddp"):  # unsupported here: recorded, and the run goes on
         failed = by_case[(bench, "tf32")]
         assert failed.status == "failed"
-        assert "unsupported precision: tf32" in failed.reason
+        assert failed.reason is not None and "unsupported precision: tf32" in failed.reason
     assert by_case[("train", "fp32")].status == "ok", by_case[("train", "fp32")].reason
 
     ddp = by_case[("train-ddp", "fp32")]
@@ -45,6 +45,8 @@ def test_ddp_on_two_gloo_ranks_stores_one_aggregate_and_failures_do_not_stop_the
     assert (ddp.details["batch_per_rank"], ddp.details["global_batch"]) == (4, 8)
     per_call = 2 * 4 * 2  # ranks x batch per rank x steps per window
     assert ddp.details["samples_per_call"] == per_call
-    assert ddp.figure("throughput").value == pytest.approx(per_call / statistics.fmean(ddp.samples))
+    throughput = ddp.figure("throughput")
+    assert throughput is not None
+    assert throughput.value == pytest.approx(per_call / statistics.fmean(ddp.samples))
     assert len([m for m in stored.measurements if m.case.benchmark == "train-ddp"]) == 2
     assert outcome.exit_code == EXIT_CASE_FAILED

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from accelbench.benchmarks import REGISTRY
 from accelbench.core.device import DeviceInfo
 from accelbench.runner.plan import SUITES, Request, expand, validate
@@ -13,7 +15,7 @@ ISSUE_MODELS = {"bert-base", "bert-large", "gpt2-small", "gpt2-medium", "gpt2-la
                 "densenet201", "vgg11", "vgg16", "vit-b16"}
 
 
-def _model_cases(suite: str, device: DeviceInfo, bench: str) -> list[dict]:
+def _model_cases(suite: str, device: DeviceInfo, bench: str) -> list[dict[str, Any]]:
     cases = expand(validate(Request(suite=suite), REGISTRY), device)
     return [dict(c.params) for c in cases if c.benchmark.name == bench]
 
@@ -38,7 +40,7 @@ def test_standard_trains_the_whole_zoo_on_gpus_in_three_precisions() -> None:
 def test_generations_uses_superbench_settings() -> None:
     assert "generations" in SUITES
     cases = _model_cases("generations", MI250X, "train")
-    by_model = {}
+    by_model: dict[str, list[dict[str, Any]]] = {}
     for c in cases:
         by_model.setdefault(c["model"], []).append(c)
     for model in ("bert-base", "bert-large"):

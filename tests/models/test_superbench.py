@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 from model_cases import TINY
 
 from accelbench.benchmarks import REGISTRY
-from accelbench.benchmarks.models import flops, tasks, train, zoo
+from accelbench.benchmarks.models import flops, heads, tasks, train, zoo
 from accelbench.benchmarks.models.precision import Precision
 from accelbench.benchmarks.models.results import mean_step_throughput
 from accelbench.core.device import DeviceInfo
@@ -25,6 +27,7 @@ def test_bert_scores_100_classes_from_the_pooled_output() -> None:
 
     torch.manual_seed(0)
     model = zoo.build(zoo.MODELS["bert-tiny"], head=zoo.HEAD_SUPERBENCH).eval()
+    assert isinstance(model, heads.PooledClassifier)
     batch = _superbench_batch(torch, "bert-tiny")
     ids, labels = batch.tensors["input_ids"], batch.tensors["labels"]
     scores = model(ids)
@@ -44,6 +47,7 @@ def test_gpt2_scores_100_classes_from_the_last_position_of_the_last_hidden_state
 
     torch.manual_seed(0)
     model = zoo.build(zoo.MODELS["gpt2-tiny"], head=zoo.HEAD_SUPERBENCH).eval()
+    assert isinstance(model, heads.LastPositionClassifier)
     batch = _superbench_batch(torch, "gpt2-tiny")
     ids, labels = batch.tensors["input_ids"], batch.tensors["labels"]
     scores = model(ids)
@@ -151,7 +155,7 @@ CPU = DeviceInfo("cpu", None, "cpu", "cpu")
 MI250X = DeviceInfo("cuda", 0, "rocm", "AMD Instinct MI250X/MI250", "gfx90a")
 
 
-def _cases(device: DeviceInfo, bench: str) -> list[dict]:
+def _cases(device: DeviceInfo, bench: str) -> list[dict[str, Any]]:
     cases = expand(validate(Request(suite="generations"), REGISTRY), device)
     return [dict(c.params) for c in cases if c.benchmark.name == bench]
 

@@ -45,6 +45,7 @@ def test_training_lowers_a_finite_loss_on_a_fixed_batch(name: str, dtype: str) -
     assert all(math.isfinite(loss) for loss in losses), losses
     assert losses[-1] < losses[0], losses
     if dtype == "bf16":  # autocast really ran the model in bfloat16
+        assert trainer.batch is not None
         with trainer.autocast():
             x = trainer.batch.tensors.get("x")
             if x is not None:

@@ -64,7 +64,8 @@ def test_whole_model_cast_is_labelled_and_keeps_batch_norm_in_fp32(execute) -> N
     assert m.status == "ok", m.reason
     assert "whole-model cast (SuperBench-style" in m.details["precision"]
     model = Precision("bf16", cast=True).prepare(torch, zoo.build(zoo.MODELS["resnet-tiny"]))
-    assert model.conv1.weight.dtype == torch.bfloat16 and model.bn1.weight.dtype == torch.float32
+    assert model.get_parameter("conv1.weight").dtype == torch.bfloat16
+    assert model.get_parameter("bn1.weight").dtype == torch.float32
 
 
 def test_fp16_autocast_trains_with_a_gradient_scaler(execute) -> None:
@@ -114,7 +115,7 @@ def test_out_of_memory_is_recorded_and_the_model_is_released(
 ) -> None:
     import torch
 
-    built: list[weakref.ref] = []
+    built: list[weakref.ref[torch.nn.Module]] = []
     real_build, real_loss = zoo.build, tasks.loss
 
     def tracked_build(spec, image=224, head=zoo.HEAD_TASK):

@@ -73,8 +73,10 @@ def test_bad_models_and_shapes_are_refused(name: str, overrides: str, message: s
 def test_the_overrides_parameter_checks_syntax_and_known_keys() -> None:
     assert zoo.overrides_problem("") is None
     assert zoo.overrides_problem("layers=2, hidden=64") is None
-    assert "unknown shape setting 'depth'" in zoo.overrides_problem("depth=3")
-    assert "bad shape setting" in zoo.overrides_problem("layers=-1")
+    unknown = zoo.overrides_problem("depth=3")
+    assert unknown is not None and "unknown shape setting 'depth'" in unknown
+    negative = zoo.overrides_problem("layers=-1")
+    assert negative is not None and "bad shape setting" in negative
 
 
 def test_vit_needs_an_image_made_of_whole_patches() -> None:

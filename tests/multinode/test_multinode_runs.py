@@ -21,12 +21,16 @@ import time
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager, suppress
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 import psutil
 import pytest
 
 from accelbench.store import Store
 from netns import Host, hosts
+
+if TYPE_CHECKING:
+    from accelbench.store.records import StoredRun
 
 pytestmark = [pytest.mark.multinode, pytest.mark.slow, pytest.mark.timeout(900)]
 
@@ -97,18 +101,19 @@ def job(tmp_path: Path, count: int, ranks: int, argv: Sequence[str],
                     p.wait(timeout=60)
 
 
-def _stored(path: Path) -> object:
+def _stored(path: Path) -> StoredRun:
     with Store.open(path, create=False) as store:
         return store.load_run("latest")
 
 
-def _json_out(tmp_path: Path) -> dict[str, object]:
-    return json.loads((tmp_path / "node0.out").read_text())
+def _json_out(tmp_path: Path) -> dict[str, Any]:
+    out: dict[str, Any] = json.loads((tmp_path / "node0.out").read_text())
+    return out
 
 
-def _cluster(path: Path) -> dict[str, object]:
-    run = _stored(path)
-    return run.fingerprint["cluster"]  # type: ignore[attr-defined,no-any-return]
+def _cluster(path: Path) -> dict[str, Any]:
+    cluster: dict[str, Any] = _stored(path).fingerprint["cluster"]
+    return cluster
 
 
 def _wait_for_measurements(job: Job, count: int) -> None:
@@ -119,7 +124,7 @@ def _wait_for_measurements(job: Job, count: int) -> None:
             pytest.fail(f"the job ended before case {count} was stored:\n{job.output(0)}")
         if job.store.exists():
             try:
-                if len(_stored(job.store).measurements) >= count:  # type: ignore[attr-defined]
+                if len(_stored(job.store).measurements) >= count:
                     return
             except Exception:  # not begun yet
                 pass
@@ -133,7 +138,7 @@ def test_collectives_on_two_nodes_of_two_ranks_store_the_nodes_and_their_links(t
         assert running.wait(0) == 0, running.output(0)
         assert running.wait(1) == 0, running.output(1)
     out = _json_out(tmp_path)
-    [m] = out["measurements"]  # type: ignore[misc]
+    [m] = out["measurements"]
     assert m["status"] == "ok", m["reason"]
     assert m["details"]["dist"]["world_size"] == 4
     assert m["details"]["dist"]["nodes"] == 2
@@ -142,12 +147,12 @@ def test_collectives_on_two_nodes_of_two_ranks_store_the_nodes_and_their_links(t
     assert cluster["node_names"] == ["node0", "node1"]
     assert cluster["ranks_per_node"] == [2, 2]
     assert cluster["node_ranks"] == [[0, 1], [2, 3]]
-    first, second = cluster["interconnect"]  # type: ignore[misc]
+    first, second = cluster["interconnect"]
     for settings in (first, second):
         assert settings["GLOO_SOCKET_IFNAME"] == "eth0"
         assert settings["NCCL_SOCKET_IFNAME"] == "eth0"
     assert "NCCL_IB_HCA" not in first and second["NCCL_IB_HCA"] == "mlx5_1"
-    assert _stored(running.store).record.host == "node0"  # type: ignore[attr-defined]
+    assert _stored(running.store).record.host == "node0"
 
     shown = subprocess.run([sys.executable, "-m", "accelbench", "show", "--env", "--store",
                             str(running.store)], capture_output=True, text=True,
@@ -167,7 +172,7 @@ def test_collectives_on_three_nodes_of_one_rank(tmp_path):
     with job(tmp_path, 3, 1, ["run", *ALL_REDUCE, *QUICK, "--json"]) as running:
         codes = [running.wait(i) for i in range(3)]
         assert codes == [0, 0, 0], running.output(0)
-    [m] = _json_out(tmp_path)["measurements"]  # type: ignore[misc]
+    [m] = _json_out(tmp_path)["measurements"]
     assert m["status"] == "ok", m["reason"]
     assert m["details"]["dist"]["world_size"] == 3
     cluster = _cluster(running.store)
@@ -181,7 +186,7 @@ def test_data_parallel_training_across_two_nodes(tmp_path):
     with job(tmp_path, 2, 1, argv) as running:
         assert running.wait(0) == 0, running.output(0)
         assert running.wait(1) == 0, running.output(1)
-    [m] = _json_out(tmp_path)["measurements"]  # type: ignore[misc]
+    [m] = _json_out(tmp_path)["measurements"]
     assert (m["case"]["benchmark"], m["status"]) == ("train-ddp", "ok"), m["reason"]
     assert m["details"]["dist"]["world_size"] == 2
     cluster = _cluster(running.store)
@@ -197,7 +202,7 @@ def test_the_distributed_check_across_two_nodes(tmp_path):
     out = _json_out(tmp_path)
     assert out["status"] == "complete"
     measurements = out["measurements"]
-    assert measurements and all(m["status"] == "ok" for m in measurements)  # type: ignore
+    assert measurements and all(m["status"] == "ok" for m in measurements)
     cluster = _cluster(running.store)
     assert (cluster["node_names"], cluster["ranks_per_node"]) == (["node0", "node1"], [1, 1])
 
@@ -209,12 +214,12 @@ LONG_SECOND_CASE = ["run", "--bench", "collectives", "-p", "op=all-reduce", "-p"
 
 def _assert_lost_node1(store: Path, ranks: str, how: str) -> None:
     run = _stored(store)
-    assert run.record.status == "failed"  # type: ignore[attr-defined]
-    quick, quick_max, lost, left = run.measurements  # type: ignore[attr-defined]
+    assert run.record.status == "failed"
+    quick, quick_max, lost, left = run.measurements
     for m in (quick, quick_max):  # measured before: kept
         assert m.status == "ok", m.reason
         assert m.case.param_dict["iters"] == 5
-    assert lost.status == "failed"
+    assert lost.status == "failed" and lost.reason is not None
     assert lost.case.param_dict["iters"] == 100000000
     assert lost.reason.startswith(f"node1 ({ranks}) stopped answering ({how}"), lost.reason
     assert lost.details["lost_nodes"] == ["node1"]

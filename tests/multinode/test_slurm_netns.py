@@ -13,6 +13,7 @@ import json
 import shutil
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -66,7 +67,7 @@ def cluster(nodes: list[Host], tmp_path_factory: pytest.TempPathFactory):
 
 
 def _submit(cluster: Cluster, tmp_path: Path, action: str, nodes: str,
-            *args: str) -> tuple[dict, str]:
+            *args: str) -> tuple[dict[str, Any], str]:
     done = cluster.accelbench(
         "slurm", action, "--nodes", nodes, "--nproc-per-node", "1", "--partition",
         PARTITION, "--store", str(tmp_path / "results.sqlite"), "--output-dir",
@@ -75,7 +76,7 @@ def _submit(cluster: Cluster, tmp_path: Path, action: str, nodes: str,
     logs = "\n".join(p.read_text() for p in (tmp_path / "logs").glob("*.out"))
     context = f"{done.stdout}\n{done.stderr}\n{logs}\n{cluster.logs()}"
     assert done.stdout.strip().startswith("{"), context
-    out = json.loads(done.stdout)
+    out: dict[str, Any] = json.loads(done.stdout)
     out["returncode"] = done.returncode
     return out, context
 

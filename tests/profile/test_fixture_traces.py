@@ -145,6 +145,7 @@ def test_the_fixtures_are_what_the_generator_writes(tmp_path, monkeypatch):
     import importlib.util
 
     spec = importlib.util.spec_from_file_location("make_traces", TRACES / "make_traces.py")
+    assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     monkeypatch.setattr(module, "HERE", tmp_path)

@@ -48,7 +48,8 @@ def test_profile_of_a_gemm_is_stored_with_its_trace_and_analysis(gemm_profile, c
     assert stored.record.suite == "profile" and stored.record.status == "complete"
     (m,) = stored.measurements
     assert m.status == "ok" and len(m.samples) == 3
-    assert m.figure("throughput").unit == "FLOP/s"
+    throughput = m.figure("throughput")
+    assert throughput is not None and throughput.unit == "FLOP/s"
     assert any(w.startswith("profiled:") for w in m.warnings)
     assert not m.noisy
     assert m.details["profile"] == {"wait": 1, "warmup": 1, "active": 3, "memory": False,
@@ -103,4 +104,5 @@ def test_a_failed_case_is_stored_without_a_profile_and_exits_one(tmp_path, capsy
         stored = opened.load_run(out["run_id"])
         assert opened.profiles_for_run(out["run_id"]) == []
     assert stored.record.status == "failed"
-    assert stored.measurements[0].reason.startswith("tf32")
+    reason = stored.measurements[0].reason
+    assert reason is not None and reason.startswith("tf32")

@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import sqlite3
+from typing import Any
 
 import pytest
 
 from accelbench.errors import UserError
 from accelbench.store import Store
 
-RUN_ARGS = dict(fingerprint={"platform": "cpu"}, fingerprint_id="f" * 16,
+RUN_ARGS: dict[str, Any] = dict(fingerprint={"platform": "cpu"}, fingerprint_id="f" * 16,
                 generation_key="CPU | PyTorch 2.14", device="cpu", suite="profile",
                 argv=["profile", "gemm"], host="h", accelbench_version="0.1.0")
 

@@ -10,7 +10,16 @@ import xml.etree.ElementTree as ET
 import pytest
 
 from accelbench.core.units import format_bytes
-from accelbench.core.view import Bars, BarSeries, HeatMap, Lines, LineSeries, Panel, TimeSeries
+from accelbench.core.view import (
+    Bars,
+    BarSeries,
+    Chart,
+    HeatMap,
+    Lines,
+    LineSeries,
+    Panel,
+    TimeSeries,
+)
 from accelbench.report.charts import bar_chart, draw, line_chart
 
 SVG_NS = "{http://www.w3.org/2000/svg}"
@@ -50,7 +59,7 @@ def bars(root: ET.Element) -> list[tuple[str, float, float, float, float]]:
 
 
 def ids(root: ET.Element) -> list[str]:
-    return [el.get("id") for el in root.iter() if el.get("id")]
+    return [found for el in root.iter() if (found := el.get("id"))]
 
 
 def test_vertical_bars_one_per_value_with_lengths_in_proportion():
@@ -239,7 +248,7 @@ def test_byte_ticks_are_whole_binary_sizes(n, shown):
 
 
 def test_every_kind_of_chart_a_view_makes_is_drawn() -> None:
-    kinds = [
+    kinds: list[Chart] = [
         Bars("b", ["a", "b"], [BarSeries("s", [1.0, 2.0], [(0.5, 1.5), None])], "x",
              reference=1.0),
         Lines("l", [LineSeries("s", [8.0, 1024.0], [1.0, 3.0])], "size", "B/s", logx=True,

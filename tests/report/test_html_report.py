@@ -10,6 +10,7 @@ import re
 import shutil
 import subprocess
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -155,7 +156,7 @@ PROBE = """<script>
 """
 
 
-def _browser_probe(report: str, tmp_path: Path) -> dict:
+def _browser_probe(report: str, tmp_path: Path) -> dict[str, Any]:
     if CHROMIUM is None:
         if os.environ.get("CI") == "true":
             pytest.fail("chromium is missing in CI: .ci/run should have installed it")
@@ -172,7 +173,8 @@ def _browser_probe(report: str, tmp_path: Path) -> dict:
     assert result.returncode == 0, result.stderr[-2000:]
     match = re.search(r'<html[^>]*\sdata-probe="([^"]*)"', result.stdout)
     assert match, result.stdout[:2000]
-    return json.loads(html.unescape(match.group(1)))
+    probe: dict[str, Any] = json.loads(html.unescape(match.group(1)))
+    return probe
 
 
 @pytest.mark.browser

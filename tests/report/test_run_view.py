@@ -15,7 +15,7 @@ from test_telemetry_report import _measurements as telemetry_measurements
 from test_validation_report import _checks
 
 from accelbench.benchmarks.collectives import ops
-from accelbench.benchmarks.collectives.bench import BENCHMARK as COLLECTIVES
+from accelbench.benchmarks.collectives.declaration import BENCHMARK as COLLECTIVES
 from accelbench.core.case import Case
 from accelbench.core.measurement import Figure, Measurement
 from accelbench.profile.analysis import analyze_file
@@ -34,6 +34,7 @@ def _all_reduce(nbytes: int, seconds: float) -> Measurement:
                 "backend": "gloo"}
     case = Case.make("collectives", "v", "collective", identity, "cpu")
     factor = ops.bus_factor("all-reduce", 2)
+    assert factor is not None
     return stored_measurement(
         case, "ok", samples=(seconds,), number=1,
         figures=(Figure("busbw", nbytes * factor / seconds, "B/s"),

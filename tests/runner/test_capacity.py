@@ -62,5 +62,6 @@ def test_ranks_a_suite_asks_for_skip_their_cases_on_a_node_too_small(monkeypatch
         [run] = store.list_runs()
         measurements = store.load_run(run.id).measurements
     assert measurements and all(m.status == "skipped" for m in measurements)
-    assert all(m.reason.startswith("2 CPU ranks: this node has 1 logical core ")
+    assert all(m.reason is not None
+               and m.reason.startswith("2 CPU ranks: this node has 1 logical core ")
                for m in measurements)

@@ -86,8 +86,13 @@ def test_the_lifecycle_runs_in_order_and_stores_every_case(store_path) -> None:
 def test_bad_input_found_while_reading_the_device_begins_no_run(store_path) -> None:
     executor = Scripted(_valid(), then="no device")
     opened: list[bool] = []
+
+    def open_store() -> Store:
+        opened.append(True)
+        return Store.open(store_path)
+
     with pytest.raises(UserError, match="no such device"):
-        conduct(executor, lambda: opened.append(True) or Store.open(store_path), "quick")
+        conduct(executor, open_store, "quick")
     assert not opened and executor.calls == ["fingerprint", "close"]
 
 

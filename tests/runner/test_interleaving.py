@@ -26,7 +26,7 @@ from accelbench.runner import messages
 from accelbench.runner.plan import Request, validate
 from accelbench.runner.session import run_session
 from accelbench.store import Store
-from fakes import FakeClock
+from fakes import FakeClock, no_vendor_tools
 
 CPU = DeviceInfo(type="cpu", index=None, name="Test CPU", platform="cpu")
 _ids = itertools.count(1)
@@ -47,7 +47,7 @@ class FakeWorker:
 
     def ask(self, message, timeout):
         if isinstance(message, messages.ReadFingerprint):
-            return messages.FingerprintRead(collect("cpu", run=lambda *a, **k: None,
+            return messages.FingerprintRead(collect("cpu", run=no_vendor_tools,
                                                     environ={}).to_dict())
         planned = message.planned
         FakeWorker.log.append((self.id, planned.case.benchmark))

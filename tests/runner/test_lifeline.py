@@ -170,7 +170,8 @@ OWNER = textwrap.dedent("""
 def test_the_ranks_and_their_job_end_when_the_owner_dies():
     with subprocess.Popen([sys.executable, "-c", OWNER, TORCHRUN, RANK],
                           stdout=subprocess.PIPE, text=True) as owner:
-        pids = []
+        assert owner.stdout is not None
+        pids: list[int] = []
         try:
             # torchrun's pid, then each rank's once it watches (with the helper's).
             lines = [owner.stdout.readline() for _ in range(3)]
@@ -216,6 +217,7 @@ def test_a_rank_whose_owner_dies_never_kills_a_group_it_shares_with_others():
         with subprocess.Popen([sys.executable, "-c", SCRIPT, RANK], env=env,
                               start_new_session=True, stdin=subprocess.PIPE,
                               stdout=subprocess.PIPE, text=True) as script:
+            assert script.stdin is not None and script.stdout is not None
             try:
                 rank = int(script.stdout.readline())
                 assert os.getsid(script.pid) == os.getpgid(script.pid) == script.pid
@@ -267,6 +269,7 @@ PARENT = textwrap.dedent("""
 def test_the_parent_death_signal_reaches_the_child():
     with subprocess.Popen([sys.executable, "-c", PARENT], stdout=subprocess.PIPE,
                           text=True) as parent:
+        assert parent.stdout is not None
         try:
             child = int(parent.stdout.readline())
             assert running(child)

@@ -48,7 +48,7 @@ accelbench.benchmarks.REGISTRY = SAMPLE_REGISTRY
 """ + ONE_ROUND_RUN
 
 
-def _start(argv: list[str], tmp_path: Path) -> tuple[subprocess.Popen, str]:
+def _start(argv: list[str], tmp_path: Path) -> tuple[subprocess.Popen[bytes], str]:
     mark = uuid.uuid4().hex
     tmpdir = tmp_path / "tmp"
     tmpdir.mkdir(exist_ok=True)
@@ -91,13 +91,14 @@ def _stored(store: Path) -> tuple[list[str], int] | None:
     return statuses, count
 
 
-def _wait_until(condition, deadline_s: float, process: subprocess.Popen | None = None):
+def _wait_until(condition, deadline_s: float, process: subprocess.Popen[bytes] | None = None):
     deadline = time.monotonic() + deadline_s
     while time.monotonic() < deadline:
         value = condition()
         if value:
             return value
         if process is not None and process.poll() is not None:
+            assert process.stderr is not None
             pytest.fail(f"the run ended first ({process.returncode}): "
                         f"{process.stderr.read().decode()[-3000:]}")
         time.sleep(0.2)
@@ -111,7 +112,7 @@ def _measured(store: Path, at_least: int = 1):
     return check
 
 
-def _samples_run(tmp_path: Path) -> tuple[subprocess.Popen, str, Path]:
+def _samples_run(tmp_path: Path) -> tuple[subprocess.Popen[bytes], str, Path]:
     """A run that has stored one case and hangs in the second (its worker with it)."""
     store = tmp_path / "results.sqlite"
     process, mark = _start(["-c", SAMPLES_RUN, "run", "--bench", "ok", "hangs_announced",
@@ -128,6 +129,7 @@ def test_sigterm_ends_the_run_as_interrupted_with_143_and_keeps_what_was_measure
         assert any("multiprocessing" in cmd for cmd in _marked(mark).values())  # the worker
         process.send_signal(signal.SIGTERM)
         assert process.wait(timeout=DEADLINE_S) == EXIT_TERMINATED
+        assert process.stderr is not None
         assert "accelbench: error" not in process.stderr.read().decode()
     assert _wait_until(lambda: not _marked(mark), DEADLINE_S), _marked(mark)
     with Store.open(store, create=False) as opened:
@@ -174,13 +176,15 @@ def test_ranks_of_a_killed_run_end_with_it_and_their_folder_goes_at_the_next_sta
         measurements = opened.load_run(record.id).measurements
     assert record.status == "running"
     assert len(measurements) >= before[1]
-    assert all(m.status == "ok" and m.stats.median > 0 for m in measurements)
+    assert all(m.status == "ok" and m.stats is not None and m.stats.median > 0
+               for m in measurements)
 
     left = list((tmp_path / "tmp").glob(f"{FOLDER_PREFIX}*"))
     assert left, "the killed run had no time to remove its folder"
     again, _ = _start(["-m", "accelbench", "run", "--bench", "launch", "--device", "cpu",
                        "--max-time", "0.05", "--no-report", "--store", str(store)], tmp_path)
     with again:
+        assert again.stderr is not None
         assert again.wait(timeout=START_DEADLINE_S) == 0, again.stderr.read().decode()[-3000:]
     assert not any(folder.exists() for folder in left)
 
@@ -193,7 +197,7 @@ LONG_PROFILE = ["-m", "accelbench", "profile", "collectives", "-p", "op=all-redu
                 "--oversubscribe", "--wait", "100000000", "--warmup", "1", "--steps", "1"]
 
 
-def _profile_job(tmp_path: Path) -> tuple[subprocess.Popen, str, dict[int, str]]:
+def _profile_job(tmp_path: Path) -> tuple[subprocess.Popen[bytes], str, dict[int, str]]:
     """A long profile whose torchrun and both ranks have started and loaded torch."""
     process, mark = _start([*LONG_PROFILE, "--store", str(tmp_path / "results.sqlite")],
                            tmp_path)

@@ -14,7 +14,9 @@ import pytest
 from sample_benches import DIST_REGISTRY
 
 from accelbench.core.case import Case
+from accelbench.core.device import DeviceInfo
 from accelbench.core.measurement import Measurement, not_measured
+from accelbench.core.timing import TimingPolicy
 from accelbench.runner.launcher import (
     Failed,
     Finished,
@@ -27,6 +29,8 @@ from accelbench.runner.launcher import (
 )
 from accelbench.runner.plan import PlannedCase
 from accelbench.runner.ranks import running
+
+CPU = DeviceInfo(type="cpu", index=None, platform="cpu", name="Test CPU")
 
 
 def start(i):
@@ -63,12 +67,18 @@ def test_the_same_order_within_one_read():
     assert progress.ended and progress.settled == 1
 
 
+def _ended(progress: JobProgress) -> bool:
+    """`progress.ended`, read through a call: mypy would keep the attribute narrowed by an
+    assert across the later `feed`, which changes it."""
+    return progress.ended
+
+
 def test_a_failure_that_overtakes_the_result_of_the_case_before_waits_for_it():
     progress = JobProgress(3)
     assert progress.feed([start(0)]) == [Started(0)]
     # Rank 1 is through case 0 and has already failed case 1; rank 0's lines follow.
     assert progress.feed([rank_failed(1, 1, "wrong sum")]) == []
-    assert not progress.ended
+    assert not _ended(progress)
     events = progress.feed([result(0), start(1)])
     assert events == [Finished(0, result(0)["measurement"]), Started(1),
                       failure(1, 1, "wrong sum")]
@@ -179,10 +189,11 @@ def test_the_supervisor_ends_the_job_on_a_rank_failure_and_runs_the_rest():
     bench = DIST_REGISTRY.get("dist_fails")
     cases = [PlannedCase(bench, Case.make(bench.name, bench.version, bench.family, {"i": i},
                                           "cpu"), {}, 2) for i in range(3)]
-    started, results = [], {}
+    started: list[int] = []
+    results: dict[int, Measurement] = {}
     # Were the job left to its timeout, the test would run into its own.
-    FakeRanks(2, "gloo").run(cases, None, None, lambda planned: 3600.0, started.append,
-                             results.__setitem__)
+    FakeRanks(2, "gloo").run(cases, CPU, TimingPolicy(), lambda planned: 3600.0,
+                             started.append, results.__setitem__)
     assert started == [0, 1, 2]
     assert [results[i].status for i in range(3)] == ["ok", "failed", "ok"]
     assert results[0].samples == (1.0,) and results[2].samples == (2.0,)

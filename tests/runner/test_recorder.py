@@ -18,7 +18,7 @@ from fakes import stored_measurement
 
 class Recording:
     def __init__(self) -> None:
-        self.events: list[tuple] = []
+        self.events: list[tuple[object, ...]] = []
 
     def planned(self, cases, fingerprint, run_id) -> None:
         self.events.append(("planned", len(cases), run_id))

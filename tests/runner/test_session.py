@@ -24,16 +24,19 @@ def test_failures_crashes_and_hangs_are_recorded_and_the_run_goes_on(store_path)
     by_name = {m.case.benchmark: m for m in stored.measurements}
     assert [m.case.benchmark for m in stored.measurements] == list(order[:-1])
     assert by_name["ok"].status == "ok"
-    assert by_name["ok"].samples and by_name["ok"].primary.unit == "item/s"
+    primary = by_name["ok"].primary
+    assert by_name["ok"].samples and primary is not None and primary.unit == "item/s"
     assert by_name["fails"].reason == "wrong result: deliberately"
     assert by_name["errors"].reason == "RuntimeError: boom"
     assert "traceback" in by_name["errors"].details
-    assert by_name["oom"].reason.startswith("out of memory")
+    oom = by_name["oom"].reason
+    assert oom is not None and oom.startswith("out of memory")
     assert by_name["skips"].status == "skipped"
-    assert by_name["crashes"].status == "failed"
-    assert "crashed (SIGABRT)" in by_name["crashes"].reason
-    assert by_name["hangs"].status == "failed"
-    assert "timed out after 3 s" in by_name["hangs"].reason
+    crashes, hangs = by_name["crashes"], by_name["hangs"]
+    assert crashes.status == "failed" and crashes.reason is not None
+    assert "crashed (SIGABRT)" in crashes.reason
+    assert hangs.status == "failed" and hangs.reason is not None
+    assert "timed out after 3 s" in hangs.reason
     assert outcome.exit_code == EXIT_CASE_FAILED
     assert stored.record.status == "failed"
 
@@ -79,11 +82,11 @@ def test_ctrl_c_keeps_what_was_measured_and_marks_the_run_interrupted(store_path
 
 
 def test_cases_with_different_worker_keys_never_share_a_process(store_path):
-    from accelbench.runner import session
+    from accelbench.runner import plan, session
 
     order = [("keyed_pid", "a"), ("keyed_pid", "a"), ("keyed_pid", "b"), ("pid", None),
              ("keyed_pid", "a")]
-    original_expand = session.expand
+    original_expand = plan.expand
 
     def ordered_expand(*args, **kwargs):
         planned = {(p.benchmark.name, p.params.get("mode")): p

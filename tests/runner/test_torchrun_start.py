@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -18,7 +19,8 @@ def test_the_torchrun_command_starts_a_module_on_n_ranks_of_this_node() -> None:
         sys.executable, "-m", "torch.distributed.run", "--standalone", "--nnodes=1",
         "--nproc-per-node=3", "-m", "accelbench", "profile", "gemm"]
     group = launcher.RankGroup(2, "gloo")
-    assert group.command("job.pkl", "out.jsonl")[:6] == launcher.torchrun_command(2, "x")[:6]
+    command = group.command(Path("job.pkl"), Path("out.jsonl"))
+    assert command[:6] == launcher.torchrun_command(2, "x")[:6]
 
 
 def test_profile_ranks_are_started_through_the_launcher(monkeypatch) -> None:

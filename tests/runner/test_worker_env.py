@@ -78,7 +78,7 @@ class Counting:
         self.measured: list[tuple[int, str, bool]] = []  # (process, benchmark, search)
         self.device = device
 
-    def __call__(self, env: WorkerEnv) -> object:
+    def __call__(self, env: WorkerEnv) -> _FakeWorker:
         self.started.append(env)
         return _FakeWorker(self, len(self.started))
 
@@ -90,10 +90,10 @@ class _FakeWorker:
     def ask(self, message, timeout):
         from accelbench.core.context import CaseContext
         from accelbench.core.measurement import from_result
-        from fakes import FakeClock
+        from fakes import FakeClock, no_vendor_tools
 
         if isinstance(message, messages.ReadFingerprint):
-            data = collect("cpu", run=lambda *a, **k: None, environ={}).to_dict()
+            data = collect("cpu", run=no_vendor_tools, environ={}).to_dict()
             if self.owner.device is not None:
                 data["device"] = self.owner.device.to_dict()
                 data["platform"] = self.owner.device.platform

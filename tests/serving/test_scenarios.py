@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import threading
+from collections.abc import Sequence
 from types import SimpleNamespace
 
 import pytest
@@ -91,7 +92,8 @@ def _samples(ids):
 
 
 def test_the_sut_serves_queries_in_batches_and_pads_none_of_the_work_away() -> None:
-    lg, calls = FakeLoadGen(), []
+    lg = FakeLoadGen()
+    calls: list[Sequence[int]] = []
     ticks = iter(range(1000))
     with QueueSUT(lg, calls.append, batch=3, clock=lambda: float(next(ticks))) as sut:
         sut.issue(_samples([10, 11, 12, 13, 14]))  # an offline-style query of five

@@ -253,7 +253,7 @@ def test_a_job_gone_from_the_queue_has_ended(fake):
 def test_a_job_unknown_to_controller_and_accounting(monkeypatch):
     answers = {"scontrol": _out("scontrol-show-job-missing.txt", 1),
                "sacct": _out("sacct-disabled.txt", 1)}
-    slurm = Slurm(lambda argv, stdin=None: answers[argv[0]])
+    slurm = Slurm(lambda argv, stdin=None, env=None: answers[argv[0]])
     (job,) = slurm.jobs("999")
     assert job.state == "UNKNOWN" and job.finished and not job.succeeded
     assert "no job accounting" in job.reason
@@ -348,7 +348,7 @@ def test_a_secret_that_a_script_would_hold_is_refused(fake, capsys, store, run_a
 
 @given(nodes=st.lists(st.sampled_from([*"gpu0129[]-,._ x²", "--", "\n"]), max_size=12).map(
            "".join),
-       password=st.text(st.characters(blacklist_categories=("Cs",),
+       password=st.text(st.characters(blacklist_categories=["Cs"],
                                       blacklist_characters="\x00"), min_size=6, max_size=12))
 @settings(max_examples=150, deadline=None,
           suppress_health_check=[HealthCheck.function_scoped_fixture])

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from accelbench.core.case import Case
 from accelbench.core.measurement import Figure, Measurement
 from fakes import stored_measurement
 
-RUN_ARGS = {
+RUN_ARGS: dict[str, Any] = {
     "fingerprint": {"device": {"name": "AMD Instinct MI250X", "arch": "gfx90a"}, "rocm": "6.2"},
     "fingerprint_id": "fp-mi250x-01",
     "generation_key": "rocm/gfx90a/torch-2.5",

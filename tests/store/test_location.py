@@ -85,7 +85,9 @@ def test_the_environment_names_the_default_store(monkeypatch, tmp_path: Path) ->
     with pytest.raises(UserError, match="mysql"):
         default_store_location()
     monkeypatch.delenv("ACCELBENCH_STORE")
-    assert default_store_location().path.name == "results.sqlite"
+    default_path = default_store_location().path
+    assert default_path is not None
+    assert default_path.name == "results.sqlite"
 
 
 def test_files_go_beside_a_store_file_or_into_the_user_data_directory(monkeypatch,

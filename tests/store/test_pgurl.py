@@ -21,7 +21,8 @@ conninfo = pytest.importorskip("psycopg.conninfo")
 def libpq(url: str) -> dict[str, str]:
     """What libpq itself reads from `url` (scheme in lower case, as libpq needs)."""
     scheme, sep, rest = url.partition("://")
-    return conninfo.conninfo_to_dict(f"{scheme.lower()}{sep}{rest}")
+    keywords: dict[str, str] = conninfo.conninfo_to_dict(f"{scheme.lower()}{sep}{rest}")
+    return keywords
 
 
 def ours(url: str) -> dict[str, str]:
@@ -34,8 +35,8 @@ def ours(url: str) -> dict[str, str]:
 # since libpq 17), NUL, and '%' (which starts an escape). Written percent-encoded, a
 # password may hold any character but NUL.
 RAW_PASSWORD_CHARS = st.characters(blacklist_characters="@/% \x00",
-                                   blacklist_categories=("Cs",))
-ANY_PASSWORD_CHARS = st.characters(blacklist_characters="\x00", blacklist_categories=("Cs",))
+                                   blacklist_categories=["Cs"])
+ANY_PASSWORD_CHARS = st.characters(blacklist_characters="\x00", blacklist_categories=["Cs"])
 
 
 @given(password=st.text(RAW_PASSWORD_CHARS, min_size=1, max_size=24),
@@ -99,7 +100,7 @@ def test_a_driver_message_is_scrubbed_of_the_password(password: str) -> None:
 URL_PIECES = st.sampled_from([
     *"@/:?&=%[],. aZ09#ü", "%40", "%2F", "%20", "%zz", "%00", "password=", "pass%77ord=",
     "ssl=", "port=", "host=", "sslmode=", "connect_timeout="]) | st.characters(
-        blacklist_categories=("Cs",))
+        blacklist_categories=["Cs"])
 URL_TEXT = st.lists(URL_PIECES, max_size=30).map("".join)
 
 
@@ -209,7 +210,7 @@ def test_an_error_echoes_what_was_written() -> None:
 
 
 @given(password=st.text(st.characters(blacklist_characters="@/\x00",
-                                      blacklist_categories=("Cs",)), min_size=3, max_size=16))
+                                      blacklist_categories=["Cs"]), min_size=3, max_size=16))
 @settings(max_examples=80, deadline=None,
           suppress_health_check=[HealthCheck.function_scoped_fixture])
 @pytest.mark.slow

@@ -8,6 +8,7 @@ import math
 import shutil
 import sqlite3
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -22,15 +23,15 @@ FIXTURES = Path(__file__).parent.parent / "fixtures"
 CORPORA = [FIXTURES / "store" / "results-v1.json", FIXTURES / "analysis" / "generations-v1.json"]
 
 
-def v1_records() -> list[dict]:
-    out = []
+def v1_records() -> list[dict[str, Any]]:
+    out: list[dict[str, Any]] = []
     for path in CORPORA:
         for run in json.loads(path.read_text())["runs"]:
             out.extend(run["measurements"])
     return out
 
 
-def old_value_samples(record: dict) -> list[float]:
+def old_value_samples(record: dict[str, Any]) -> list[float]:
     """What format 1 readers took as the headline figure of each sample."""
     figure = record["figures"][0]
     t = [s for s in record["samples"] if s > 0]
@@ -41,7 +42,8 @@ def old_value_samples(record: dict) -> list[float]:
 
 
 @pytest.mark.parametrize("record", v1_records(), ids=lambda r: r["case"]["benchmark"])
-def test_every_corpus_record_derives_the_figures_format_1_stored(record: dict) -> None:
+def test_every_corpus_record_derives_the_figures_format_1_stored(
+        record: dict[str, Any]) -> None:
     assert record["format_version"] == 1
     m = Measurement.from_dict(record)
     assert [f.name for f in m.figures] == [f["name"] for f in record["figures"]]
@@ -57,12 +59,13 @@ def test_every_corpus_record_derives_the_figures_format_1_stored(record: dict) -
 
 
 def test_format_1_rates_become_work_per_call() -> None:
-    by_bench = {}
+    by_bench: dict[str, Measurement] = {}
     for record in v1_records():
         by_bench.setdefault(record["case"]["benchmark"], Measurement.from_dict(record))
     gemm, train = by_bench["gemm"], by_bench["train"]
     (rate,) = gemm.rates
     assert rate.over == "median" and rate.unit == "FLOP/s"
+    assert gemm.stats is not None
     assert rate.amount == pytest.approx(gemm.figures[0].value * gemm.stats.median)
     assert {r.name for r in train.rates} >= {"throughput", "model_flops"}
     assert all(r.over == "mean" for r in train.rates)  # total work over total time
@@ -76,7 +79,7 @@ def test_format_1_rates_become_work_per_call() -> None:
 
 def test_format_1_tables_hid_switches_at_off_values() -> None:
     params = {"batch": 8, "cast": False, "warmup": 0, "config": "", "compile": True}
-    record = {"format_version": 1, "status": "skipped", "reason": "r",
+    record: dict[str, Any] = {"format_version": 1, "status": "skipped", "reason": "r",
               "case": Case.make("train", "v", "model", params, "cpu").to_dict()}
     del record["case"]["shown"]
     assert Measurement.from_dict(record).case.shown == ("batch", "compile")
@@ -159,8 +162,10 @@ def test_a_rate_over_the_mean_weighs_each_process_alike() -> None:
                Timing((1.5,) * 5, 1, 0, "converged"))
     m = Measurement(case, "ok", timings=timings,
                     rates=(Rate("throughput", 10.0, "sample/s", over="mean"),))
-    assert m.figure("throughput").value == pytest.approx(10.0 / 1.5)
-    assert m.figure("time").value == pytest.approx(1.5)
+    throughput, time_figure = m.figure("throughput"), m.figure("time")
+    assert throughput is not None and time_figure is not None
+    assert throughput.value == pytest.approx(10.0 / 1.5)
+    assert time_figure.value == pytest.approx(1.5)
     assert float(np.median(m.value_samples())) == pytest.approx(10.0 / 1.5)
 
 

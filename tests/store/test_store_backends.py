@@ -11,7 +11,7 @@ from store_data import RUN_ARGS, sample_measurements
 from accelbench.core.case import Case
 from accelbench.core.measurement import Figure
 from accelbench.errors import EXIT_STORE, EXIT_USAGE, StoreError, UserError
-from accelbench.store import Store, schema
+from accelbench.store import Store, ddl
 from fakes import stored_measurement
 from postgres import is_postgres, snapshot, sql, tables
 
@@ -26,15 +26,15 @@ def test_create_applies_migrations_once(store_location: str) -> None:
         pass
     with Store.open(store_location), Store.open(store_location, create=False):
         pass
-    assert migration_names(store_location) == [name for name, _ in schema.MIGRATIONS]
+    assert migration_names(store_location) == [name for name, _ in ddl.MIGRATIONS]
     assert {"fingerprints", "runs", "measurements", "profiles", "measurement_cases",
             "migrations"} <= set(tables(store_location))
     assert "figures" not in tables(store_location)
 
 
 def test_both_back_ends_know_the_same_migrations() -> None:
-    assert ([name for name, _ in schema.POSTGRES_MIGRATIONS]
-            == [name for name, _ in schema.MIGRATIONS])
+    assert ([name for name, _ in ddl.POSTGRES_MIGRATIONS]
+            == [name for name, _ in ddl.MIGRATIONS])
 
 
 def test_reopening_an_up_to_date_store_writes_nothing(store_location: str) -> None:
@@ -308,8 +308,8 @@ def test_import_runs_is_idempotent_and_refuses_another_fingerprint(store_locatio
 
 
 def _patch_migrations(monkeypatch, extra: tuple[str, list[str]]) -> None:
-    monkeypatch.setattr(schema, "MIGRATIONS", [*schema.MIGRATIONS, extra])
-    monkeypatch.setattr(schema, "POSTGRES_MIGRATIONS", [*schema.POSTGRES_MIGRATIONS, extra])
+    monkeypatch.setattr(ddl, "MIGRATIONS", [*ddl.MIGRATIONS, extra])
+    monkeypatch.setattr(ddl, "POSTGRES_MIGRATIONS", [*ddl.POSTGRES_MIGRATIONS, extra])
 
 
 def test_a_new_migration_upgrades_an_existing_store(store_location: str, monkeypatch) -> None:

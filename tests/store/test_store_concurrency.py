@@ -12,6 +12,7 @@ import pytest
 from accelbench.core.case import Case
 from accelbench.core.measurement import Figure, Measurement
 from accelbench.store import Store
+from accelbench.store.postgres import PostgresBackend
 from fakes import stored_measurement
 
 pytestmark = pytest.mark.slow
@@ -23,8 +24,10 @@ PER_WRITER = 25
 
 def _measurement(writer: int, i: int) -> Measurement:
     case = Case.make("gemm", "v1", "micro", {"shape": 256 * (i + 1), "writer": writer}, "cpu")
-    return stored_measurement(case, "ok", samples=(1e-3 + i * 1e-6, 1.1e-3), number=3,
-                       figures=(Figure("time", 1e-3, "s", higher_is_better=False),))
+    measurement: Measurement = stored_measurement(
+        case, "ok", samples=(1e-3 + i * 1e-6, 1.1e-3), number=3,
+        figures=(Figure("time", 1e-3, "s", higher_is_better=False),))
+    return measurement
 
 
 def _begin(store: Store, writer: int) -> str:
@@ -103,6 +106,7 @@ def test_the_inspection_reads_one_snapshot(pg_url: str, monkeypatch) -> None:
 
     with Store.open(pg_url) as store:
         backend = store._backend
+        assert isinstance(backend, PostgresBackend)
         real_execute = psycopg.Cursor.execute
         committed: list[str] = []
 

@@ -25,6 +25,7 @@ from accelbench.core.measurement import CaseFailed, CaseResult, Rate, from_resul
 from accelbench.core.params import Param
 from accelbench.core.registry import Benchmark, Registry
 from accelbench.env.fingerprint import collect
+from accelbench.env.vendor_tools import MISSING, ToolRun
 from accelbench.errors import EXIT_STORE, EXIT_STORE_UNREACHABLE, StoreError, StoreUnreachable
 from accelbench.runner import messages
 from accelbench.runner.plan import Request, validate
@@ -55,8 +56,9 @@ class Worker:
 
     def ask(self, message, timeout):
         if isinstance(message, messages.ReadFingerprint):
-            return messages.FingerprintRead(collect("cpu", run=lambda *a, **k: None,
-                                                    environ={}).to_dict())
+            fingerprint = collect("cpu", run=lambda argv, timeout: ToolRun(problem=MISSING),
+                                  environ={})
+            return messages.FingerprintRead(fingerprint.to_dict())
         Worker.cases += 1
         hook = Worker.before_case.get(Worker.cases)
         if hook is not None:

@@ -13,7 +13,7 @@ from store_data import RUN_ARGS, sample_measurements
 
 from accelbench.errors import EXIT_STORE, StoreError
 from accelbench.store import Store, default_store_path
-from accelbench.store.schema import APPLICATION_ID, MIGRATIONS
+from accelbench.store.ddl import APPLICATION_ID, MIGRATIONS
 
 
 def snapshot(path: Path) -> tuple[bytes, int]:
@@ -191,10 +191,10 @@ def test_an_empty_file_still_becomes_a_store_for_writing(tmp_path: Path) -> None
 def _older_accelbench(monkeypatch) -> None:
     """Make the stores written so far be those of an older accelbench: this one knows a
     migration that they lack."""
-    from accelbench.store import schema
+    from accelbench.store import ddl
 
     added = [*MIGRATIONS, ("999_run_note", ["ALTER TABLE runs ADD COLUMN note TEXT"])]
-    monkeypatch.setattr(schema, "MIGRATIONS", added)
+    monkeypatch.setattr(ddl, "MIGRATIONS", added)
 
 
 def _migration_names(path: Path) -> list[str]:
@@ -225,6 +225,13 @@ def test_reading_an_older_store_that_cannot_be_written_upgrades_a_copy(
     assert "999_run_note" not in _migration_names(store_path)
 
 
+class _CodedOperationalError(sqlite3.OperationalError):
+    """An OperationalError carrying its SQLite result code, as sqlite3 raises them from
+    Python 3.11 on."""
+
+    sqlite_errorcode: int
+
+
 def _cannot_open_shm(monkeypatch, error: str = "unable to open database file",
                      code: int = 14) -> list[int]:
     """Make the first read of the store fail as on a read-only directory (SQLite cannot
@@ -237,7 +244,7 @@ def _cannot_open_shm(monkeypatch, error: str = "unable to open database file",
     def first_read(conn: sqlite3.Connection) -> None:
         calls.append(1)
         if len(calls) == 1:
-            e = sqlite3.OperationalError(error)
+            e = _CodedOperationalError(error)
             e.sqlite_errorcode = code
             raise e
         real(conn)

@@ -11,9 +11,11 @@ from __future__ import annotations
 import re
 import sys
 from collections import Counter
+from collections.abc import Mapping
 from dataclasses import dataclass
 from types import ModuleType
 
+import pytest
 import torch
 from torch import nn
 
@@ -22,16 +24,19 @@ def _modules(**modules: ModuleType) -> dict[str, ModuleType]:
     return {name.replace("__", "."): module for name, module in modules.items()}
 
 
+def _module(name: str, **attributes: object) -> ModuleType:
+    module = ModuleType(name)
+    vars(module).update(attributes)
+    return module
+
+
 # -- torchaudio ----------------------------------------------------------------------------
 
 
 def torchaudio(version: str = "2.14.1+cu130", wrong: bool = False) -> dict[str, ModuleType]:
-    top = ModuleType("torchaudio")
-    top.__version__ = version
-    transforms = ModuleType("torchaudio.transforms")
-    functional = ModuleType("torchaudio.functional")
-
     class Spectrogram(nn.Module):
+        window: torch.Tensor  # a buffer
+
         def __init__(self, n_fft: int = 400, hop_length: int | None = None,
                      power: float = 2.0) -> None:
             super().__init__()
@@ -44,6 +49,8 @@ def torchaudio(version: str = "2.14.1+cu130", wrong: bool = False) -> dict[str, 
             return spec * 1.01 if wrong and spec.dtype != torch.float64 else spec
 
     class MelSpectrogram(nn.Module):
+        bank: torch.Tensor  # a buffer
+
         def __init__(self, sample_rate: int = 16000, n_fft: int = 400,
                      hop_length: int | None = None, n_mels: int = 128) -> None:
             super().__init__()
@@ -52,16 +59,19 @@ def torchaudio(version: str = "2.14.1+cu130", wrong: bool = False) -> dict[str, 
             self.register_buffer("bank", bank)
 
         def forward(self, wave: torch.Tensor) -> torch.Tensor:
-            return (self.spectrogram(wave).transpose(-1, -2) @ self.bank).transpose(-1, -2)
+            spec: torch.Tensor = self.spectrogram(wave)
+            return (spec.transpose(-1, -2) @ self.bank).transpose(-1, -2)
 
     def resample(wave: torch.Tensor, orig_freq: int, new_freq: int) -> torch.Tensor:
         step = orig_freq // new_freq
         out = torch.nn.functional.avg_pool1d(wave[:, None, :], step, step)[:, 0, :]
         return out + 0.01 if wrong and out.dtype != torch.float64 else out
 
-    transforms.Spectrogram, transforms.MelSpectrogram = Spectrogram, MelSpectrogram
-    functional.resample = resample
-    top.transforms, top.functional = transforms, functional
+    transforms = _module("torchaudio.transforms", Spectrogram=Spectrogram,
+                         MelSpectrogram=MelSpectrogram)
+    functional = _module("torchaudio.functional", resample=resample)
+    top = _module("torchaudio", __version__=version, transforms=transforms,
+                  functional=functional)
     return _modules(torchaudio=top, torchaudio__transforms=transforms,
                     torchaudio__functional=functional)
 
@@ -96,11 +106,6 @@ class Vocab:
 
 
 def torchtext(version: str = "0.18.0", wrong: bool = False) -> dict[str, ModuleType]:
-    top = ModuleType("torchtext")
-    top.__version__ = version
-    data, utils = ModuleType("torchtext.data"), ModuleType("torchtext.data.utils")
-    vocab, functional = ModuleType("torchtext.vocab"), ModuleType("torchtext.functional")
-
     def get_tokenizer(name: str):
         assert name == "basic_english"
         if wrong:  # forgets to split off punctuation
@@ -116,11 +121,12 @@ def torchtext(version: str = "0.18.0", wrong: bool = False) -> dict[str, ModuleT
         return nn.utils.rnn.pad_sequence([torch.tensor(row) for row in ids], batch_first=True,
                                          padding_value=padding_value)
 
-    utils.get_tokenizer = get_tokenizer
-    vocab.build_vocab_from_iterator = build_vocab_from_iterator
-    functional.to_tensor = to_tensor
-    data.utils = utils
-    top.data, top.vocab, top.functional = data, vocab, functional
+    utils = _module("torchtext.data.utils", get_tokenizer=get_tokenizer)
+    data = _module("torchtext.data", utils=utils)
+    vocab = _module("torchtext.vocab", build_vocab_from_iterator=build_vocab_from_iterator)
+    functional = _module("torchtext.functional", to_tensor=to_tensor)
+    top = _module("torchtext", __version__=version, data=data, vocab=vocab,
+                  functional=functional)
     return _modules(torchtext=top, torchtext__data=data, torchtext__data__utils=utils,
                     torchtext__vocab=vocab, torchtext__functional=functional)
 
@@ -129,15 +135,10 @@ def torchtext(version: str = "0.18.0", wrong: bool = False) -> dict[str, ModuleT
 
 
 def fbgemm_gpu(version: str = "1.9.0+cu130") -> dict[str, ModuleType]:
-    module = ModuleType("fbgemm_gpu")
-    module.__version__ = version
-    return {"fbgemm_gpu": module}
+    return {"fbgemm_gpu": _module("fbgemm_gpu", __version__=version)}
 
 
 def torchrec(version: str = "1.9.0+cu130", wrong: bool = False) -> dict[str, ModuleType]:
-    module = ModuleType("torchrec")
-    module.__version__ = version
-
     @dataclass
     class EmbeddingBagConfig:
         name: str
@@ -181,13 +182,13 @@ def torchrec(version: str = "1.9.0+cu130", wrong: bool = False) -> dict[str, Mod
                     pooled[feature] = self.embedding_bags[table.name](ids, offsets)
             return KeyedTensor(pooled)
 
-    module.EmbeddingBagConfig = EmbeddingBagConfig
-    module.EmbeddingBagCollection = EmbeddingBagCollection
-    module.KeyedJaggedTensor = KeyedJaggedTensor
+    module = _module("torchrec", __version__=version, EmbeddingBagConfig=EmbeddingBagConfig,
+                     EmbeddingBagCollection=EmbeddingBagCollection,
+                     KeyedJaggedTensor=KeyedJaggedTensor)
     return {"torchrec": module}
 
 
-def inject(monkeypatch, modules: dict[str, ModuleType | None]) -> None:
+def inject(monkeypatch: pytest.MonkeyPatch, modules: Mapping[str, ModuleType | None]) -> None:
     """Put the faked modules (None: not installed) in place of the real ones. A real
     package of the same name may be installed beside them (torchaudio beside the floor
     torch): its package metadata is hidden too, so a fake is judged by itself."""

@@ -12,7 +12,7 @@ from accelbench.benchmarks.validation import distributed
 from accelbench.core.registry import Benchmark, Registry
 
 
-def rank1_corrupts(ctx: Any, params: dict) -> Any:
+def rank1_corrupts(ctx: Any, params: dict[str, Any]) -> Any:
     real = ops.prepare
 
     def prepare(*args: Any, **kwargs: Any) -> ops.Prepared:
@@ -28,7 +28,7 @@ def rank1_corrupts(ctx: Any, params: dict) -> Any:
         ops.prepare = real
 
 
-def rank1_hangs(ctx: Any, params: dict) -> Any:
+def rank1_hangs(ctx: Any, params: dict[str, Any]) -> Any:
     if ctx.dist.rank == 1:
         time.sleep(3600)
     return distributed.measure(ctx, params)

@@ -38,6 +38,7 @@ def test_a_half_precision_linear_layer_gone_wrong_leaves_the_fp32_curve(monkeypa
     monkeypatch.setattr(torch.nn.functional, "linear", linear)
     m = run_check(BENCH, dtype="bf16")
     assert m.status == "failed"
+    assert m.reason is not None
     assert m.reason.startswith("autocast bf16: the bf16 loss curve is ")
     assert "away from the fp32 curve, beyond 0.05" in m.reason
     assert figures(m)["error"] > 0.05
@@ -52,6 +53,7 @@ def test_a_scaler_that_steps_through_an_overflow_fails(monkeypatch):
     monkeypatch.setattr(torch.amp.GradScaler, "step", step)
     m = run_check(BENCH, dtype="fp16")
     assert m.status == "failed"
+    assert m.reason is not None
     assert "GradScaler stepped despite an infinite gradient" in m.reason
     assert m.details["overflow_step_skipped"] is False
 
@@ -71,5 +73,6 @@ def test_a_scaler_that_keeps_its_scale_after_an_overflow_fails(monkeypatch):
     monkeypatch.setattr(torch.amp.GradScaler, "update", update)
     m = run_check(BENCH, dtype="fp16")
     assert calls and m.status == "failed"
+    assert m.reason is not None
     assert "GradScaler's scale went from 65536 to 65536 after an overflow, not to 32768" in \
         m.reason

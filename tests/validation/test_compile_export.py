@@ -40,6 +40,7 @@ def test_a_compiler_that_changes_the_result_fails(monkeypatch):
     monkeypatch.setattr(torch, "compile", compile)
     m = run_check(torch_compile.BENCHMARK, dtype="fp32")
     assert m.status == "failed"
+    assert m.reason is not None
     assert m.reason.startswith("wrong result: torch.compile against eager in fp32: ")
     assert "elements of output outside the tolerance" in m.reason
     assert "grad_input" in m.reason
@@ -66,6 +67,7 @@ def test_a_program_that_loads_wrong_fails(monkeypatch):
     monkeypatch.setattr(torch.export, "load", lambda f: Wrong(real(f)))
     m = run_check(export.EXPORT, dtype="fp32")
     assert m.status == "failed"
+    assert m.reason is not None
     assert m.reason.startswith("wrong result: torch.export round trip against eager: ")
 
 

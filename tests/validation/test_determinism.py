@@ -50,6 +50,7 @@ def test_a_result_that_varies_between_runs_fails(monkeypatch):
     monkeypatch.setattr(torch, "matmul", matmul)
     m = run_check(BENCH, op="matmul")
     assert m.status == "failed"
+    assert m.reason is not None
     assert m.reason.startswith("not deterministic: matmul in fp32 gave ")
     assert "elements different the second time (a @ b^T;" in m.reason
     assert figures(m)["error"] > 0

@@ -93,6 +93,7 @@ def test_a_torchaudio_that_computes_wrong_fails(monkeypatch, check, what):
     inject(monkeypatch, torchaudio(wrong=True))
     m = run_check(audio.BENCHMARK, check=check)
     assert m.status == "failed"
+    assert m.reason is not None
     assert m.reason.startswith(f"wrong result: torchaudio {what} against float64: ")
 
 
@@ -132,6 +133,7 @@ def test_a_torchtext_tokenizer_gone_wrong_fails(monkeypatch):
     inject(monkeypatch, torchtext(wrong=True))
     m = run_check(text.BENCHMARK, check="vocab")
     assert m.status == "failed"
+    assert m.reason is not None
     assert m.reason.startswith("wrong result: torchtext: basic_english split "
                                "'The quick brown fox jumps over the lazy dog.' into ")
 
@@ -140,6 +142,7 @@ def test_torchtext_has_no_release_for_the_pinned_torch(monkeypatch):
     inject(monkeypatch, torchtext())
     m = run_check(text.BENCHMARK, check="vocab")
     assert m.status == "skipped"
+    assert m.reason is not None
     assert "no torchtext release is built for torch 2.14.1 (its last release, 0.18, was " \
            "built for torch 2.3)" in m.reason
     inject(monkeypatch, {"torchtext": None})
@@ -164,6 +167,7 @@ def test_an_embedding_bag_collection_gone_wrong_fails(monkeypatch):
     inject(monkeypatch, {**torchrec(wrong=True), **fbgemm_gpu()})
     m = run_check(recsys.BENCHMARK, check="embedding-bag-collection")
     assert m.status == "failed"
+    assert m.reason is not None
     assert m.reason.startswith("wrong result: torchrec EmbeddingBagCollection on a "
                                "KeyedJaggedTensor: ")
     assert "pooled f0" in m.reason

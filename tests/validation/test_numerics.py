@@ -64,6 +64,7 @@ def test_tf32_on_an_mi250x_is_skipped_before_the_device_is_touched():
 ])
 def test_pairs_that_check_nothing_new_are_skipped(op, dtype, why):
     m = run_check(BENCH, op=op, dtype=dtype)
+    assert m.reason is not None
     assert m.status == "skipped" and m.reason.startswith(why)
 
 
@@ -71,6 +72,7 @@ def test_pairs_that_check_nothing_new_are_skipped(op, dtype, why):
 def test_an_sdpa_backend_the_cpu_lacks_is_skipped_with_pytorchs_reasons(backend):
     m = run_check(BENCH, op=f"sdpa-{backend}", dtype="fp32")
     assert m.status == "skipped"
+    assert m.reason is not None
     assert m.reason.startswith(f"the {backend} attention backend cannot run this case on cpu")
     assert "No viable backend for scaled_dot_product_attention" in m.reason
 
@@ -110,6 +112,7 @@ def test_a_perturbed_op_fails_its_check_with_the_reason(monkeypatch, op, dtype, 
     monkeypatch.setattr(module, name, _perturbed(getattr(module, name), factor))
     m = run_check(BENCH, op=op, dtype=dtype)
     assert m.status == "failed"
+    assert m.reason is not None
     assert m.reason.startswith(f"wrong result: {op} in {dtype}: ")
     assert "outside the tolerance" in m.reason and "worst error" in m.reason
     f = figures(m)
@@ -130,6 +133,7 @@ def test_a_nan_from_the_device_fails_as_not_finite(monkeypatch):
     monkeypatch.setattr(torch, "tanh", tanh)
     m = run_check(BENCH, op="tanh", dtype="fp16")
     assert m.status == "failed"
+    assert m.reason is not None
     assert "1 of 65536 values of output are not finite where the reference is" in m.reason
     assert "margin" not in figures(m)
 

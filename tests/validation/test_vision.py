@@ -8,6 +8,7 @@ import sys
 import pytest
 import torch
 import torchvision
+from torchvision.version import __version__ as torchvision_version
 from validation_helpers import figures, run_check
 
 from accelbench.benchmarks.validation import vision
@@ -16,7 +17,7 @@ BENCH = vision.BENCHMARK
 # The releases installed (the pinned pair, or the oldest supported one), as a CUDA 13.0
 # build whatever build is installed, so that the texts below are the same everywhere.
 TORCH = torch.__version__.split("+", 1)[0]
-TV = torchvision.__version__.split("+", 1)[0]
+TV = torchvision_version.split("+", 1)[0]
 LINE = f"pip install torchvision=={TV} --index-url https://download.pytorch.org/whl/cu130"
 
 
@@ -61,6 +62,7 @@ def test_nms_that_keeps_other_boxes_fails(monkeypatch):
     monkeypatch.setattr(torchvision.ops, "nms", lambda *a, **k: real(*a, **k)[:-2])
     m = run_check(BENCH, check="nms")
     assert m.status == "failed"
+    assert m.reason is not None
     assert m.reason.startswith("wrong result: torchvision.ops.nms kept ")
     assert "2 differ" in m.reason and figures(m)["error"] == 2
 
@@ -79,6 +81,7 @@ def test_an_operator_that_computes_wrong_fails(monkeypatch, check, name, what):
     monkeypatch.setattr(torchvision.ops, name, wrong)
     m = run_check(BENCH, check=check)
     assert m.status == "failed"
+    assert m.reason is not None
     assert m.reason.startswith(f"wrong result: {what}: ")
 
 
@@ -90,6 +93,7 @@ def test_an_operator_without_a_kernel_for_the_device_is_a_skip(monkeypatch):
     monkeypatch.setattr(torchvision.ops, "nms", nms)
     m = run_check(BENCH, check="nms")
     assert m.status == "skipped"
+    assert m.reason is not None
     assert m.reason.startswith("torchvision has no cpu kernel for nms: Could not run")
     assert m.reason.endswith(LINE)
 
@@ -111,6 +115,7 @@ def test_operators_that_did_not_register_are_a_skip(monkeypatch):
                                                                                False))
     m = run_check(BENCH, check="build")
     assert m.status == "skipped"
+    assert m.reason is not None
     assert "its C++ operators did not register: nms, roi_align" in m.reason
 
 

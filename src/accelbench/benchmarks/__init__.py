@@ -6,8 +6,8 @@ benchmark's measure function, in the worker that runs it.
 
 from __future__ import annotations
 
-from accelbench.benchmarks.collectives import bench as collectives
-from accelbench.benchmarks.isolate import bench as isolate
+from accelbench.benchmarks.collectives import declaration as collectives
+from accelbench.benchmarks.isolate import declaration as isolate
 from accelbench.benchmarks.micro import attention, conv, gemm, launch, memory, unified
 from accelbench.benchmarks.models import generate, infer, infer_engine, train
 from accelbench.benchmarks.serving import bench as serve

@@ -153,7 +153,7 @@ class ProfileExecutor:
             self._fingerprint = collect(request.device)
             return self._fingerprint
         self._info, rank_device, self._backend = join_as_rank(
-            request.device, request.backend,
+            self.valid.device, request.backend,
             self.valid.registry.get(request.benches[0]).timeout_s)
         self._fingerprint = collect(rank_device)
         return self._fingerprint

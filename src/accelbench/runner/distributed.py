@@ -91,21 +91,22 @@ def init_group(backend: str, device_type: str, timeout_s: float, first: int = 0)
     return info
 
 
-def join_as_rank(device: str, backend: str | None, timeout_s: float) -> tuple[DistInfo, str, str]:
-    """Under a torchrun the user started: check --device, join the job's group.
+def join_as_rank(device: tuple[str, int | None], backend: str | None, timeout_s: float
+                 ) -> tuple[DistInfo, str, str]:
+    """Under a torchrun the user started: check --device (as `ValidRequest.device` names
+    it), join the job's group.
 
     Returns the rank's place, the device it measures on ("cpu" or "cuda:LOCAL_RANK") and
     the backend in use.
     """
     import torch
 
-    from accelbench.core.device import parse_device_spec
     from accelbench.env.torch_floor import require_supported_torch
 
     info_from_env(backend or "")  # a broken torchrun environment is refused first
     stdout_for_python_only()
     require_supported_torch(str(torch.__version__))
-    kind, index = parse_device_spec(device)
+    kind, index = device
     if index is not None:
         raise UserError("under torchrun each rank uses its local GPU: use --device cuda or cpu")
     if kind == "auto":

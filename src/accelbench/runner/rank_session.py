@@ -87,7 +87,7 @@ class RankExecutor:
         # The group's own timeout comes after the watchdog's deadline and its settling,
         # so that the watchdog, not NCCL's teardown of the process, ends a hung case.
         self._info, rank_device, self._backend = join_as_rank(
-            request.device, request.backend, self._longest + SETTLE_WAIT_S)
+            self.valid.device, request.backend, self._longest + SETTLE_WAIT_S)
         self._cluster = gather_cluster(self._info)
         return collect(rank_device)
 

@@ -21,7 +21,7 @@ from accelbench.core.timing import TimingPolicy
 from accelbench.runner.messages import CaseMeasured, MeasureCase, Refused
 from accelbench.runner.plan import PlannedCase
 from accelbench.runner.recorder import RunRecorder
-from accelbench.runner.supervisor import Worker, WorkerLost, WorkerSlot
+from accelbench.runner.supervisor import WorkerLost, WorkerProcess, WorkerSlot
 
 if TYPE_CHECKING:
     from accelbench.runner.launcher import RankGroup
@@ -108,7 +108,7 @@ def run_in_workers(rounds: Rounds, slot: WorkerSlot, device: DeviceInfo,
         raise
 
 
-def _measure(slot: WorkerSlot, worker: Worker, planned: PlannedCase, device: DeviceInfo,
+def _measure(slot: WorkerSlot, worker: WorkerProcess, planned: PlannedCase, device: DeviceInfo,
              policy: TimingPolicy, timeout: float) -> Measurement:
     """One case in the worker; a lost worker fails the case and is replaced."""
     started = time.time()

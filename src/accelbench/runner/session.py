@@ -17,7 +17,6 @@ from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, Protocol
 
 from accelbench.core.device import DeviceInfo
-from accelbench.core.worker_env import WorkerEnv
 from accelbench.errors import EXIT_INTERNAL, UserError
 from accelbench.runner.messages import (
     FingerprintRead,
@@ -27,7 +26,13 @@ from accelbench.runner.messages import (
 from accelbench.runner.plan import PlannedCase, ValidRequest, expand
 from accelbench.runner.recorder import Listener, Outcome, RunRecorder, SilentListener
 from accelbench.runner.rounds import Rounds, run_distributed, run_in_workers, skip_all
-from accelbench.runner.supervisor import Worker, WorkerLost, WorkerSlot
+from accelbench.runner.supervisor import (
+    Worker,
+    WorkerFactory,
+    WorkerLost,
+    WorkerProcess,
+    WorkerSlot,
+)
 
 if TYPE_CHECKING:
     from accelbench.env.fingerprint import Fingerprint
@@ -103,7 +108,7 @@ def run_session(
     argv: Sequence[str] = (),
     listener: Listener | None = None,
     case_timeout: float | None = None,
-    worker_factory: Callable[[WorkerEnv], Worker] = Worker,
+    worker_factory: WorkerFactory = Worker,
 ) -> Outcome:
     """`accelbench run` on this node, supervised; `worker_factory` starts a worker
     process (tests give a fake)."""
@@ -121,7 +126,7 @@ class Supervised:
     stores = True
 
     def __init__(self, valid: ValidRequest, case_timeout: float | None = None,
-                 worker_factory: Callable[[WorkerEnv], Worker] = Worker) -> None:
+                 worker_factory: WorkerFactory = Worker) -> None:
         self.valid = valid
         self.case_timeout = case_timeout
         self.worker_factory = worker_factory
@@ -249,7 +254,7 @@ def _free_cores() -> int:
     return free_cores(report, os.cpu_count() or 1)
 
 
-def _ask_fingerprint(worker: Worker, device: str) -> dict[str, Any]:
+def _ask_fingerprint(worker: WorkerProcess, device: str) -> dict[str, Any]:
     try:
         reply = worker.ask(ReadFingerprint(device), FINGERPRINT_TIMEOUT_S)
     except WorkerLost as lost:

@@ -9,6 +9,7 @@ import signal
 import threading
 import time
 from collections.abc import Callable, Mapping
+from typing import Protocol
 
 from accelbench.core.device import DeviceInfo
 from accelbench.core.worker_env import NONE, WorkerEnv
@@ -20,6 +21,26 @@ from accelbench.runner.worker_env import worker_environment
 
 class WorkerLost(Exception):
     """The worker died or stopped answering; the message says how."""
+
+
+class WorkerProcess(Protocol):
+    """What the supervisor asks of a worker process (`Worker`; tests hand in fakes)."""
+
+    def ask(self, message: Request, timeout: float) -> Reply:
+        """The answer to one request, within `timeout` seconds; WorkerLost otherwise."""
+        ...
+
+    def stop(self) -> None:
+        """End the process, asking it first."""
+        ...
+
+    def kill(self) -> None:
+        """End the process now."""
+        ...
+
+
+# Starts a worker process with an environment (`Worker`, or a test's fake).
+WorkerFactory = Callable[[WorkerEnv], WorkerProcess]
 
 
 class Worker:
@@ -111,23 +132,23 @@ class WorkerSlot:
     when it is lost, when a case's worker key differs from those of the cases it already
     ran, and when a case needs another environment."""
 
-    def __init__(self, factory: Callable[[WorkerEnv], Worker],
+    def __init__(self, factory: WorkerFactory,
                  environ: Mapping[str, str] | None = None) -> None:
         self._factory = factory
         self._environ = os.environ if environ is None else environ
-        self._worker: Worker | None = None
+        self._worker: WorkerProcess | None = None
         self._env = NONE
         self._keys: set[str] = set()
         self.starts = 0  # worker processes started, for the record and the tests
 
     @property
-    def worker(self) -> Worker:
+    def worker(self) -> WorkerProcess:
         if self._worker is None:
             self._worker = self._factory(self._env)
             self.starts += 1
         return self._worker
 
-    def for_case(self, planned: PlannedCase, device: DeviceInfo) -> Worker:
+    def for_case(self, planned: PlannedCase, device: DeviceInfo) -> WorkerProcess:
         key, _ = planned.benchmark.worker_identity(planned.params, device)
         env = planned.benchmark.environment(planned.params, device).for_user(self._environ)
         if env != self._env or (key and self._keys - {key}):

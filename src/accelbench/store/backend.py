@@ -14,7 +14,7 @@ from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from accelbench.store import schema
+from accelbench.store import ddl
 from accelbench.store.location import StoreLocation
 
 
@@ -57,7 +57,7 @@ class Backend(Protocol):
     read_only: bool
 
     @property
-    def migrations(self) -> Sequence[tuple[str, Sequence[schema.Step]]]:
+    def migrations(self) -> Sequence[tuple[str, Sequence[ddl.Step]]]:
         """The named migrations, in this database's words."""
         ...
 

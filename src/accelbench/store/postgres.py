@@ -36,7 +36,7 @@ from contextlib import contextmanager
 from typing import Any
 
 from accelbench.errors import StoreAuthFailed, StoreError, StoreUnreachable, UserError
-from accelbench.store import schema
+from accelbench.store import ddl
 from accelbench.store.backend import Inspection, Result, Row, Transaction
 from accelbench.store.location import StoreLocation
 
@@ -50,7 +50,7 @@ STATEMENT_TIMEOUT_S = 60.0
 _TCP_DEFAULTS = {"keepalives": "1", "keepalives_idle": "30", "keepalives_interval": "10",
                  "keepalives_count": "3", "tcp_user_timeout": "30000"}
 _ROWS_PER_BATCH = 1000  # executemany in batches, each under its own deadline
-_MIGRATION_LOCK = schema.APPLICATION_ID  # the advisory lock key of migrations
+_MIGRATION_LOCK = ddl.APPLICATION_ID  # the advisory lock key of migrations
 
 _AUTH_REFUSED = re.compile(
     r"password authentication failed|no password supplied|authentication failed"
@@ -284,8 +284,8 @@ class PostgresBackend:
             raise error from None
 
     @property
-    def migrations(self) -> Sequence[tuple[str, Sequence[schema.Step]]]:
-        return schema.POSTGRES_MIGRATIONS
+    def migrations(self) -> Sequence[tuple[str, Sequence[ddl.Step]]]:
+        return ddl.POSTGRES_MIGRATIONS
 
     def close(self) -> None:
         self._watch.close()
@@ -321,7 +321,7 @@ class PostgresBackend:
                 tables = frozenset(row[0] for row in cur.execute(_TABLES).fetchall())
                 marks = cur.execute(_MARK).fetchall()
                 mark = ("none" if not marks else
-                        "ours" if marks[0][0] == schema.POSTGRES_MARK else "foreign")
+                        "ours" if marks[0][0] == ddl.POSTGRES_MARK else "foreign")
                 applied = (frozenset(row[0] for row in
                                      cur.execute("SELECT name FROM migrations").fetchall())
                            if mark == "ours" else frozenset())
@@ -355,7 +355,7 @@ class PostgresBackend:
 
     def mark_migrated(self, tx: Transaction, applied: int) -> None:
         del applied  # the migrations table itself counts them
-        tx.execute(f"COMMENT ON TABLE migrations IS '{schema.POSTGRES_MARK}'")
+        tx.execute(f"COMMENT ON TABLE migrations IS '{ddl.POSTGRES_MARK}'")
 
     def prepare_for_writes(self) -> None:
         pass

@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from accelbench.errors import StoreError
-from accelbench.store import schema
+from accelbench.store import ddl
 from accelbench.store.backend import Inspection, Result, Row, Transaction
 from accelbench.store.location import SQLITE, StoreLocation
 
@@ -64,8 +64,8 @@ class SqliteBackend:
         self.read_only = read_only
 
     @property
-    def migrations(self) -> Sequence[tuple[str, Sequence[schema.Step]]]:
-        return schema.MIGRATIONS
+    def migrations(self) -> Sequence[tuple[str, Sequence[ddl.Step]]]:
+        return ddl.MIGRATIONS
 
     def close(self) -> None:
         self._conn.close()
@@ -80,7 +80,7 @@ class SqliteBackend:
                 tables = frozenset(row[0] for row in rows)
                 applied = (
                     frozenset(row[0] for row in conn.execute("SELECT name FROM migrations"))
-                    if "migrations" in tables and app_id == schema.APPLICATION_ID
+                    if "migrations" in tables and app_id == ddl.APPLICATION_ID
                     else frozenset()
                 )
             finally:
@@ -92,7 +92,7 @@ class SqliteBackend:
             if _corrupt(e):
                 raise _damaged(self.path, e) from None
             raise StoreError(f"{self.path} is not an accelbench result store: {e}") from None
-        mark = ("ours" if app_id == schema.APPLICATION_ID else "none" if app_id == 0
+        mark = ("ours" if app_id == ddl.APPLICATION_ID else "none" if app_id == 0
                 else "foreign")
         return Inspection(tables, mark, applied)
 
@@ -126,7 +126,7 @@ class SqliteBackend:
 
     def mark_migrated(self, tx: Transaction, applied: int) -> None:
         tx.execute(f"PRAGMA user_version = {int(applied)}")
-        tx.execute(f"PRAGMA application_id = {schema.APPLICATION_ID}")
+        tx.execute(f"PRAGMA application_id = {ddl.APPLICATION_ID}")
 
     def prepare_for_writes(self) -> None:
         try:

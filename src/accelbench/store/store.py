@@ -32,7 +32,7 @@ from accelbench.core.names import (
     RUN_STATUSES,
 )
 from accelbench.errors import StoreError, UserError
-from accelbench.store import schema
+from accelbench.store import ddl
 from accelbench.store.backend import Backend, Row, Transaction
 from accelbench.store.location import (
     POSTGRESQL,
@@ -179,7 +179,7 @@ class Store:
         if not seen.tables and self.read_only:
             raise StoreError(f"{self.name} is empty: not a result store")
         self._refuse_unknown(seen.applied)
-        missing = sorted(schema.TABLES - seen.tables)
+        missing = sorted(ddl.TABLES - seen.tables)
         if seen.applied >= {name for name, _ in self._backend.migrations} and missing:
             raise StoreError(f"result store {self.name} is damaged: it has no "
                              f"{', '.join(missing)} table: restore it "
@@ -203,7 +203,7 @@ class Store:
         for name, statements in pending:
             # Checked again under the migration lock: another process may have applied it.
             with self._backend.migration_transaction() as tx:
-                tx.execute(schema.MIGRATIONS_TABLE)
+                tx.execute(ddl.MIGRATIONS_TABLE)
                 recorded = {row[0] for row in tx.execute("SELECT name FROM migrations")
                             .fetchall()}
                 self._refuse_unknown(recorded)

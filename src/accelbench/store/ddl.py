@@ -1,4 +1,5 @@
-"""The store's schema, built up by named migrations, in SQLite's and PostgreSQL's words.
+"""The store's data definition: its tables, built up by named migrations, in SQLite's and
+PostgreSQL's words.
 
 Each migration is applied once, in its own transaction, and recorded by name in the
 `migrations` table; PRAGMA user_version mirrors how many are applied. Never edit or
