@@ -119,9 +119,9 @@ class ValidRequest:
     suite: Suite
     policy: TimingPolicy
     # Per benchmark, per parameter given: its values, parsed (sweeps spread out).
-    given: Mapping[str, Mapping[str, tuple[Any, ...]]] = field(default_factory=dict)
+    given: Mapping[str, Mapping[str, tuple[Any, ...]]]
     # --device as (kind, index): "auto", "cpu", "cuda", ...; index None when not named.
-    device: tuple[str, int | None] = ("auto", None)
+    device: tuple[str, int | None]
 
 
 def validate(request: Request, registry: Registry, suite: Suite | None = None
