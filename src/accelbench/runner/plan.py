@@ -140,7 +140,7 @@ def validate(request: Request, registry: Registry, suite: Suite | None = None
             names = ", ".join(b.name for b in selected)
             raise UserError(f"dtype {dtype} is not measured by the selected benchmarks ({names})")
     given: dict[str, dict[str, tuple[Any, ...]]] = {b.name: {} for b in selected}
-    for name in (*request.overrides, *request.values):
+    for name in dict.fromkeys((*request.overrides, *request.values)):
         owners = [b for b in selected if b.param(name) is not None]
         if not owners:
             names = ", ".join(b.name for b in selected)

@@ -26,7 +26,7 @@ from accelbench.errors import EXIT_CASE_FAILED, UserError
 from accelbench.runner.job_watch import PEER_LOST
 from accelbench.runner.plan import PlannedCase, ValidRequest, expand
 from accelbench.runner.recorder import Listener, Outcome, RunRecorder
-from accelbench.runner.session import conduct
+from accelbench.runner.session import conduct, timeouts
 
 if TYPE_CHECKING:
     from accelbench.core.context import DistInfo
@@ -117,10 +117,7 @@ class RankExecutor:
         info, device, cluster = self._info, self._device, self._cluster
         assert info is not None and device is not None and cluster is not None
         policy = self.valid.policy
-
-        def timeout_for(planned: PlannedCase) -> float:
-            return self.case_timeout or planned.benchmark.case_timeout(planned.params)
-
+        timeout_for = timeouts(self.case_timeout)
         channel = (Channel.connect(info.rank, info.world_size, self._longest)
                    if info.world_size > 1 else None)
         if recorder is None:

@@ -166,10 +166,7 @@ class Supervised:
                 ) -> str | None:
         assert recorder is not None and self._slot is not None and self._device is not None
         policy = self.valid.policy
-
-        def timeout_for(planned: PlannedCase) -> float:
-            return self.case_timeout or planned.benchmark.case_timeout(planned.params)
-
+        timeout_for = timeouts(self.case_timeout)
         for first, segment in _segments(cases):
             rounds = Rounds(segment, first, policy, recorder, self.valid.request.wait_quiet)
             if segment[0].ranks in self._refused:
@@ -193,6 +190,12 @@ class Supervised:
     def close(self) -> None:
         if self._slot is not None:
             self._slot.release()
+
+
+def timeouts(case_timeout: float | None) -> Callable[[PlannedCase], float]:
+    """How long each case may run: `case_timeout` (--timeout) for every case, else the
+    case's own (its benchmark's, with any time its parameters add)."""
+    return lambda planned: case_timeout or planned.benchmark.case_timeout(planned.params)
 
 
 def _segments(cases: Sequence[PlannedCase]) -> list[tuple[int, list[PlannedCase]]]:
