@@ -45,16 +45,23 @@ def rated(
 def with_telemetry(
     case: Case, per_call_s: float, amount: float, unit: str, *, rng: np.random.Generator,
     power_w: float | None = None, throttle: bool = False, n: int = 20, noise: float = 0.005,
-    name: str = "throughput",
+    name: str = "throughput", processes: int = 1, process_noise: float = 0.005,
 ) -> Measurement:
     """A measurement as the harness stores it: samples around `per_call_s` and the work
-    of one call, so its figures are derived, with one process's telemetry beside it
+    of one call, so its figures are derived, with each process's telemetry beside it
     (power `power_w`, a throttle bit set in the timed part when `throttle`); no telemetry
-    when `power_w` is None."""
+    when `power_w` is None. With several `processes`, each scatters by `process_noise`
+    around `per_call_s`."""
     from accelbench.core.measurement import Rate
     from accelbench.core.telemetry import GFX_CLOCK_MHZ, POWER_W, THROTTLE, Series
+    from accelbench.core.timing import Timing
 
-    samples = tuple(float(v) for v in per_call_s * (1 + noise * rng.standard_normal(n)))
+    timings = []
+    for _ in range(processes):
+        level = per_call_s * (float(np.exp(process_noise * rng.standard_normal()))
+                              if processes > 1 else 1.0)
+        samples = tuple(float(v) for v in level * (1 + noise * rng.standard_normal(n)))
+        timings.append(Timing(samples, 10, 0, "converged", 0.95))
     telemetry: tuple[dict[str, object], ...] = ()
     if power_w is not None:
         bits = (0, 0, 4, 4, 0, 0) if throttle else (0,) * 6
@@ -63,9 +70,9 @@ def with_telemetry(
                                   GFX_CLOCK_MHZ: (2100.0,) * 6, THROTTLE: bits},
                         sources=("nvml",), throttle_names={2: "power cap"},
                         window=(0.05, 0.2))
-        telemetry = (series.to_dict(),)
-    return stored_measurement(case, samples=samples, number=10,
-                              rates=(Rate(name, amount, unit),), telemetry=telemetry)
+        telemetry = (series.to_dict(),) * processes
+    return Measurement(case, "ok", timings=tuple(timings), rates=(Rate(name, amount, unit),),
+                       telemetry=telemetry)
 
 
 def add_run(store: Store, *, host: str, stack: str, started_at: float,
@@ -160,3 +167,59 @@ def make_history(path: Path, seed: int = 3) -> list[str]:
                 started_at=1.7e9 + 86400 * 40,
                 measurements=[rated(gemm, flop / 170e12, flop, "FLOP/s", rng=rng)])
     return ids
+
+
+# -- runs measured in several processes, as the suites measure them ----------------------
+
+
+def in_processes(
+    case: Case, per_call_s: float, amount: float, unit: str, *, rng: np.random.Generator,
+    processes: int = 3, n: int = 20, noise: float = 0.005, process_noise: float = 0.01,
+    name: str = "throughput", over: str = "median", settled: bool = True,
+    hosts: Sequence[dict[str, object]] = (),
+) -> Measurement:
+    """A measurement as the harness stores a case measured in `processes` worker
+    processes: each process's samples scatter by `noise` around its own level, which
+    scatters by `process_noise` around `per_call_s`; its figures are derived (a rate of
+    `amount` per call, and the time)."""
+    from accelbench.core.measurement import Rate
+    from accelbench.core.timing import Timing
+
+    timings = []
+    for _ in range(processes):
+        level = per_call_s * float(np.exp(process_noise * rng.standard_normal()))
+        samples = tuple(float(v) for v in level * (1 + noise * rng.standard_normal(n)))
+        timings.append(Timing(samples, 10, 0, "converged", 0.95, settled))
+    return Measurement(case, "ok", timings=tuple(timings), rates=(Rate(name, amount, unit,
+                                                                       over=over),),
+                       details={"processes": processes}, hosts=tuple(dict(h) for h in hosts))
+
+
+def gemm_case(dtype: str = "bf16", shape: str = "4096") -> Case:
+    return Case.make("gemm", "g1", "micro", {"shape": shape, "dtype": dtype, "batch": 1},
+                     "cuda:0")
+
+
+# B differs from A by these factors in speed, each case measured in three processes with
+# 1% between them (the noisy case: 12%).
+PROCESS_EFFECTS = {"bf16": 0.90, "fp16": 1.03, "fp32": 1.00, "fp8": 1.12, "int8": 0.94,
+                   "fp64": 1.08}
+NOISY_DTYPE = "fp64"
+
+
+def process_pair(path: Path, seed: int = 13) -> tuple[str, str]:
+    """A store with run A and run B of one node, B changed by PROCESS_EFFECTS."""
+    rng = np.random.default_rng(seed)
+    flop = 2 * 4096**3
+    ids = []
+    with Store.open(path) as store:
+        for i, side in enumerate(("a", "b")):
+            ms = []
+            for dtype, effect in PROCESS_EFFECTS.items():
+                speed = effect if side == "b" else 1.0
+                spread = 0.12 if dtype == NOISY_DTYPE else 0.01
+                ms.append(in_processes(gemm_case(dtype), flop / (100e12 * speed), flop,
+                                       "FLOP/s", rng=rng, process_noise=spread))
+            ids.append(add_run(store, host="mi300x-01", stack=FLEET_STACK,
+                               started_at=1.76e9 + 3600 * i, measurements=ms))
+    return ids[0], ids[1]

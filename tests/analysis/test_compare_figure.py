@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 from analysis_data import add_run, with_telemetry
 
-from accelbench.analysis.compare import FASTER, SAME, compare
+from accelbench.analysis.compare import FASTER, INCONCLUSIVE, SAME, compare
 from accelbench.analysis.select import select_group
 from accelbench.cli.main import main
 from accelbench.core.case import Case
@@ -26,14 +26,16 @@ MEMORY = Case.make("memory", "m1", "micro", {"op": "copy", "size_mib": 1024}, "c
 @pytest.fixture
 def store(tmp_path):
     """Run A and run B of a GEMM at the same speed, B drawing 20% less power; the copy
-    was measured with telemetry in A only."""
+    was measured with telemetry in A only. Each case in three processes, as the suites
+    measure them."""
     path = tmp_path / "s.sqlite"
     rng = np.random.default_rng(1)
     with Store.open(path) as s:
         for i, (power, copy_power) in enumerate([(650.0, 400.0), (520.0, None)]):
-            ms = [with_telemetry(GEMM, 1e-3, FLOP, "FLOP/s", rng=rng, power_w=power),
+            ms = [with_telemetry(GEMM, 1e-3, FLOP, "FLOP/s", rng=rng, power_w=power,
+                                 processes=3),
                   with_telemetry(MEMORY, COPY / 4e12, COPY, "B/s", rng=rng, name="bandwidth",
-                                 power_w=copy_power)]
+                                 power_w=copy_power, processes=3)]
             add_run(s, host="n1", stack=STACK, started_at=1_700_000_000 + 3600 * i,
                     measurements=ms)
         runs = [r.id for r in reversed(s.list_runs())]
@@ -71,7 +73,7 @@ def test_a_glob_picks_each_cases_own_figure_and_a_case_without_telemetry_says_so
     assert case["figure"] == "throughput_per_joule" and case["verdict"] == FASTER
     (missing,) = data["figure_missing"]
     # The copy has bandwidth_per_joule in A, but none in B, measured without telemetry.
-    assert "no figure '*_PER_JOULE' in B (its figures: bandwidth)" in missing["reason"]
+    assert "no figure '*_PER_JOULE' in B (its figures: bandwidth, time)" in missing["reason"]
 
     assert main(["compare", runs[0], runs[1], "--store", str(path),
                  "--figure", "*_per_joule"]) == 0
@@ -88,12 +90,13 @@ def test_a_lower_is_better_figure_is_better_when_lower(store) -> None:
     assert case.change == pytest.approx(650 / 520 - 1, rel=0.02) and case.verdict == FASTER
 
 
-def test_a_figure_stated_once_per_measurement_is_never_significant_from_one_run(store) -> None:
+def test_a_figure_stated_once_per_measurement_is_inconclusive_from_one_run(store) -> None:
     path, runs = store
     c = _compare(path, runs, figure="power")
     (case,), (copy,) = c.cases, c.figure_missing
     assert case.a.values.size == 1 and case.ratio.ratio == pytest.approx(0.8, rel=0.01)
-    assert not case.test.significant and case.verdict == SAME
+    assert not case.test.significant and case.verdict == INCONCLUSIVE
+    assert case.reason.startswith("too few processes (1 and 1)")
     assert copy.label.startswith("memory")
 
 

@@ -44,10 +44,16 @@ def test_compare_marks_and_excludes_contended_figures(store, capsys) -> None:
     path, runs = store
     assert main(["compare", runs[0], runs[2], "--store", str(path)]) == 0
     out = capsys.readouterr().out
-    assert "(contended in B)" in out
+    # A figure measured on a busy host is never called faster or slower.
+    assert "inconclusive: contended in B" in out
     main(["compare", runs[0], runs[2], "--store", str(path), "--json"])
     (case,) = json.loads(capsys.readouterr().out)["cases"]
     assert case["b"]["contended"] and not case["a"]["contended"]
+    assert case["verdict"] == "inconclusive" and case["reason"] == "contended in B"
+    main(["compare", runs[0], runs[2], "--store", str(path), "--json", "--judge-contended"])
+    (case,) = json.loads(capsys.readouterr().out)["cases"]
+    assert case["judged_anyway"] == ["contended in B"]
+    assert case["reason"].startswith("too few processes")
 
     assert main(["compare", runs[0], runs[2], "--store", str(path), "--exclude-contended",
                  "--json"]) == 0

@@ -63,3 +63,50 @@ def test_devices_of_one_node_are_apart() -> None:
 def test_no_runs() -> None:
     found = latest([])
     assert found.runs == () and found.cases == ()
+
+
+def _stacked(run: StoredRun, stack: str) -> StoredRun:
+    import dataclasses
+
+    return dataclasses.replace(run, record=dataclasses.replace(run.record, generation_key=stack))
+
+
+def test_a_node_state_holds_the_newest_of_each_case_and_where_it_came_from() -> None:
+    from accelbench.analysis.latest import node_states
+
+    quick = _run("r1", "a", 100.0, (GEMM, 1.0, 101.0), (COPY, 5.0, 102.0))
+    rerun = _run("r2", "a", 200.0, (GEMM, 2.0, 201.0))
+    empty = _run("r3", "a", 300.0)  # a newest run that measured nothing (it failed early)
+    other = _run("r4", "b", 150.0, (GEMM, 3.0, 151.0))
+    for order in ([quick, rerun, empty, other], [other, empty, rerun, quick]):
+        a, b = node_states(order)
+        assert (a.host, a.device, a.run.record.id) == ("a", "cuda:0", "r3")
+        # Oldest run first, then by place in the run: the copy of r1, the GEMM of r2.
+        assert [(c.measurement.case.benchmark, c.run.id) for c in a.cases] == [
+            ("memory", "r1"), ("gemm", "r2")]
+        assert a.run_ids == ("r1", "r2") and a.newest_run_id == "r2"
+        assert a.run_by_case() == {COPY.key: "r1", GEMM.key: "r2"}
+        assert [m.figures[0].value for m in a.measurements] == [5.0, 2.0]
+        assert (b.host, b.run_ids, b.newest_run_id) == ("b", ("r4",), "r4")
+    assert node_states([empty])[0].newest_run_id == "r3"  # no measurement: its newest run
+
+
+def test_a_node_state_is_of_its_newest_runs_stack() -> None:
+    from accelbench.analysis.latest import node_states
+
+    old = _stacked(_run("r1", "a", 100.0, (GEMM, 1.0, 101.0), (COPY, 5.0, 102.0)), "old")
+    new = _stacked(_run("r2", "a", 200.0, (GEMM, 2.0, 201.0)), "new")
+    [state] = node_states([new, old])
+    assert state.generation_key == "new" and state.run_ids == ("r2",)
+    assert state.other_stack_runs == ("r1",)
+
+
+def test_a_node_state_is_a_host_and_its_runs_device() -> None:
+    from accelbench.analysis.latest import node_states
+
+    on_1 = Case.make("gemm", "g1", "micro", {"shape": "4096", "dtype": "bf16"}, "cuda:1")
+    runs = [_run("r1", "a", 100.0, (GEMM, 1.0, 101.0)),
+            _run("r2", "a", 200.0, (on_1, 2.0, 201.0), device="cuda:1")]
+    assert [(s.host, s.device, s.run_ids) for s in node_states(runs)] == [
+        ("a", "cuda:0", ("r1",)), ("a", "cuda:1", ("r2",))]
+    assert node_states([]) == ()

@@ -47,10 +47,16 @@ def test_compare_marks_and_excludes_throttled_figures(store, capsys) -> None:
     path, runs = store
     assert main(["compare", runs[0], runs[2], "--store", str(path)]) == 0
     out = capsys.readouterr().out
-    assert "(throttled in B)" in out and "--exclude-throttled" in out
+    # A figure measured while the device throttled is never called faster or slower.
+    assert "inconclusive: throttled in B" in out and "--exclude-throttled" in out
     main(["compare", runs[0], runs[2], "--store", str(path), "--json"])
     (case,) = json.loads(capsys.readouterr().out)["cases"]
     assert case["b"]["throttled"] and not case["a"]["throttled"]
+    assert case["verdict"] == "inconclusive" and case["reason"] == "throttled in B"
+    main(["compare", runs[0], runs[2], "--store", str(path), "--json", "--judge-contended"])
+    (case,) = json.loads(capsys.readouterr().out)["cases"]
+    assert case["judged_anyway"] == ["throttled in B"]
+    assert case["reason"].startswith("too few processes")
     assert not case["b"]["contended"]
 
     assert main(["compare", runs[0], runs[2], "--store", str(path), "--exclude-throttled",

@@ -26,7 +26,6 @@ from accelbench.env.host import (
     HostSampler,
     assess,
     contention_reasons,
-    free_cores,
     snapshot_quiet,
     wait_quiet,
 )
@@ -490,27 +489,6 @@ def test_snapshot_quiet_samples_one_window_with_injected_time(tmp_path: Path) ->
     assert sum(clock.slept) == pytest.approx(1.0)
     assert report.samples == 5 and quiet
     assert "CPU time" in report.unknown  # the faked counters never moved
-
-
-# --------------------------------------------------------------------------- free cores
-
-
-@pytest.mark.parametrize(
-    ("others", "steal", "cpus", "total", "free"),
-    [
-        (0.05, 0.0, 2, 2, 2),
-        (0.95, 0.0, 2, 2, 1),
-        (0.3, 0.0, 8, 8, 7),
-        (3.2, 0.0, 2, 2, 1),
-        (0.0, 0.5, 2, 2, 1),
-        (None, None, None, 4, 4),
-    ],
-)
-def test_free_cores(others: float | None, steal: float | None, cpus: int | None,
-                    total: int, free: int) -> None:
-    report = HostReport(cpus=cpus, others_busy_cores=others, steal_fraction=steal)
-    assert free_cores(report, total) == free
-    assert free_cores(report.to_dict(), total) == free
 
 
 # ---------------------------------------------------------------------------------- GPU

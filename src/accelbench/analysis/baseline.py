@@ -1,9 +1,12 @@
 """What a healthy node measures: one run, a saved file, or the median of a fleet.
 
-A fleet baseline takes, for every case and figure, the median over the nodes (the latest
-run of each host and device). The median already ignores a minority of bad nodes; nodes
-further than OUTLIER_Z robust standard deviations (1.4826 MAD) from it are also left out
-of the spread and named, so the file says which nodes it did not trust.
+A fleet baseline takes, for every case and figure, the median over the nodes (each host
+and device), each node by its newest measurement of the case, whichever of its runs that
+came from (`latest.node_states`): a node's newer run of other cases (a validate run after
+a quick run) leaves its older figures in the baseline. The median already ignores a
+minority of bad nodes; nodes further than OUTLIER_Z robust standard deviations (1.4826
+MAD) from it are also left out of the spread and named, so the file says which nodes it
+did not trust.
 
 File format history (FORMAT_VERSION):
   1: first version: {"format", "format_version", "created_at", "source",
@@ -29,6 +32,7 @@ from typing import Any
 
 import numpy as np
 
+from accelbench.analysis.latest import LatestCase, NodeState, node_states
 from accelbench.core.formats import upgrade
 from accelbench.core.measurement import Measurement
 from accelbench.core.stats import robust_center
@@ -97,7 +101,8 @@ class Baseline:
 
 
 def node_runs(runs: Sequence[StoredRun]) -> list[StoredRun]:
-    """The latest run of each node (host and device), in host order."""
+    """The newest run of each node (host and device), in host order: the run that gives a
+    node its name and stack (what it measured is `latest.node_states`')."""
     latest: dict[tuple[str, str], StoredRun] = {}
     for run in sorted(runs, key=lambda r: (r.record.started_at, r.record.id)):
         latest[(run.record.host, run.record.device)] = run
@@ -127,27 +132,39 @@ def from_run(run: StoredRun) -> Baseline:
 
 
 def fleet_median(runs: Sequence[StoredRun], source: str | None = None) -> Baseline:
-    """The median node of `runs` (the latest run per node is used)."""
-    nodes = node_runs(runs)
+    """The median node of `runs`, each node by its newest measurement of each case."""
+    return nodes_median(node_states(runs), source)
+
+
+def nodes_median(nodes: Sequence[NodeState], source: str | None = None) -> Baseline:
+    """The median of `nodes` (as `latest.node_states` gives them), case by case; its runs
+    are those any of the nodes' measurements came from, node by node, oldest first."""
     if not nodes:
         raise UserError("no runs to build a baseline from")
-    names = node_names(nodes)
-    per_case: dict[str, list[tuple[str, Measurement]]] = {}
-    for run in nodes:
-        for m in run.measurements:
+    names = node_names([n.run for n in nodes])
+    per_case: dict[str, list[tuple[str, LatestCase]]] = {}
+    for node in nodes:
+        for found in node.cases:
+            m = found.measurement
             if m.ok and m.figures:
-                per_case.setdefault(m.case.key, []).append((names[run.record.id], m))
-    cases = {}
-    for key, items in per_case.items():
-        version = items[-1][1].case.version
-        items = [(n, m) for n, m in items if m.case.version == version]
-        cases[key] = _fleet_case(items)
-    gens = tuple(dict.fromkeys(r.record.generation_key for r in nodes))
+                per_case.setdefault(m.case.key, []).append((names[node.run.record.id], found))
+    cases = {key: _fleet_case(_of_newest_version(items)) for key, items in per_case.items()}
+    gens = tuple(dict.fromkeys(n.generation_key for n in nodes))
+    runs = tuple(dict.fromkeys(i for n in nodes for i in n.run_ids))
     return Baseline(
-        source or f"fleet median of {len(nodes)} nodes", gens,
-        tuple(r.record.id for r in nodes), tuple(dict.fromkeys(r.record.host for r in nodes)),
-        cases, time.time(),
+        source or f"fleet median of {len(nodes)} nodes", gens, runs,
+        tuple(dict.fromkeys(n.host for n in nodes)), cases, time.time(),
     )
+
+
+def _of_newest_version(
+    items: list[tuple[str, LatestCase]],
+) -> list[tuple[str, Measurement]]:
+    """The nodes' measurements of one case at the version of the newest of them (a
+    benchmark's new version measures something else), the newest last."""
+    ordered = sorted(items, key=lambda item: item[1].measured_at)
+    version = ordered[-1][1].measurement.case.version
+    return [(n, c.measurement) for n, c in ordered if c.measurement.case.version == version]
 
 
 def _fleet_case(items: list[tuple[str, Measurement]]) -> BaselineCase:

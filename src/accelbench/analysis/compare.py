@@ -1,8 +1,12 @@
 """Compare two selections of runs case by case: B over A, with confidence and a verdict.
 
 Only like is compared with like: a case is compared when both sides measured it with the
-same benchmark version. A change is reported when it is both statistically significant
-(`significance.difference`) and at least `min_effect` in size, as asv and pyperf do.
+same benchmark version. The evidence is each side's process values (`evidence`): the
+value each worker process measured, never the raw samples pooled, with the run-to-run
+noise the store learned from repeated runs of the case (`floors`) as a floor. The verdict
+is faster, slower, same or inconclusive (`evidence.three_way`); figures measured while
+the host was contended or the device throttled are inconclusive unless the caller judges
+them anyway, and an inconclusive case says why and how many runs a side would decide it.
 
 What is compared is each case's headline figure, or with `figure` the first figure
 whose name matches that glob (work per joule, say): a case lacking it on either side is
@@ -16,19 +20,23 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 from typing import Any
 
+from accelbench.analysis import evidence as ev
+from accelbench.analysis.evidence import FASTER, INCONCLUSIVE, SAME, SLOWER, NoiseFloor
+from accelbench.analysis.floors import Floors
 from accelbench.analysis.select import CasePattern, RunGroup
-from accelbench.analysis.significance import (
-    Difference,
-    RatioEstimate,
-    difference,
-    geometric_mean,
-    ratio_of_medians,
-)
+from accelbench.analysis.significance import Difference, RatioEstimate, geometric_mean
 from accelbench.analysis.values import CaseResults, case_sort_key, collect
 
-FASTER = "faster"
-SLOWER = "slower"
-SAME = "same"
+__all__ = [
+    "FASTER",
+    "INCONCLUSIVE",
+    "SAME",
+    "SLOWER",
+    "CaseComparison",
+    "Comparison",
+    "compare",
+    "compare_case",
+]
 
 DEFAULT_MIN_EFFECT = 0.05
 DEFAULT_ALPHA = 0.05
@@ -48,8 +56,12 @@ class CaseComparison:
     ratio: RatioEstimate  # of the compared figure, B over A
     speed: RatioEstimate  # the same as "times faster" (inverted for time figures)
     test: Difference
-    verdict: str  # FASTER, SLOWER or SAME
+    verdict: str  # FASTER, SLOWER, SAME or INCONCLUSIVE
     min_effect: float
+    reason: str = ""  # why it is inconclusive
+    runs_needed: int | None = None  # runs a side that would tell a min_effect change
+    floors: tuple[NoiseFloor | None, NoiseFloor | None] = (None, None)  # used on A, B
+    judged_anyway: tuple[str, ...] = ()  # "contended in A", ... judged on request
 
     @property
     def change(self) -> float:
@@ -60,9 +72,19 @@ class CaseComparison:
     def below_min_effect(self) -> bool:
         return self.test.significant and self.verdict == SAME
 
+    @property
+    def conclusive(self) -> bool:
+        return self.verdict != INCONCLUSIVE
+
     def regressed_by(self, fraction: float) -> bool:
-        """Significantly slower by at least `fraction` (0.05 for 5%)."""
-        return self.test.significant and self.speed.ratio <= 1.0 - fraction + 1e-12
+        """Conclusively slower by at least `fraction` (0.05 for 5%)."""
+        return (self.conclusive and self.test.significant
+                and self.speed.ratio <= 1.0 - fraction + 1e-12 and self.speed.high < 1.0)
+
+    def may_have_regressed_by(self, fraction: float) -> bool:
+        """Inconclusive, and a regression of `fraction` is within its interval: a gate
+        at `fraction` can neither pass nor fail it."""
+        return not self.conclusive and self.speed.low <= 1.0 - fraction + 1e-12
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -72,10 +94,8 @@ class CaseComparison:
             "figure": self.figure,
             "unit": self.unit,
             "higher_is_better": self.higher_is_better,
-            "a": {"value": self.a.median, "n": int(self.a.values.size), "runs": self.a.runs,
-                  "contended": self.a.contended, "throttled": self.a.throttled},
-            "b": {"value": self.b.median, "n": int(self.b.values.size), "runs": self.b.runs,
-                  "contended": self.b.contended, "throttled": self.b.throttled},
+            "a": _side_dict(self.a, self.floors[0]),
+            "b": _side_dict(self.b, self.floors[1]),
             "ratio": self.ratio.ratio,
             "ratio_ci": [self.ratio.low, self.ratio.high],
             "speedup": self.speed.ratio,
@@ -86,7 +106,18 @@ class CaseComparison:
             "significant": self.test.significant,
             "change_pct": 100.0 * self.change,
             "verdict": self.verdict,
+            "reason": self.reason or None,
+            "runs_needed": self.runs_needed,
+            "judged_anyway": list(self.judged_anyway),
         }
+
+
+def _side_dict(entry: CaseResults, floor: NoiseFloor | None) -> dict[str, Any]:
+    low, high = entry.median_ci()
+    return {"value": entry.median, "ci": [low, high], "n": entry.processes,
+            "processes": entry.processes, "runs": entry.runs,
+            "contended": entry.contended, "throttled": entry.throttled,
+            "noise_floor": floor.to_dict() if floor is not None else None}
 
 
 @dataclass(frozen=True)
@@ -110,10 +141,12 @@ class FamilySummary:
     n: int
     faster: int
     slower: int
+    inconclusive: int = 0
 
     def to_dict(self) -> dict[str, Any]:
         return {"family": self.family, "geomean_speedup": self.geomean, "cases": self.n,
-                "faster": self.faster, "slower": self.slower}
+                "faster": self.faster, "slower": self.slower,
+                "inconclusive": self.inconclusive}
 
 
 @dataclass(frozen=True)
@@ -142,12 +175,26 @@ class Comparison:
                 len(items),
                 sum(c.verdict == FASTER for c in items),
                 sum(c.verdict == SLOWER for c in items),
+                sum(c.verdict == INCONCLUSIVE for c in items),
             )
             for family, items in sorted(by_family.items())
         ]
 
     def regressions(self, fraction: float) -> list[CaseComparison]:
+        """The cases conclusively slower by `fraction` or more."""
         return [c for c in self.cases if c.regressed_by(fraction)]
+
+    def undecided(self, fraction: float) -> list[CaseComparison]:
+        """The inconclusive cases that may have regressed by `fraction`: a gate at it
+        can tell neither way."""
+        return [c for c in self.cases if c.may_have_regressed_by(fraction)]
+
+    @property
+    def verdict_counts(self) -> dict[str, int]:
+        counts = dict.fromkeys((FASTER, SLOWER, SAME, INCONCLUSIVE), 0)
+        for c in self.cases:
+            counts[c.verdict] += 1
+        return counts
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -157,6 +204,7 @@ class Comparison:
             "min_effect": self.min_effect,
             "figure": self.figure,
             "cases": [c.to_dict() for c in self.cases],
+            "verdicts": self.verdict_counts,
             "families": [f.to_dict() for f in self.families],
             "only_in_a": [u.to_dict() for u in self.only_a],
             "only_in_b": [u.to_dict() for u in self.only_b],
@@ -175,13 +223,16 @@ def _group_dict(group: RunGroup) -> dict[str, Any]:
 def compare(
     a: RunGroup, b: RunGroup, *, min_effect: float = DEFAULT_MIN_EFFECT,
     alpha: float = DEFAULT_ALPHA, cases: CasePattern | None = None,
-    figure: str | None = None,
+    figure: str | None = None, floors: Floors | None = None, judge_anyway: bool = False,
 ) -> Comparison:
     """B over A, case by case, in the headline figure or the first figure matching the
-    glob `figure`."""
+    glob `figure`; `floors` the run-to-run noise the store learned, `judge_anyway`
+    judges contended and throttled figures instead of calling them inconclusive."""
     side_a = _filtered(collect(a.runs, figure), cases)
     side_b = _filtered(collect(b.runs, figure), cases)
     result = Comparison(a, b, alpha, min_effect, [], figure=figure)
+    hosts_a = {r.record.id: (r.record.host, r.record.generation_key) for r in a.runs}
+    hosts_b = {r.record.id: (r.record.host, r.record.generation_key) for r in b.runs}
     # Measured, with a headline figure; with a chosen figure, its absence is said apart.
     ready = _usable if figure is None else (lambda e: e.measured)
     for key in sorted(side_a.keys() | side_b.keys(), key=lambda k: _sort_key(side_a, side_b, k)):
@@ -200,7 +251,10 @@ def compare(
         elif (missing := _figure_missing(ea, eb, figure)) is not None:
             result.figure_missing.append(_unpaired(eb, missing))
         else:
-            result.cases.append(compare_case(ea, eb, alpha=alpha, min_effect=min_effect))
+            pair = ((floors.for_case(ea, hosts_a), floors.for_case(eb, hosts_b))
+                    if floors is not None else (None, None))
+            result.cases.append(compare_case(ea, eb, alpha=alpha, min_effect=min_effect,
+                                             floors=pair, judge_anyway=judge_anyway))
     return result
 
 
@@ -222,26 +276,65 @@ def _figure_missing(a: CaseResults, b: CaseResults, pattern: str | None) -> str 
 def compare_case(
     a: CaseResults, b: CaseResults, *, alpha: float = DEFAULT_ALPHA,
     min_effect: float = DEFAULT_MIN_EFFECT,
+    floors: tuple[NoiseFloor | None, NoiseFloor | None] = (None, None),
+    judge_anyway: bool = False,
 ) -> CaseComparison:
     figure = b.figure or a.figure
     assert figure is not None
-    ratio = ratio_of_medians(a.values, b.values, confidence=1.0 - alpha)
+    side_a, side_b = ev.side(a.per_run, floors[0]), ev.side(b.per_run, floors[1])
+    found = ev.weigh(side_a, side_b, alpha)
+    method = _method(side_a, side_b)
+    ratio = RatioEstimate(found.ratio, found.low, found.high, method)
     speed = ratio if figure.higher_is_better else ratio.inverted()
-    test = difference(a.values, b.values, alpha)
-    if a.figure_pattern is not None and min(a.values.size, b.values.size) < 2:
-        # A chosen figure stated once per measurement (power, say), one run on a side:
-        # one value bounds nothing, so no difference is called significant.
-        test = Difference(None, "ci-overlap", False)
-    change = speed.ratio - 1.0
-    verdict = SAME
-    if test.significant and abs(change) >= min_effect - 1e-12 and math.isfinite(change):
-        verdict = FASTER if change > 0 else SLOWER
+    test = Difference(found.p_value, ev.TEST_NAME, found.significant)
+    verdict = ev.three_way(found, min_effect, figure.higher_is_better)
+    blocked = _blocked(a, b)
+    reason = ""
+    if blocked and not judge_anyway:
+        verdict, reason = INCONCLUSIVE, "; ".join(blocked)
+    elif verdict == INCONCLUSIVE:
+        reason = _why_wide(a, b, found, side_a, side_b)
+    needed = ev.runs_needed(found.per_run_var, min_effect, alpha)
     case = b.case
     return CaseComparison(
         key=a.key, label=case.label, benchmark=case.benchmark, family=case.family,
         figure=figure.name, unit=figure.unit, higher_is_better=figure.higher_is_better,
         a=a, b=b, ratio=ratio, speed=speed, test=test, verdict=verdict, min_effect=min_effect,
+        reason=reason, runs_needed=needed if verdict == INCONCLUSIVE else None,
+        floors=(side_a.floor if side_a.source == "noise floor" else None,
+                side_b.floor if side_b.source == "noise floor" else None),
+        judged_anyway=tuple(blocked) if judge_anyway else (),
     )
+
+
+def _blocked(a: CaseResults, b: CaseResults) -> list[str]:
+    """What makes the figures unfit to judge: the host contended or the device throttled
+    on a side."""
+    out = []
+    for mark in ("contended", "throttled"):
+        sides = [name for name, entry in (("A", a), ("B", b)) if getattr(entry, mark)]
+        if sides:
+            out.append(f"{mark} in {' and '.join(sides)}")
+    return out
+
+
+def _why_wide(a: CaseResults, b: CaseResults, found: ev.Evidence, side_a: ev.Side,
+              side_b: ev.Side) -> str:
+    """Why the evidence cannot decide: no variance at all, samples that never settled,
+    or too few processes or runs for the noise seen."""
+    if found.p_value is None:
+        return (f"{ev.TOO_FEW} ({side_a.processes} and {side_b.processes}) and no repeated "
+                "runs")
+    unsettled = [name for name, entry in (("A", a), ("B", b)) if entry.unsettled]
+    if unsettled:
+        return f"{ev.UNSETTLED} in {' and '.join(unsettled)}: its samples still drifted"
+    half = (found.high / found.low) ** 0.5 - 1.0 if found.low > 0 else math.inf
+    return f"{ev.TOO_FEW} or runs for this noise (±{half:.0%})"
+
+
+def _method(a: ev.Side, b: ev.Side) -> str:
+    sources = sorted({a.source, b.source} - {"none"})
+    return f"{ev.TEST_NAME} ({', '.join(sources) or 'no variance'})"
 
 
 def _usable(entry: CaseResults) -> bool:

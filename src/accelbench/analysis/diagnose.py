@@ -1,8 +1,13 @@
 """Which nodes of a fleet are bad, by which rule, and by how much.
 
-Each node (the latest run of each host and device) is checked against a baseline with
-the rules of `rules.py`. Without a given baseline, each stack generation of the fleet is
-its own baseline: the fleet median of its nodes (`baseline.fleet_median`).
+Each node (each host and device) is checked against a baseline with the rules of
+`rules.py`, on its newest measurement of each case, whichever of its runs that came from
+(`latest.node_states`): a newer run of other cases (a validate run after a quick run)
+does not hide what an older run found. Each finding names the run its figure came from,
+and each node the runs it was judged on. A node's stack is its newest run's; its runs on
+another stack (before an upgrade) are not judged. Without a given baseline, each stack
+generation of the fleet is its own baseline: the fleet median of its nodes, each by its
+newest measurement of each case (`baseline.nodes_median`).
 
 A rule that selects no measurement in any of the runs (its case pattern and family match
 no case, or its figure glob no figure of the cases it matches) checks nothing, and a
@@ -24,19 +29,14 @@ from __future__ import annotations
 
 import fnmatch
 import math
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from accelbench.analysis import rules as r
-from accelbench.analysis.baseline import (
-    Baseline,
-    BaselineCase,
-    fleet_median,
-    node_names,
-    node_runs,
-)
+from accelbench.analysis.baseline import Baseline, BaselineCase, node_names, nodes_median
 from accelbench.analysis.checks import FAIL, SKIP, VALIDATION, CheckResult, check_results
+from accelbench.analysis.latest import NodeState, node_states
 from accelbench.analysis.rules import Rule
 from accelbench.core.measurement import Figure, Measurement
 from accelbench.core.untrusted import short
@@ -55,23 +55,25 @@ class Finding:
     limit: str  # "min 0.95", "max 0.1", "status ok"
     off_by: float | None  # how far past the limit, relative to it: 0.16 is 16% short
     detail: str = ""
+    run: str | None = None  # the run the judged figure came from; None for a missing case
 
     def to_dict(self) -> dict[str, Any]:
         return {"rule": self.rule, "category": self.category, "compare": self.compare,
                 "case": self.case, "figure": self.figure, "observed": self.observed,
                 "limit": self.limit,
                 "off_by_pct": None if self.off_by is None else 100.0 * self.off_by,
-                "detail": self.detail or None}
+                "detail": self.detail or None, "run": self.run}
 
 
 @dataclass(frozen=True)
 class NodeResult:
     node: str
     host: str
-    run_id: str
+    run_id: str  # the newest of `runs` (the node's newest run where it measured nothing)
     generation_key: str
     checks: int
     findings: list[Finding] = field(default_factory=list)
+    runs: tuple[str, ...] = ()  # the runs its judged measurements came from, oldest first
 
     @property
     def failed(self) -> bool:
@@ -91,8 +93,8 @@ class NodeResult:
 
     def to_dict(self) -> dict[str, Any]:
         return {"node": self.node, "host": self.host, "run": self.run_id,
-                "generation_key": self.generation_key, "checks": self.checks,
-                "failed": self.failed, "categories": self.categories,
+                "runs": list(self.runs), "generation_key": self.generation_key,
+                "checks": self.checks, "failed": self.failed, "categories": self.categories,
                 "findings": [f.to_dict() for f in self.findings]}
 
 
@@ -120,10 +122,10 @@ class Diagnosis:
         }
 
 
-def unmatched_rules(runs: Sequence[StoredRun], rules: Sequence[Rule]) -> list[str]:
-    """The names of the rules that select no measurement of any of `runs`, in rule order."""
-    return [rule.name for rule in rules
-            if not any(_selects(rule, m) for run in runs for m in run.measurements)]
+def unmatched_rules(measurements: Iterable[Measurement], rules: Sequence[Rule]) -> list[str]:
+    """The names of the rules that select none of `measurements`, in rule order."""
+    chosen = list(measurements)
+    return [rule.name for rule in rules if not any(_selects(rule, m) for m in chosen)]
 
 
 def _selects(rule: Rule, m: Measurement) -> bool:
@@ -147,87 +149,123 @@ def diagnose(
     runs: Sequence[StoredRun], rules: Sequence[Rule], baseline: Baseline | None = None,
     *, strict: bool = False, allow_unmatched: bool = False,
 ) -> Diagnosis:
-    """Check every node. `strict` (the user's own rules): a rule that matches no
-    measurement is a UserError, unless `allow_unmatched`; either way the rules that
-    matched nothing are kept in the result (see the module docstring)."""
-    nodes = node_runs(runs)
+    """Check every node on its newest measurement of each case among `runs` (every run
+    of the fleet, not only the newest of each node). `strict` (the user's own rules): a
+    rule that matches no measurement is a UserError, unless `allow_unmatched`; either way
+    the rules that matched nothing are kept in the result (see the module docstring)."""
+    nodes = node_states(runs)
     if not nodes:
         raise UserError("no runs to diagnose")
-    unmatched = unmatched_rules(nodes, rules)
+    unmatched = unmatched_rules((m for n in nodes for m in n.measurements), rules)
     if unmatched and strict and not allow_unmatched:
         raise UserError(f"{unmatched_message(unmatched)} (a typo in 'metric', 'family' or "
                         "'figure'? --allow-unmatched checks the other rules anyway)")
-    names = node_names(nodes)
+    names = node_names([n.run for n in nodes])
     notes: list[str] = [unmatched_message(unmatched)] if unmatched else []
+    notes += _other_stack_notes(nodes)
     if baseline is None:
-        by_generation: dict[str, list[StoredRun]] = {}
-        for run in nodes:
-            by_generation.setdefault(run.record.generation_key, []).append(run)
-        baselines = {
-            gen: fleet_median(group, f"fleet median of {len(group)} nodes on {gen}")
-            for gen, group in by_generation.items()
-        }
-        for gen, group in by_generation.items():
-            if len(group) < 3:
-                notes.append(f"only {len(group)} node(s) on {gen}: a fleet median needs "
-                             "at least 3 to outvote a bad one")
+        baselines = _fleet_baselines(nodes, notes)
     else:
-        baselines = {run.record.generation_key: baseline for run in nodes}
-        stacks = set(baseline.generation_keys)
-        for run in nodes:
-            if stacks and run.record.generation_key not in stacks:
-                notes.append(f"{names[run.record.id]} runs {run.record.generation_key}, "
-                             f"the baseline {' / '.join(sorted(stacks))}")
-    results = [
-        check_node(names[run.record.id], run, rules, baselines[run.record.generation_key])
-        for run in nodes
-    ]
+        baselines = {n.generation_key: baseline for n in nodes}
+        notes += _stack_notes(nodes, names, baseline)
+    results = [check_node(names[n.run.record.id], n, rules, baselines[n.generation_key])
+               for n in nodes]
     unique = list({id(b): b for b in baselines.values()}.values())
     return Diagnosis(results, unique, list(rules), notes, unmatched)
 
 
-def check_node(node: str, run: StoredRun, rules: Sequence[Rule], baseline: Baseline) -> NodeResult:
+def _fleet_baselines(nodes: Sequence[NodeState], notes: list[str]) -> dict[str, Baseline]:
+    """Stack -> the fleet median of its nodes; a stack of too few nodes to outvote a bad
+    one is noted in `notes`."""
+    by_generation: dict[str, list[NodeState]] = {}
+    for node in nodes:
+        by_generation.setdefault(node.generation_key, []).append(node)
+    for gen, group in by_generation.items():
+        if len(group) < 3:
+            notes.append(f"only {len(group)} node(s) on {gen}: a fleet median needs "
+                         "at least 3 to outvote a bad one")
+    return {gen: nodes_median(group, f"fleet median of {len(group)} nodes on {gen}")
+            for gen, group in by_generation.items()}
+
+
+def _stack_notes(nodes: Sequence[NodeState], names: dict[str, str],
+                 baseline: Baseline) -> list[str]:
+    """A note for each node of a stack the given baseline was not measured on."""
+    stacks = set(baseline.generation_keys)
+    return [f"{names[n.run.record.id]} runs {n.generation_key}, "
+            f"the baseline {' / '.join(sorted(stacks))}"
+            for n in nodes if stacks and n.generation_key not in stacks]
+
+
+def _other_stack_notes(nodes: Sequence[NodeState]) -> list[str]:
+    """One note for the runs left out for being of a stack older than their node's."""
+    left = [i for n in nodes for i in n.other_stack_runs]
+    if not left:
+        return []
+    count = sum(1 for n in nodes if n.other_stack_runs)
+    return [f"{len(left)} run(s) of {count} node(s) on a stack other than the node's newest "
+            "run's are not judged"]
+
+
+def check_node(node: str, state: NodeState, rules: Sequence[Rule],
+               baseline: Baseline) -> NodeResult:
+    """One node judged by every rule on its newest measurement of each case, and by the
+    verdicts of its newest validation checks."""
+    run_of = state.run_by_case()
     findings: list[Finding] = []
     checks = 0
-    by_key = {m.case.key: m for m in run.measurements}
     for rule in rules:
         if rule.compare == r.STATUS:
-            for case in baseline.cases.values():
-                if _rule_covers(rule, case.family) and _pattern_matches(rule, case) and (
-                        case.key not in by_key):
-                    checks += 1
-                    findings.append(Finding(rule.name, rule.category, rule.compare, case.label,
-                                            None, None, "status ok", None, "missing"))
-        for m in run.measurements:
-            if not rule.applies(m.case) or not _rule_covers(rule, m.case.family):
-                continue
-            if rule.compare == r.STATUS:
-                checks += 1
-                if not m.ok:
-                    findings.append(Finding(rule.name, rule.category, rule.compare,
-                                            m.case.label, None, None, "status ok", None,
-                                            f"{m.status}: {m.reason or '-'}"))
-                continue
-            if not m.ok:
-                continue
-            for figure in _figures(m, rule.figure):
-                observed = _observed(rule.compare, m, figure, baseline)
-                if observed is None:
-                    continue
-                checks += 1
-                finding = _check(rule, m, figure.name, rule.compare, observed, rule.min, rule.max)
-                if finding:
-                    findings.append(finding)
-            if rule.max_cv is not None and m.stats is not None and math.isfinite(m.stats.cv):
-                checks += 1
-                finding = _check(rule, m, None, r.CV, m.stats.cv, None, rule.max_cv)
-                if finding:
-                    findings.append(finding)
-    verdicts = check_results(run.measurements)
+            missing = _missing(rule, baseline, run_of)
+            checks += len(missing)
+            findings += missing
+        for m in state.measurements:
+            if rule.applies(m.case) and _rule_covers(rule, m.case.family):
+                done, found = _check_measurement(rule, m, baseline, run_of[m.case.key])
+                checks += done
+                findings += found
+    verdicts = check_results(state.measurements)
     checks += sum(1 for v in verdicts if v.verdict != SKIP)
-    findings += [check_finding(v) for v in verdicts if v.verdict == FAIL]
-    record = run.record
-    return NodeResult(node, record.host, record.id, record.generation_key, checks, findings)
+    findings += [check_finding(v, run_of.get(v.key)) for v in verdicts if v.verdict == FAIL]
+    record = state.run.record
+    return NodeResult(node, record.host, state.newest_run_id, record.generation_key, checks,
+                      findings, state.run_ids)
+
+
+def _missing(rule: Rule, baseline: Baseline, measured: dict[str, str]) -> list[Finding]:
+    """A status rule's finding for each case of the baseline it covers that the node
+    measured in none of its runs."""
+    return [Finding(rule.name, rule.category, rule.compare, case.label, None, None,
+                    "status ok", None, "missing")
+            for case in baseline.cases.values()
+            if _rule_covers(rule, case.family) and _pattern_matches(rule, case)
+            and case.key not in measured]
+
+
+def _check_measurement(rule: Rule, m: Measurement, baseline: Baseline,
+                       run: str) -> tuple[int, list[Finding]]:
+    """How many checks `rule` made of one measurement (from `run`), and what failed."""
+    if rule.compare == r.STATUS:
+        if m.ok:
+            return 1, []
+        return 1, [Finding(rule.name, rule.category, rule.compare, m.case.label, None, None,
+                           "status ok", None, f"{m.status}: {m.reason or '-'}", run)]
+    if not m.ok:
+        return 0, []
+    checks = 0
+    findings: list[Finding] = []
+    for figure in _figures(m, rule.figure):
+        observed = _observed(rule.compare, m, figure, baseline)
+        if observed is None:
+            continue
+        checks += 1
+        finding = _check(rule, m, figure.name, rule.compare, observed, rule.min, rule.max, run)
+        findings += [finding] if finding else []
+    if rule.max_cv is not None and m.stats is not None and math.isfinite(m.stats.cv):
+        checks += 1
+        finding = _check(rule, m, None, r.CV, m.stats.cv, None, rule.max_cv, run)
+        findings += [finding] if finding else []
+    return checks, findings
 
 
 def _rule_covers(rule: Rule, family: str) -> bool:
@@ -236,13 +274,15 @@ def _rule_covers(rule: Rule, family: str) -> bool:
     return rule.family == family or (rule.family is None and family != VALIDATION)
 
 
-def check_finding(result: CheckResult) -> Finding:
-    """A failed validation check as a finding: its error against its tolerance."""
+def check_finding(result: CheckResult, run: str | None = None) -> Finding:
+    """A failed validation check (measured in `run`) as a finding: its error against its
+    tolerance."""
     tolerance, error = result.tolerance, result.error
     off = (error - tolerance) / tolerance if error is not None and tolerance else None
     limit = f"tolerance {tolerance:.3g}" if tolerance is not None else "pass"
     return Finding(f"validation {result.check}", VALIDATION, "verdict", result.label,
-                   "error" if error is not None else None, error, limit, off, result.reason)
+                   "error" if error is not None else None, error, limit, off, result.reason,
+                   run)
 
 
 def _pattern_matches(rule: Rule, case: BaselineCase) -> bool:
@@ -278,13 +318,14 @@ def _observed(compare: str, m: Measurement, figure: Figure, baseline: Baseline) 
 
 
 def _check(rule: Rule, m: Measurement, figure: str | None, compare: str, observed: float,
-           low: float | None, high: float | None) -> Finding | None:
+           low: float | None, high: float | None, run: str) -> Finding | None:
+    """The finding of an observed figure (of `m`, measured in `run`) outside its limits."""
     if low is not None and observed < low:
         off = (low - observed) / abs(low) if low else math.inf
         return Finding(rule.name, rule.category, compare, m.case.label, figure, observed,
-                       f"min {low:g}", off)
+                       f"min {low:g}", off, run=run)
     if high is not None and observed > high:
         off = (observed - high) / abs(high) if high else math.inf
         return Finding(rule.name, rule.category, compare, m.case.label, figure, observed,
-                       f"max {high:g}", off)
+                       f"max {high:g}", off, run=run)
     return None

@@ -1,12 +1,13 @@
 """The chart vendors publish: each case's headline figure per stack generation,
 normalised to a baseline generation.
 
-Runs are grouped by their generation key (device | ROCm/CUDA version | PyTorch version);
-the samples of every run of a generation are pooled per case. A row is one case (for
-models: a model, mode and precision); each cell is the generation's median with its
-confidence interval, and its speed relative to the baseline generation with the ratio's
-confidence interval (`significance.ratio_of_medians`). A cell is not normalised when
-the benchmark version differs from the baseline's.
+Runs are grouped by their generation key (device | ROCm/CUDA version | PyTorch version).
+A row is one case (for models: a model, mode and precision); each cell is the
+generation's figure (its one run's, as `accelbench show` states it, or the median of its
+runs' with the interval between them), and its speed relative to the baseline generation
+with the ratio's confidence interval from the values each worker process measured
+(`evidence.weigh`: Welch's t on their logarithms). A cell is not normalised when the
+benchmark version differs from the baseline's.
 """
 
 from __future__ import annotations
@@ -17,8 +18,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from accelbench.analysis import evidence as ev
 from accelbench.analysis.select import CasePattern
-from accelbench.analysis.significance import RatioEstimate, ratio_of_medians
+from accelbench.analysis.significance import RatioEstimate
 from accelbench.analysis.values import CaseResults, case_mode, case_sort_key, collect
 from accelbench.core.case import Case, label_value
 from accelbench.errors import UserError
@@ -56,7 +58,7 @@ class Cell:
             "generation": self.generation,
             "value": self.value,
             "ci": [low, high],
-            "samples": int(self.results.values.size),
+            "processes": self.results.processes,
             "runs": self.results.runs,
             "speedup": rel.ratio if rel else None,
             "speedup_ci": [rel.low, rel.high] if rel else None,
@@ -218,7 +220,8 @@ def _cell(generation: str, entry: CaseResults, base: CaseResults | None) -> Cell
         return Cell(generation, entry, None, "benchmark version differs from the baseline's")
     figure = entry.figure
     assert figure is not None
-    estimate = ratio_of_medians(base.values, entry.values)
+    found = ev.weigh(ev.side(base.per_run), ev.side(entry.per_run))
+    estimate = RatioEstimate(found.ratio, found.low, found.high, ev.TEST_NAME)
     if not figure.higher_is_better:
         estimate = estimate.inverted()
     if math.isnan(estimate.ratio):

@@ -1,9 +1,14 @@
 """A case's headline figure over the stored runs of one stack, and where it changed.
 
 A series is one case (same key and benchmark version) on one generation key, one point
-per run (the run's median), oldest first. Change points come from step detection on the
-series (`changepoints.detect`); a step is reported when its size, the median level after
-it over the median level before it, is at least the minimum effect.
+per run: the run's figure with the interval `accelbench show` states for it, oldest
+first. The series' run-to-run noise (`evidence.noise_floor`, over its points measured on
+a quiet host and an unthrottled device) is shown beside it: it is the floor `compare`
+puts under one run's own interval. Change points come from step detection on the series
+(`changepoints.detect`); a step is reported when its size, the median level after it
+over the median level before it, is at least the minimum effect, and Welch's test on the
+runs either side of it (each run's figure one value, the noise floor under their spread)
+tells it from noise.
 """
 
 from __future__ import annotations
@@ -17,11 +22,12 @@ from typing import Any
 import numpy as np
 
 from accelbench.analysis import changepoints
+from accelbench.analysis import evidence as ev
+from accelbench.analysis.evidence import NoiseFloor
 from accelbench.analysis.select import CasePattern, parse_case_pattern
-from accelbench.analysis.values import case_sort_key, speed_ratio, value_samples
+from accelbench.analysis.values import case_sort_key, figure_interval, speed_ratio
 from accelbench.core.case import Case
 from accelbench.core.measurement import Figure, Measurement
-from accelbench.core.stats import median_ci
 from accelbench.errors import UserError
 from accelbench.store import StoredRun
 
@@ -44,12 +50,15 @@ class Point:
     noisy: bool
     contended: bool = False
     throttled: bool = False
+    processes: int = 1
+    rel_half_width: float = float("nan")  # of the interval, as `show` prints it
 
     def to_dict(self) -> dict[str, Any]:
         return {"run": self.run_id, "started_at": self.started_at, "host": self.host,
                 "value": self.value, "ci": [self.ci_low, self.ci_high],
-                "samples": self.samples, "noisy": self.noisy, "contended": self.contended,
-                "throttled": self.throttled}
+                "rel_half_width": self.rel_half_width, "samples": self.samples,
+                "processes": self.processes, "noisy": self.noisy,
+                "contended": self.contended, "throttled": self.throttled}
 
 
 @dataclass(frozen=True)
@@ -82,6 +91,8 @@ class Series:
     points: list[Point]
     change_points: list[ChangePoint]
     small_steps: int  # steps detected but below the minimum effect
+    unsure_steps: int = 0  # steps of the minimum effect that the noise could explain
+    noise_floor: NoiseFloor | None = None  # run-to-run, over its quiet points
 
     @property
     def latest_regression(self) -> ChangePoint | None:
@@ -99,6 +110,8 @@ class Series:
             "points": [p.to_dict() for p in self.points],
             "change_points": [c.to_dict() for c in self.change_points],
             "small_steps": self.small_steps,
+            "unsure_steps": self.unsure_steps,
+            "noise_floor": self.noise_floor.to_dict() if self.noise_floor else None,
         }
 
 
@@ -155,29 +168,53 @@ def _selected(case: Case, wanted: CasePattern | str) -> bool:
 
 
 def _point(run: StoredRun, m: Measurement) -> Point:
-    values = value_samples(m)
-    low, high, _ = median_ci(values) if values.size else (np.nan, np.nan, False)
-    return Point(run.record.id, run.record.started_at, run.record.host,
-                 float(np.median(values)) if values.size else np.nan, low, high,
-                 len(m.samples), m.noisy, m.contended, m.throttled)
+    """The run's figure with the interval `show` states for it."""
+    figure = m.primary
+    assert figure is not None  # only measurements with a primary figure are grouped
+    value, low, high = figure_interval(figure)
+    spread = m.spread
+    rel = spread.rel_half_width if spread is not None else (
+        (high - low) / 2.0 / value if value else np.nan)
+    return Point(run.record.id, run.record.started_at, run.record.host, value, low, high,
+                 len(m.samples), m.noisy, m.contended, m.throttled,
+                 processes=max(1, len([t for t in m.timings if t.samples])),
+                 rel_half_width=float(rel))
 
 
 def _series(case: Case, generation_key: str, figure: Figure, points: list[Point],
             min_effect: float, penalty_factor: float) -> Series:
     values = [p.value for p in points]
+    floor = ev.noise_floor([p.value for p in points if not (p.contended or p.throttled)])
     found = changepoints.detect(values, penalty_factor=penalty_factor)
     bounds = changepoints.segments(len(values), found)
     levels = [float(np.median(values[s:e])) for s, e in bounds]
     changes = []
-    small = 0
+    small = unsure = 0
     for i, index in enumerate(found):
         before, after = levels[i], levels[i + 1]
         change = speed_ratio(after / before, figure.higher_is_better) - 1.0 if before else 0.0
         if abs(change) < min_effect:
             small += 1
             continue
+        (s0, e0), (s1, e1) = bounds[i], bounds[i + 1]
+        if not _tells(values[s0:e0], values[s1:e1], floor):
+            unsure += 1
+            continue
         point = points[index]
         changes.append(ChangePoint(index, point.run_id, point.started_at, before, after, change,
                                    IMPROVED if change > 0 else REGRESSED))
     return Series(case, generation_key, figure.name, figure.unit, figure.higher_is_better,
-                  points, changes, small)
+                  points, changes, small, unsure, floor)
+
+
+def _tells(before: Sequence[float], after: Sequence[float], floor: NoiseFloor | None) -> bool:
+    """Whether the runs after a step differ from those before it beyond their noise (each
+    run's figure one value; the series' run-to-run noise as a floor under their spread).
+    A step with nothing to weigh it against (one run a side, no floor) is kept, as the
+    step detection found it."""
+    if min(len(before), len(after)) < 1:
+        return False
+    a = ev.side([[v] for v in before], floor)
+    b = ev.side([[v] for v in after], floor)
+    found = ev.weigh(a, b)
+    return found.p_value is None or found.significant

@@ -42,7 +42,14 @@ class RatioEstimate:
         return (self.high - self.low) / 2.0 / self.ratio
 
     def inverted(self) -> RatioEstimate:
-        return RatioEstimate(1.0 / self.ratio, 1.0 / self.high, 1.0 / self.low, self.method)
+        """1 / the ratio, its interval turned round (an unbounded end becomes 0, and 0
+        an unbounded one)."""
+        return RatioEstimate(_inverse(self.ratio), _inverse(self.high), _inverse(self.low),
+                             self.method)
+
+
+def _inverse(value: float) -> float:
+    return math.inf if value == 0 else 1.0 / value
 
 
 @dataclass(frozen=True)

@@ -1,18 +1,21 @@
-"""The headline figure of each case, per sample, pooled over the runs of one selection.
+"""Each case's figure per worker process, over the runs of one selection.
 
-A measurement keeps its raw samples in seconds per call and the work of one call, and
-derives its figures from them. `value_samples` gives the headline figure of every sample
-(`Measurement.value_samples`: work over that sample's time for a rate, the time itself
-otherwise), so samples of different runs of the same case can be pooled, whatever their
-calls per sample.
+The unit of evidence across runs is the value one worker process measured, as it is in a
+run's own interval (`core.between`): `process_values(m, figure)` gives it for every
+process of a measurement. A measurement keeps the raw samples of each process in seconds
+per call; a figure that follows the time per call (a rate, the time itself, energy per
+call and work per joule) is given per process by scaling the run's figure with that
+process's time per call (its median, or its mean for a rate over the mean) against the
+run's (the median of them), so that the middle process gives the run's figure itself.
+Any other figure (power, peak memory, compile time) is one value per measurement: its
+processes' values were merged into their median when the run was stored.
 
-A comparison can pool another figure than the headline (`collect(runs, figure=GLOB)`):
-the first of a measurement's figures whose name matches. Figures that follow the time
-per call are given per sample the same way: a rate or the time itself, and the figures of
-energy per call and work per joule, whose energy is read over the whole timed window
-(power is sampled far more coarsely than calls are timed), so a sample's share of it
-is taken to follow its time. Any other figure (power, peak memory, compile time) is one
-value per measurement.
+A comparison can take another figure than the headline (`collect(runs, figure=GLOB)`):
+the first of a measurement's figures whose name matches.
+
+The figure a selection shows for a case is the one `accelbench show` shows, with the
+same interval, when it holds one run; over several runs, the median of the runs'
+figures, with the repeat interval between them (`core.between`).
 """
 
 from __future__ import annotations
@@ -28,12 +31,12 @@ import numpy as np
 
 from accelbench.core.case import Case
 from accelbench.core.measurement import Figure, Measurement
-from accelbench.core.stats import median_ci
 from accelbench.store import StoredRun
 
 
 def value_samples(m: Measurement) -> np.ndarray:
-    """The headline figure for each sample of `m` (empty when it has none)."""
+    """The headline figure for each raw sample of `m` (empty when it has none): what a
+    chart of one run's scatter draws, never the unit of a comparison."""
     return np.asarray(m.value_samples(), dtype=float)
 
 
@@ -44,13 +47,18 @@ PER_JOULE_SUFFIX = "_per_joule"
 
 
 def value_ci(m: Measurement) -> tuple[float, float, float]:
-    """The headline figure with the 95% CI of its median, on the figure's own scale."""
-    values = value_samples(m)
-    value = m.primary.value if m.primary else math.nan
-    if values.size < 2:
-        return value, value, value
-    low, high, _ = median_ci(values)
-    return value, low, high
+    """The headline figure with its stated interval, as `accelbench show` prints it."""
+    figure = m.primary
+    if figure is None:
+        return math.nan, math.nan, math.nan
+    return figure_interval(figure)
+
+
+def figure_interval(figure: Figure) -> tuple[float, float, float]:
+    """A figure with its interval, the figure itself at both ends where it states none."""
+    low = figure.low if figure.low is not None else figure.value
+    high = figure.high if figure.high is not None else figure.value
+    return figure.value, min(low, high), max(low, high)
 
 
 def matching_figure(m: Measurement, pattern: str) -> Figure | None:
@@ -65,19 +73,39 @@ def follows_time(m: Measurement, name: str) -> bool:
             or name == ENERGY_PER_CALL or name.endswith(PER_JOULE_SUFFIX))
 
 
-def figure_samples(m: Measurement, figure: Figure) -> np.ndarray:
-    """Figure `figure` of `m` for each sample when it follows the time per call (scaled
-    as `Measurement.value_samples` scales the headline figure, in the direction the
-    figure itself says is better), else its one value; empty when it is not finite."""
-    if not math.isfinite(figure.value):
+def process_values(m: Measurement, figure: Figure | None = None) -> np.ndarray:
+    """Figure `figure` (default: the headline) of `m` as each of its processes measured
+    it, in the direction the figure says is better (see the module docstring); one value
+    for a figure that does not follow the time per call; empty when it is not finite."""
+    figure = figure if figure is not None else m.primary
+    if figure is None or not math.isfinite(figure.value):
         return np.empty(0)
-    positive = np.asarray([t for t in m.samples if t > 0], dtype=float)
-    if not follows_time(m, figure.name) or not positive.size:
+    bases = _process_bases(m, figure.name)
+    if not bases or not follows_time(m, figure.name):
         return np.asarray([figure.value], dtype=float)
-    median = float(np.median(positive))
-    if figure.higher_is_better:
-        return np.asarray(figure.value * median / positive, dtype=float)
-    return np.asarray(figure.value * positive / median, dtype=float)
+    center = float(np.median(bases))
+    scale = np.asarray(bases, dtype=float) / center
+    values = figure.value / scale if figure.higher_is_better else figure.value * scale
+    return np.asarray(values, dtype=float)
+
+
+def _positive_values(values: np.ndarray) -> np.ndarray:
+    """The finite positive ones: a ratio of speeds means nothing for the others (a
+    damaged or hand-made record can hold them)."""
+    return np.asarray(values[np.isfinite(values) & (values > 0)], dtype=float)
+
+
+def _process_bases(m: Measurement, name: str) -> list[float]:
+    """Each process's time per call on the base of figure `name`: the mean of its samples
+    for a rate over the mean, else their median; processes with no positive sample are
+    left out."""
+    over_mean = any(r.name == name and r.over == "mean" for r in m.rates)
+    out = []
+    for timing in m.timings:
+        positive = [t for t in timing.samples if t > 0]
+        if positive:
+            out.append(float(np.mean(positive) if over_mean else np.median(positive)))
+    return out
 
 
 def speed_ratio(ratio: float, higher_is_better: bool) -> float:
@@ -89,8 +117,8 @@ def speed_ratio(ratio: float, higher_is_better: bool) -> float:
 class CaseResults:
     """Everything one selection of runs holds about one case (same key).
 
-    `figure_pattern` None pools the headline figure of each measurement; a glob pools the
-    first figure whose name matches it, of the measurements that have one."""
+    `figure_pattern` None takes the headline figure of each measurement; a glob the first
+    figure whose name matches it, of the measurements that have one."""
 
     key: str
     ok: list[tuple[str, Measurement]] = field(default_factory=list)  # (run id, measurement)
@@ -117,7 +145,7 @@ class CaseResults:
 
     @property
     def pooled(self) -> list[tuple[str, Measurement]]:
-        """The measured ones whose figure is pooled: all of them for the headline, those
+        """The measured ones whose figure is taken: all of them for the headline, those
         that have a matching figure otherwise."""
         if self.figure_pattern is None:
             return self.ok
@@ -129,20 +157,69 @@ class CaseResults:
         return self._figure_of(pooled[-1][1]) if pooled else None
 
     @cached_property
+    def run_figures(self) -> list[Figure]:
+        """The figure of each measurement taken, oldest first, where it is finite."""
+        out = []
+        for _, m in self.pooled:
+            figure = self._figure_of(m)
+            if figure is not None and math.isfinite(figure.value) and figure.value > 0:
+                out.append(figure)
+        return out
+
+    @cached_property
+    def per_run(self) -> list[np.ndarray]:
+        """The process values of each measurement taken (one array per run)."""
+        parts = [_positive_values(process_values(m, self._figure_of(m)))
+                 for _, m in self.pooled]
+        return [p for p in parts if p.size]
+
+    @cached_property
     def values(self) -> np.ndarray:
-        if self.figure_pattern is None:
-            parts = [value_samples(m) for _, m in self.ok]
-        else:
-            parts = []
-            for _, m in self.ok:
-                figure = self._figure_of(m)
-                if figure is not None:
-                    parts.append(figure_samples(m, figure))
-        return np.concatenate(parts) if parts else np.empty(0)
+        """Every process value of every run taken."""
+        return np.concatenate(self.per_run) if self.per_run else np.empty(0)
+
+    @property
+    def processes(self) -> int:
+        return int(self.values.size)
 
     @property
     def median(self) -> float:
-        return float(np.median(self.values)) if self.values.size else math.nan
+        """The figure this selection shows: the run's own with one run, else the median
+        of the runs' figures."""
+        figures = self.run_figures
+        if not figures:
+            return math.nan
+        if len(figures) == 1:
+            return figures[0].value
+        return float(np.median([f.value for f in figures]))
+
+    def median_ci(self, confidence: float = 0.95) -> tuple[float, float]:
+        """The interval of the figure this selection shows: with one run the run's own,
+        as `accelbench show` prints it; over several runs, where a repeat of as many runs
+        is expected (`core.between`), over the runs' figures."""
+        from accelbench.core.between import between_processes
+
+        figures = self.run_figures
+        if not figures:
+            return math.nan, math.nan
+        if len(figures) == 1:
+            _, low, high = figure_interval(figures[0])
+            return low, high
+        spread = between_processes([f.value for f in figures], confidence)
+        return spread.low, spread.high
+
+    @property
+    def rel_half_width(self) -> float:
+        """The half-width of `median_ci` relative to the figure, as printed "±x%": with one
+        run and the headline figure, exactly what `accelbench show` prints for it (the
+        interval of the time per call)."""
+        if len(self.run_figures) == 1 and self.figure_pattern is None:
+            spread = self.pooled[-1][1].spread
+            if spread is not None:
+                return spread.rel_half_width
+        low, high = self.median_ci()
+        value = self.median
+        return (high - low) / 2.0 / value if value else math.nan
 
     @property
     def runs(self) -> list[str]:
@@ -154,24 +231,23 @@ class CaseResults:
 
     @property
     def contended(self) -> bool:
-        """Some of the pooled figures were measured while the host was busy."""
+        """Some of the figures taken were measured while the host was busy."""
         return any(m.contended for _, m in self.pooled)
 
     @property
     def throttled(self) -> bool:
-        """Some of the pooled figures were measured while the device throttled."""
+        """Some of the figures taken were measured while the device throttled."""
         return any(m.throttled for _, m in self.pooled)
+
+    @property
+    def unsettled(self) -> bool:
+        """Some process's samples still stepped or drifted after its warm-up."""
+        return any(not t.settled for _, m in self.pooled for t in m.timings)
 
     @property
     def figure_names(self) -> list[str]:
         """The names of the figures of the newest measurement, to say what there is."""
         return [f.name for f in self.ok[-1][1].figures] if self.ok else []
-
-    def median_ci(self, confidence: float = 0.95) -> tuple[float, float]:
-        if not self.values.size:
-            return math.nan, math.nan
-        low, high, _ = median_ci(self.values, confidence)
-        return low, high
 
     @property
     def reasons(self) -> list[str]:
@@ -184,7 +260,7 @@ def collect(runs: Iterable[StoredRun], figure: str | None = None) -> dict[str, C
 
     When the runs measured a case with different benchmark versions, only the newest
     version is kept (the others are named in `dropped_versions`): samples of different
-    code are never pooled.
+    code are never taken together.
     """
     out: dict[str, CaseResults] = {}
     for run in runs:

@@ -10,6 +10,7 @@ from accelbench.cli.options import (
     add_exclude_contended,
     add_exclude_throttled,
     add_json,
+    add_judge_anyway,
     add_store,
     name_arg,
     open_store,
@@ -35,7 +36,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--alpha", type=probability, default=0.05,
                         help="significance level of the test (default 0.05: 95%% CIs)")
     parser.add_argument("--fail-on-regression", type=positive_percentage, metavar="PCT",
-                        help="exit with 1 when a case is significantly slower by PCT%% or more")
+                        help="exit with 1 when a case is conclusively slower by PCT%% or "
+                        "more; with 9 when none is but an inconclusive case may be")
     parser.add_argument("--case", type=name_arg, metavar="PATTERN",
                         help="only cases matching 'BENCH [NAME=GLOB ...]', e.g. 'gemm dtype=bf16'")
     parser.add_argument("--figure", type=name_arg, metavar="NAME",
@@ -44,6 +46,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         "without it are listed as not compared")
     add_exclude_contended(parser)
     add_exclude_throttled(parser)
+    add_judge_anyway(parser)
     add_store(parser)
     add_json(parser)
 
@@ -76,6 +79,7 @@ def check_figure_found(pattern: str, *sides: Sequence[StoredRun]) -> None:
 def run(args: argparse.Namespace) -> int:
     import dataclasses
 
+    from accelbench.analysis import floors
     from accelbench.analysis.compare import compare
     from accelbench.analysis.select import (
         exclude_contended,
@@ -83,7 +87,7 @@ def run(args: argparse.Namespace) -> int:
         parse_case_pattern,
         select_group,
     )
-    from accelbench.errors import EXIT_CASE_FAILED, UserError
+    from accelbench.errors import EXIT_CASE_FAILED, EXIT_INCONCLUSIVE, UserError
 
     check_percent(args.min_effect, "--min-effect")
     check_percent(args.fail_on_regression, "--fail-on-regression", allow_zero=False)
@@ -93,6 +97,8 @@ def run(args: argparse.Namespace) -> int:
     with open_store(args, create=False) as store:
         a = select_group(store, args.a)
         b = select_group(store, args.b)
+        keys = {m.case.key for run in (*a.runs, *b.runs) for m in run.measurements}
+        learned = floors.learn(store.measurements_for_cases(sorted(keys)), args.figure)
     if args.exclude_contended:
         a = dataclasses.replace(a, runs=tuple(exclude_contended(a.runs)))
         b = dataclasses.replace(b, runs=tuple(exclude_contended(b.runs)))
@@ -102,24 +108,28 @@ def run(args: argparse.Namespace) -> int:
     if args.figure is not None:
         check_figure_found(args.figure, a.runs, b.runs)
     result = compare(a, b, min_effect=args.min_effect / 100, alpha=args.alpha, cases=pattern,
-                     figure=args.figure)
+                     figure=args.figure, floors=learned, judge_anyway=args.judge_contended)
     gate = args.fail_on_regression
     regressions = result.regressions(gate / 100) if gate is not None else []
+    undecided = result.undecided(gate / 100) if gate is not None else []
     if args.json:
         data = result.to_dict()
         if gate is not None:
             data["fail_on_regression_pct"] = gate
             data["regressions"] = [c.label for c in regressions]
+            data["undecided"] = [{"label": c.label, "reason": c.reason,
+                                  "runs_needed": c.runs_needed} for c in undecided]
         print_json(data)
     else:
-        from accelbench.report.analysis_tables import comparison_tables
+        from accelbench.report.analysis_tables import comparison_tables, gate_lines
         from accelbench.report.tables import render_rich
         from accelbench.report.terminal import console
 
         out = console()
         render_rich(comparison_tables(result), out)
         if gate is not None:
-            verdict = (f"{len(regressions)} case(s) regressed by {gate:g}% or more"
-                       if regressions else f"no case regressed by {gate:g}% or more")
-            out.print(verdict, markup=False)
-    return EXIT_CASE_FAILED if regressions else 0
+            for line in gate_lines(gate, regressions, undecided):
+                out.print(line, markup=False)
+    if regressions:
+        return EXIT_CASE_FAILED
+    return EXIT_INCONCLUSIVE if undecided else 0

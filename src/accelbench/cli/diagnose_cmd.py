@@ -16,12 +16,16 @@ from accelbench.cli.options import (
 )
 
 NAME = "diagnose"
-HELP = "check every node's latest run against a baseline with rules; exit 1 if any fails"
+HELP = ("check every node's newest measurement of each case against a baseline with rules; "
+        "exit 1 if any fails")
 DESCRIPTION = (
-    f"{HELP}. A rule of a --rules file that matches no measurement in the selected runs "
-    "(a typo in a metric name would silently disable it) is an error (exit 2) unless "
-    "--allow-unmatched is given; the default rules cover every benchmark family, so those "
-    "of them that match nothing (a CPU node runs no collectives) are only noted."
+    f"{HELP}. A node is judged on its newest measurement of each case, whichever of its "
+    "runs that came from (a validate run after a quick run leaves the quick run's figures "
+    "judged), and each finding names its run. A rule of a --rules file that matches no "
+    "measurement in the selected runs (a typo in a metric name would silently disable it) "
+    "is an error (exit 2) unless --allow-unmatched is given; the default rules cover every "
+    "benchmark family, so those of them that match nothing (a CPU node runs no "
+    "collectives) are only noted."
 )
 
 
@@ -29,7 +33,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.description = DESCRIPTION
     parser.add_argument("runs", nargs="*", metavar="RUN",
                         help="runs or filters forming the fleet (default: every stored run; "
-                        "the latest run of each host and device is used)")
+                        "each host and device is judged on its newest measurement of each "
+                        "case among them)")
     parser.add_argument("--rules", type=path_arg, metavar="FILE",
                         help="YAML rules file (default: the rules shipped with accelbench)")
     parser.add_argument("--allow-unmatched", action="store_true",
@@ -64,13 +69,13 @@ def run(args: argparse.Namespace) -> int:
 
     from accelbench.analysis.diagnose import diagnose, unmatched_message
     from accelbench.analysis.rules import load_rules
-    from accelbench.analysis.select import select_node_runs
+    from accelbench.analysis.select import select_runs
     from accelbench.errors import EXIT_CASE_FAILED
 
     rules = load_rules(args.rules)
     with open_store(args, create=False) as store:
         base = load_baseline(args.baseline, store)
-        runs = select_node_runs(store, args.runs)
+        runs = select_runs(store, args.runs)
     strict = args.rules is not None
     result = diagnose(runs, rules, base, strict=strict, allow_unmatched=args.allow_unmatched)
     if strict and result.unmatched:
@@ -78,9 +83,9 @@ def run(args: argparse.Namespace) -> int:
     if args.json:
         print_json(result.to_dict())
     else:
-        from accelbench.report.analysis_tables import diagnosis_table
+        from accelbench.report.analysis_tables import diagnosis_tables
         from accelbench.report.tables import render_rich
         from accelbench.report.terminal import console
 
-        render_rich([diagnosis_table(result)], console())
+        render_rich(diagnosis_tables(result), console())
     return EXIT_CASE_FAILED if result.failing else 0

@@ -140,6 +140,12 @@ def add_exclude_contended(parser: argparse.ArgumentParser) -> None:
                         "work (they are marked 'contended' otherwise)")
 
 
+def add_judge_anyway(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--judge-contended", action="store_true",
+                        help="call figures measured while the host was busy or the device "
+                        "throttled faster or slower too (they are inconclusive otherwise)")
+
+
 def add_exclude_throttled(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--exclude-throttled", action="store_true",
                         help="leave out figures measured while the device throttled (power, "

@@ -60,8 +60,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         "suite says, else 1)")
     add_ranks(parser)
     parser.add_argument("--threads", type=positive_int, metavar="N",
-                        help="CPU threads per process for CPU cases (default: the host's "
-                        "free cores); part of each CPU case's identity")
+                        help="CPU threads per process for CPU cases (default: all but one "
+                        "of the CPUs this process may use, split between the ranks of a "
+                        "distributed case, whatever the host's load); part of each CPU "
+                        "case's identity")
     parser.add_argument("--wait-quiet", type=positive_seconds, metavar="S",
                         help="before each case, wait up to S seconds for the host to be quiet "
                         "(no other busy process, no steal time)")

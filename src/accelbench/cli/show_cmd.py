@@ -38,7 +38,10 @@ def run(args: argparse.Namespace) -> int:
     out.print(text(f"Run {r.id}", "bold") + text(f"  {r.generation_key}"))
     out.print(text(f"suite {r.suite or '-'}, device {r.device}, status {r.status}: "
                    f"{tally['ok']} ok, {tally['failed']} failed, {tally['skipped']} skipped"))
+    threads = stored.fingerprint.get("threads_source")
     if args.env:
         out.print(key_value_table(rows(stored.fingerprint), title="Stack"))
+    elif threads:  # a CPU run: why its cases' `threads` is what it is
+        out.print(text(f"CPU threads per process: {threads}"))
     print_sections(run_sections(stored.measurements, profiles), out)
     return 0

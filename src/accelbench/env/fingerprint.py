@@ -33,7 +33,9 @@ from accelbench.errors import DeviceError, StoreError
 #      published peaks if so); driver.problems (vendor tools that gave nothing, and why);
 #      "memory_model" (an APU or not, and XNACK on AMD GPUs: env.apu); "cluster" (the
 #      nodes of the distributed job the run's cases ran on, their ranks and interconnect
-#      settings: env.cluster; checked by store.record_schema).
+#      settings: env.cluster; checked by store.record_schema); "threads_source" (how
+#      the CPU thread count of a CPU run's cases was chosen: `--threads N` or the default,
+#      the CPUs the process may use; runner.capacity.threads_source).
 FORMAT_VERSION = 1
 
 # Environment variables that change what a benchmark measures: library selection and
@@ -132,6 +134,12 @@ class Fingerprint:
     def with_cluster(self, cluster: Mapping[str, Any]) -> Fingerprint:
         """The same stack, with the nodes of the job its cases ran on (env.cluster)."""
         return Fingerprint(self.device, {**self.data, "cluster": dict(cluster)})
+
+    def with_threads_source(self, source: str) -> Fingerprint:
+        """The same stack, saying how its CPU cases' thread count was chosen: the count
+        is part of each case's identity, so a reader of the run sees why it is what it
+        is (runner.capacity.threads_source)."""
+        return Fingerprint(self.device, {**self.data, "threads_source": source})
 
     def to_dict(self) -> dict[str, Any]:
         return {"format_version": FORMAT_VERSION, **self.data, "device": self.device.to_dict()}

@@ -90,6 +90,7 @@ KEYS: tuple[MetadataKey, ...] = (
     MetadataKey("host.cpu_model", "CPU"),
     MetadataKey("host.physical_cores", "CPU cores"),
     MetadataKey("host.logical_cores", "CPU threads"),
+    MetadataKey("threads_source", "CPU threads per process"),
     MetadataKey("host.memory_bytes", "Host memory", unit="B", kind=BYTES),
     MetadataKey("host.os", "OS"),
     MetadataKey("host.python", "Python"),

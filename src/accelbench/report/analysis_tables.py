@@ -6,10 +6,11 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 
-from accelbench.analysis.compare import FASTER, SLOWER, Comparison
+from accelbench.analysis.compare import FASTER, SLOWER, CaseComparison, Comparison
 from accelbench.analysis.diagnose import Diagnosis
 from accelbench.analysis.generations import Generations
 from accelbench.analysis.history import Series
+from accelbench.analysis.values import CaseResults
 from accelbench.core.units import (
     format_change,
     format_factor,
@@ -36,19 +37,20 @@ def comparison_tables(c: Comparison) -> list[Table]:
             verdict = {FASTER: "better", SLOWER: "worse"}.get(verdict, verdict)
         if case.below_min_effect:
             verdict += f" (below {100 * c.min_effect:g}%)"
-        sides = (("A", case.a), ("B", case.b))
-        for mark, marked in (("contended", [s for s, r in sides if r.contended]),
-                             ("throttled", [s for s, r in sides if r.throttled])):
-            if marked:
-                verdict += f" ({mark} in {' and '.join(marked)})"
+        if case.reason:
+            verdict += f": {case.reason}"
+            if case.runs_needed is not None:
+                verdict += f"; ~{case.runs_needed} runs a side would tell"
+        for judged in case.judged_anyway:
+            verdict += f" ({judged}, judged anyway)"
         rows.append((
             case.label,
             *((case.figure,) if chosen else ()),
-            format_value(case.a.median, case.unit),
-            format_value(case.b.median, case.unit),
+            _side_text(case.a, case.unit),
+            _side_text(case.b, case.unit),
             format_ratio(case.ratio.ratio, case.ratio.low, case.ratio.high),
             format_change(case.change),
-            format_p(case.test.p_value) if case.test.p_value is not None else "ci",
+            format_p(case.test.p_value) if case.test.p_value is not None else "-",
             verdict,
         ))
         styles.append(GOOD if case.verdict == FASTER else BAD if case.verdict == SLOWER
@@ -60,15 +62,25 @@ def comparison_tables(c: Comparison) -> list[Table]:
                   "lower is)")
         overall = f"{compared}, > 1 is better"
     notes = [
-        f"B/A: ratio of medians of {compared} with its {pct} CI "
-        f"(bootstrap; order statistics under 5 samples); change: {change}. "
-        f"p: Mann-Whitney U, 'ci': too few samples, CIs of the medians compared. "
-        f"A change is reported when p < {c.alpha:g} and it is at least "
-        f"{100 * c.min_effect:g}%."
+        f"A, B: {compared} with the interval `accelbench show` states for it (over several "
+        "runs: the median run, with the interval between runs). "
+        f"B/A: ratio of the geometric means of the values each worker process measured, "
+        f"with its {pct} CI from Welch's t on their logarithms; change: {change}. "
+        f"A change is called when the CI excludes 1 and it is at least "
+        f"{100 * c.min_effect:g}%; 'same' when it is smaller or the whole CI lies within "
+        f"±{100 * c.min_effect:g}%; 'inconclusive' when the CI holds both, or the figures "
+        "were measured on a contended host or a throttled device."
     ]
+    floored = [case for case in c.cases if any(case.floors)]
+    if floored:
+        notes.append(f"{len(floored)} case(s) use the run-to-run noise of their repeated "
+                     "runs in this store as a floor (it is wider than what their "
+                     "processes showed).")
     if any(case.a.throttled or case.b.throttled for case in c.cases):
         notes.append("throttled: measured while the device throttled (power, thermal or "
                      "clock capping); --exclude-throttled leaves such figures out.")
+    counts = c.verdict_counts
+    notes.append(", ".join(f"{n} {name}" for name, n in counts.items()) + ".")
     shift = 1 if chosen else 0
     main = Table(
         f"B: {c.b.label} ({', '.join(c.b.generation_keys)}) vs "
@@ -80,10 +92,10 @@ def comparison_tables(c: Comparison) -> list[Table]:
     families = Table(
         f"Geometric mean per family ({overall}, B over A)",
         ("Family", "Cases", "Geometric mean",
-         *(("Better", "Worse") if chosen else ("Faster", "Slower"))),
-        [(f.family, str(f.n), format_ratio(f.geomean), str(f.faster), str(f.slower))
-         for f in c.families],
-        numeric=frozenset({1, 2, 3, 4}),
+         *(("Better", "Worse") if chosen else ("Faster", "Slower")), "Inconclusive"),
+        [(f.family, str(f.n), format_ratio(f.geomean), str(f.faster), str(f.slower),
+          str(f.inconclusive)) for f in c.families],
+        numeric=frozenset({1, 2, 3, 4, 5}),
     )
     unpaired = [*c.only_a, *c.only_b, *c.version_differs, *c.not_measured,
                 *c.figure_missing]
@@ -92,6 +104,30 @@ def comparison_tables(c: Comparison) -> list[Table]:
         tables.append(Table("Not compared", ("Case", "Why"),
                             [(u.label, u.reason) for u in unpaired]))
     return tables
+
+
+def _side_text(entry: CaseResults, unit: str) -> str:
+    """A side's figure with its interval as `accelbench show` prints it: "55.2 GFLOP/s
+    ±3.1%"."""
+    rel = entry.rel_half_width
+    text = format_value(entry.median, unit)
+    return f"{text} {format_rel(rel)}" if math.isfinite(rel) and rel > 0 else text
+
+
+def gate_lines(gate: float, regressions: Sequence[CaseComparison],
+               undecided: Sequence[CaseComparison]) -> list[str]:
+    """What a --fail-on-regression gate concluded: the regressions, else the cases it could
+    not decide and why, else that none regressed."""
+    if regressions:
+        return [f"{len(regressions)} case(s) regressed by {gate:g}% or more: "
+                + ", ".join(c.label for c in regressions)]
+    if undecided:
+        return [f"inconclusive: {len(undecided)} case(s) may have regressed by {gate:g}% "
+                "or more, and the evidence cannot tell (rerun, or add runs):",
+                *(f"  {c.label}: {c.reason}" + (f"; ~{c.runs_needed} runs a side would tell"
+                                                 if c.runs_needed else "")
+                  for c in undecided)]
+    return [f"no case regressed by {gate:g}% or more"]
 
 
 # -- generations -------------------------------------------------------------------------
@@ -111,13 +147,14 @@ def generations_table(g: Generations) -> Table:
             text = format_value(cell.value, row.unit)
             rel = cell.versus_baseline
             if key == g.baseline:
-                low, high = cell.results.median_ci()
-                noise = (high - low) / 2 / cell.value if cell.value else math.nan
+                noise = cell.results.rel_half_width
                 text += f" = {format_factor(1.0)}"
                 if math.isfinite(noise):
                     text += f" {format_rel(noise)}"
             elif rel is not None:
-                text += f" = {format_factor(rel.ratio)} {format_rel(rel.rel_half_width)}"
+                text += f" = {format_factor(rel.ratio)}"
+                half = rel.rel_half_width
+                text += f" {format_rel(half)}" if math.isfinite(half) else " (no interval)"
             elif cell.note:
                 text += f" ({cell.note})"
             if cell.results.contended:
@@ -130,9 +167,11 @@ def generations_table(g: Generations) -> Table:
         f"{k}={','.join(v) if isinstance(v, list) else v}"
         for k, v in g.filters.items() if v not in (None, [], ""))
     notes = [
-        "Each cell: the generation's median (samples of all its runs pooled) and its speed "
-        "relative to the baseline generation, ± the half-width of the 95% CI of that ratio "
-        "(on the baseline: of its own median)."
+        "Each cell: the generation's figure (its run's, with the interval `accelbench show` "
+        "states; over several runs their median) and its speed relative to the baseline "
+        "generation, ± the half-width of the 95% CI of that ratio from the values each "
+        "worker process measured (on the baseline: its own interval); 'no interval': one "
+        "value a side."
     ]
     if filters:
         notes.append(f"Filters: {filters}.")
@@ -156,17 +195,22 @@ def history_tables(series: Sequence[Series]) -> list[Table]:
             if p.throttled:
                 mark = f"{mark} (throttled)".strip()
             rows.append((p.run_id, format_timestamp(p.started_at), p.host,
-                         format_value(p.value, s.unit),
-                         f"[{format_value(p.ci_low, s.unit)}, {format_value(p.ci_high, s.unit)}]",
-                         str(p.samples), mark))
+                         format_value(p.value, s.unit), format_rel(p.rel_half_width),
+                         f"{p.samples} / {p.processes}", mark))
             styles.append(None if change is None else BAD if change.kind == "regressed"
                           else GOOD)
         notes = [c.describe() for c in s.change_points] or ["no change point"]
         if s.small_steps:
             notes.append(f"{s.small_steps} smaller step(s) below the minimum effect")
+        if s.unsure_steps:
+            notes.append(f"{s.unsure_steps} step(s) the run-to-run noise could explain")
+        notes.append(f"run-to-run noise: {s.noise_floor.describe()}" if s.noise_floor
+                     else "run-to-run noise: not known yet (it needs 3 quiet runs)")
+        notes.append("Interval: as `accelbench show` states it for the run; n: samples / "
+                     "processes.")
         tables.append(Table(
             f"{s.case.label} on {s.generation_key} ({s.figure}, version {s.case.version})",
-            ("Run", "Started (UTC)", "Host", "Value", "95% CI", "n", "Change"),
+            ("Run", "Started (UTC)", "Host", "Value", "Interval", "n", "Change"),
             rows, notes, frozenset({3, 4, 5}), styles,
         ))
     return tables
@@ -175,7 +219,16 @@ def history_tables(series: Sequence[Series]) -> list[Table]:
 # -- diagnose ----------------------------------------------------------------------------
 
 
+def diagnosis_tables(d: Diagnosis) -> list[Table]:
+    """A diagnosis as tables: what failed (`diagnosis_table`), then every node with the
+    runs it was judged on (`judged_runs_table`)."""
+    return [diagnosis_table(d), judged_runs_table(d)]
+
+
 def diagnosis_table(d: Diagnosis) -> Table:
+    """The worst finding of each failed rule of each failing node, with the run its
+    figure came from (a node is judged on the newest measurement of each case, which
+    need not all be of one run)."""
     rows = []
     for node in d.failing:
         for finding, count in node.worst_by_rule():
@@ -184,12 +237,26 @@ def diagnosis_table(d: Diagnosis) -> Table:
             case = finding.case + (f" (+{count - 1} more)" if count > 1 else "")
             what = finding.compare + (f" {finding.figure}" if finding.figure else "")
             rows.append((node.node, finding.rule, finding.category, case, what, observed,
-                         finding.detail or finding.limit, off))
+                         finding.detail or finding.limit, off, finding.run or "-"))
     failing = d.failing
     summary = (f"{len(failing)} of {len(d.nodes)} nodes fail: "
                + ", ".join(f"{n.node} ({', '.join(n.categories)})" for n in failing)
                if failing else f"all {len(d.nodes)} nodes pass")
     notes = [summary, *(f"baseline: {b.source}" for b in d.baselines), *d.notes]
+    if rows:
+        notes.append("Run: the run the judged figure came from (- for a case not measured).")
     return Table("Diagnosis", ("Node", "Rule", "Category", "Case", "Compared", "Observed",
-                               "Limit", "Off by"), rows, notes, frozenset({5, 7}),
+                               "Limit", "Off by", "Run"), rows, notes, frozenset({5, 7}),
                  [BAD] * len(rows))
+
+
+def judged_runs_table(d: Diagnosis) -> Table:
+    """Each node, its verdict and the runs its newest measurements came from, newest
+    first."""
+    rows = [(n.node, f"FAIL ({', '.join(n.categories)})" if n.failed else "pass",
+             str(n.checks), ", ".join(reversed(n.runs)) or "-") for n in d.nodes]
+    styles: list[str | None] = [BAD if n.failed else GOOD for n in d.nodes]
+    notes = ["Runs: the runs each node's newest measurement of each case came from, "
+             "newest first."]
+    return Table("Runs judged", ("Node", "Result", "Checks", "Runs"), rows, notes,
+                 frozenset({2}), styles)

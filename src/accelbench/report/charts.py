@@ -106,6 +106,8 @@ def bar_chart(
                 xs.append(j - group / 2 + bar * (i + 0.5))
                 heights.append(value)
                 err = s.errors[j] if j < len(s.errors) else None
+                if err is not None and not all(math.isfinite(e) for e in err):
+                    err = None  # no interval (one value a side): no whisker
                 lows.append(max(value - err[0], 0.0) if err else 0.0)
                 highs.append(max(err[1] - value, 0.0) if err else 0.0)
             if not xs:

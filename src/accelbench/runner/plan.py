@@ -99,8 +99,9 @@ class Request:
     # else one.
     nproc_per_node: int | None = None
     backend: str | None = None  # collective backend; default from the device
-    # CPU threads per process (None: as many as the host has free cores, split between
-    # the ranks of a distributed case); part of each CPU case's identity.
+    # CPU threads per process (None: all but one of the CPUs this process may use, split
+    # between the ranks of a distributed case: runner.capacity); part of each CPU case's
+    # identity.
     threads: int | None = None
     # Wait up to this many seconds for a quiet host before measuring each case.
     wait_quiet: float | None = None

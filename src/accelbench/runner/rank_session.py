@@ -98,15 +98,11 @@ class RankExecutor:
         world = self._info.world_size
         cases = [c.on_world(world, self._backend) if c.benchmark.distributed else c
                  for c in expand(self.valid, device)]
+        fingerprint = fingerprint.with_cluster(self._cluster.to_dict())
         if device.type == "cpu":
-            # Every rank must plan the same cases, so the count cannot depend on what
-            # each rank sees of the host: the cores split between this node's ranks.
-            import os
-
-            threads = request.threads or max(
-                1, (os.cpu_count() or 1) // self._info.local_world_size)
-            cases = [c.with_threads(threads) for c in cases]
-        return fingerprint.with_cluster(self._cluster.to_dict()), cases
+            cases, source = _on_threads(cases, request.threads, self._info.local_world_size)
+            fingerprint = fingerprint.with_threads_source(source)
+        return fingerprint, cases
 
     def execute(self, cases: Sequence[PlannedCase], recorder: RunRecorder | None
                 ) -> str | None:
@@ -166,6 +162,26 @@ class RankExecutor:
         if self._watchdog is not None:
             self._watchdog.stop()
         shutdown_group()
+
+
+def _on_threads(cases: Sequence[PlannedCase], requested: int | None, ranks_here: int
+                ) -> tuple[list[PlannedCase], str]:
+    """The cases on `--threads` threads per rank, else on all but one of the CPUs this
+    process may use shared between this node's ranks, and how the count was chosen.
+    Every rank must plan the same cases, so the count depends on no reading of the
+    host's load: the ranks of a node start with torchrun's CPU set, and so count the
+    same CPUs."""
+    from accelbench.runner.capacity import (
+        default_threads,
+        split_threads,
+        threads_source,
+        usable_cpus,
+    )
+
+    cpus = usable_cpus()
+    threads = requested or split_threads(default_threads(cpus), ranks_here)
+    split = f"this node's {ranks_here} ranks" if requested is None and ranks_here > 1 else None
+    return [c.with_threads(threads) for c in cases], threads_source(requested, cpus, split)
 
 
 def gather_cluster(info: DistInfo) -> Cluster:

@@ -158,8 +158,8 @@ class Supervised:
                      for c in cases]
             fingerprint = fingerprint.with_cluster(_this_node(cases))
         if device.type == "cpu":
-            threads = request.threads or _free_cores()
-            cases = [c.with_threads(max(1, threads // c.ranks)) for c in cases]
+            cases, source = _on_threads(cases, request.threads)
+            fingerprint = fingerprint.with_threads_source(source)
         return fingerprint, cases
 
     def execute(self, cases: Sequence[PlannedCase], recorder: RunRecorder | None
@@ -247,14 +247,23 @@ def _this_node(cases: Sequence[PlannedCase]) -> dict[str, Any]:
     return Cluster.one_node(node_name(), ranks, interconnect_env()).to_dict()
 
 
-def _free_cores() -> int:
-    """Cores not busy with other work, from a short look at the host (at least one)."""
-    import os
+def _on_threads(cases: Sequence[PlannedCase], requested: int | None
+                ) -> tuple[list[PlannedCase], str]:
+    """The CPU cases on their thread count, and how it was chosen (for the run's record):
+    `--threads`, else all but one of the CPUs this process may use, whatever the host is
+    doing now; a distributed case shares the count between its ranks."""
+    from accelbench.runner.capacity import (
+        default_threads,
+        split_threads,
+        threads_source,
+        usable_cpus,
+    )
 
-    from accelbench.env.host import HostProbe, free_cores, snapshot_quiet
-
-    _, report = snapshot_quiet(0.5, probe=HostProbe(include_children=True))
-    return free_cores(report, os.cpu_count() or 1)
+    cpus = usable_cpus()
+    threads = requested or default_threads(cpus)
+    split = "each distributed case's ranks" if any(c.ranks > 1 for c in cases) else None
+    return ([c.with_threads(split_threads(threads, c.ranks)) for c in cases],
+            threads_source(requested, cpus, split))
 
 
 def _ask_fingerprint(worker: WorkerProcess, device: str) -> dict[str, Any]:

@@ -35,7 +35,6 @@ Format history of HostReport.to_dict() (FORMAT_VERSION):
 
 from __future__ import annotations
 
-import math
 import os
 import threading
 import time
@@ -75,7 +74,6 @@ __all__ = [
     "HostSampler",
     "assess",
     "contention_reasons",
-    "free_cores",
     "snapshot_quiet",
     "wait_quiet",
 ]
@@ -717,30 +715,3 @@ def wait_quiet(
             return True, waited, report
         if waited + window_s > max_wait_s:
             return False, waited, report
-
-
-# ---------------------------------------------------------------------------- free cores
-
-
-def free_cores(
-    report: HostReport | Mapping[str, Any],
-    total_cores: int,
-    *,
-    slack: float = ContentionThresholds.others_busy_cores,
-) -> int:
-    """Cores not taken by other work or by the hypervisor, between 1 and total_cores.
-
-    Other work and steal are summed in cores' worth and rounded up once past `slack`
-    (the same quarter core below which other work does not count as contention), so
-    background noise takes no core while a process at 0.3 of a core takes one. The report
-    does not say which cores the other work ran on, so it is subtracted from `total_cores`
-    whatever subset of the host those are. Unknown readings take nothing.
-    """
-    if isinstance(report, Mapping):
-        report = HostReport.from_dict(report)
-    total = max(1, int(total_cores))
-    taken = report.others_busy_cores or 0.0
-    if report.steal_fraction is not None:
-        taken += report.steal_fraction * (report.cpus or total)
-    busy = math.ceil(taken - slack) if taken > slack else 0
-    return max(1, min(total, total - busy))
