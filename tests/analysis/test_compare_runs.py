@@ -171,6 +171,7 @@ def test_each_side_shows_the_figure_and_interval_show_states(pair) -> None:
         run = store.load_run(a)
     for case in result.cases:
         m = next(m for m in run.measurements if m.case.key == case.key)
+        assert m.primary is not None and m.spread is not None
         assert case.a.median == m.primary.value
         assert case.a.median_ci() == (m.primary.low, m.primary.high)
         assert case.a.rel_half_width == m.spread.rel_half_width

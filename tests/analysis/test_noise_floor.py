@@ -108,7 +108,7 @@ def test_a_real_step_is_still_found_above_the_noise(tmp_path, capsys) -> None:
 def _interval_of(text: str, label_start: str) -> str:
     line = next(ln for ln in text.splitlines() if label_start in ln)
     (found,) = re.findall(r"±\d+\.\d%", line)
-    return found
+    return str(found)
 
 
 def test_show_history_and_compare_state_the_same_interval(tmp_path, capsys, wide) -> None:
