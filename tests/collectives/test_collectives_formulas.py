@@ -14,10 +14,11 @@ import pytest
 from accelbench.benchmarks.collectives import ops
 from accelbench.benchmarks.collectives.declaration import BENCHMARK
 from accelbench.benchmarks.collectives.summary import summarize_sweep
-from accelbench.benchmarks.collectives.view import collectives_table
+from accelbench.benchmarks.collectives.view import collectives_table, sections
 from accelbench.core.case import Case
 from accelbench.core.measurement import Figure, Measurement
 from accelbench.core.timing import TimingPolicy
+from accelbench.core.view import Lines
 from fakes import stored_measurement
 
 MIB = 1 << 20
@@ -223,6 +224,19 @@ def test_summary_gives_peak_bus_bandwidth_and_small_message_latency_per_sweep():
     assert rows[2].peak_busbw is None and rows[2].small_latency_s == 15e-6
     assert collectives_table(sweep) is not None
     assert collectives_table([failed]) is None
+
+
+def test_the_bus_bandwidth_chart_leaves_out_a_barrier_in_the_same_sweep():
+    measured = [_measured("all-reduce", b, t) for b, t in ((8, 20e-6), (1 << 20, 1e-3))]
+    barrier = _measured("barrier", 1 << 20, 15e-6)  # a grid of ops crossed with sizes
+    (section,) = sections([*measured, barrier])
+    (chart,) = section.charts
+    assert isinstance(chart, Lines)
+    assert chart.ylabel.startswith("bus bandwidth (") and chart.ylabel.endswith("B/s)")
+    assert [s.name for s in chart.series] == ["all-reduce"]
+    assert [r.op for r in summarize_sweep([*measured, barrier])] == ["all-reduce", "barrier"]
+    (alone,) = sections([barrier])
+    assert alone.charts == ()  # its latency is in the table
 
 
 def test_each_ranks_own_times_are_those_of_the_samples_kept():

@@ -6,7 +6,7 @@ import types
 import pytest
 
 from accelbench.core.case import Case
-from accelbench.core.params import Param, resolve_params
+from accelbench.core.params import DEFAULT, Param, resolve_params
 from accelbench.core.registry import Benchmark, Registry, source_version
 from accelbench.errors import EXIT_USAGE, UserError
 from fakes import stored_measurement
@@ -189,3 +189,33 @@ def test_a_parameter_that_applies_only_to_some_values_is_left_out_elsewhere():
     fp32 = [bench.case(bench.resolve({"dtype": "fp32", "fast": v}), "cpu") for v in ("no", "yes")]
     assert fp32[0] == fp32[1] and fp32[0].key == Case.make("b", "v", "micro",
                                                            {"dtype": "fp32"}, "cpu").key
+
+
+def test_a_parameter_kept_at_its_default_elsewhere_keeps_the_others_identity():
+    """An engine's setting crossed with engines it does not apply to: those keep their
+    default, so their key is the one they have without it; one setting set aside can
+    make another stop applying (the provider of an ONNX Runtime int8 recipe)."""
+    params = (Param("engine", "str", "eager", choices=("eager", "ort", "int8")),
+              Param("provider", "str", "", only_when=(("engine", ("ort",)),
+                                                      ("recipe", ("ort-dynamic",))),
+                    outside=DEFAULT),
+              Param("recipe", "str", "", only_when=("engine", ("int8",)), outside=DEFAULT))
+    assert resolve_params(params, {"engine": "int8", "recipe": "ort-dynamic",
+                                   "provider": "cpu"}) == {
+        "engine": "int8", "provider": "cpu", "recipe": "ort-dynamic"}
+    assert resolve_params(params, {"engine": "ort", "recipe": "ort-dynamic",
+                                   "provider": "cpu"}) == {
+        "engine": "ort", "provider": "cpu", "recipe": ""}
+    # The recipe goes back to its default first; then the provider no longer applies.
+    assert resolve_params(params, {"engine": "eager", "recipe": "ort-dynamic",
+                                   "provider": "cpu"}) == {
+        "engine": "eager", "provider": "", "recipe": ""}
+    assert params[1].condition_text() == "engine ort, or recipe ort-dynamic"
+    assert params[1].describe()["only_when"] == {"engine": ["ort"], "recipe": ["ort-dynamic"]}
+    assert params[1].describe()["outside"] == "default"
+    bench = Benchmark("b", "micro", "s", "accelbench.core.params:resolve_params", params)
+    plain = bench.case(bench.resolve({"engine": "eager"}), "cpu")
+    crossed = bench.case(bench.resolve({"engine": "eager", "recipe": "ort-static"}), "cpu")
+    assert crossed == plain and crossed.key == plain.key
+    with pytest.raises(ValueError, match="unknown outside"):
+        Param("x", "str", "", outside="somewhere")

@@ -60,5 +60,11 @@ def test_isolate_names_the_node_whose_link_is_slowed(tmp_path: Path) -> None:
     named = [n for n in fabric["named"] if n["name"] == "node2"]
     assert {n["metric"] for n in named} >= {"busbw", "p2p_bw"}
     assert all(n["slow_pairs"] == n["pairs"] == 2 for n in named if n["metric"] != "latency")
+    # Sure of it: the last three passes, and most passes, named node2 (and only node2).
+    verdict = out["verdicts"][0]
+    assert verdict["conclusive"] and m.details["conclusive"]
+    passes = verdict["settled"]["passes"]
+    assert passes[-3:] == [["node2"]] * 3 and len(passes) == m.details["passes"]
+    assert any("named in" in line and "passes" in line for line in verdict["lines"])
     # Rank 0's exit code says a node was named; torchrun passes it on.
     assert sorted(p.returncode for p in procs)[-1] == 1

@@ -5,8 +5,10 @@ from __future__ import annotations
 
 import itertools
 import re
+from dataclasses import replace
 
 from accelbench.benchmarks.isolate.schedule import NODE, Pair
+from accelbench.benchmarks.isolate.settle import BUDGET, SETTLED, Settled, settle
 from accelbench.benchmarks.isolate.verdict import PairFigures, judge
 from accelbench.benchmarks.isolate.view import isolate_tables
 from accelbench.core.case import Case
@@ -25,16 +27,20 @@ the ping-pong latency (half the round trip), the send/recv bandwidth both ways a
 the all-reduce bus bandwidth. The rule, each metric alone: a node (or rank) is named when \
 the median over its pairs lies more than 5 robust standard deviations (1.4826 MAD) from \
 the median node's, on the slow side, and is at least 1.25x slower; among the pairs of the \
-others, a link is named by the same test against their median pair.
+others, a link is named by the same test against their median pair. It repeats passes \
+over every pair until the last few name the same (a settled, conclusive naming) or its \
+time or passes run out (inconclusive, exit 9); the figures shown pool every pass.
 
 ### Isolate: slow nodes and links
 
-| Named | Fabric | Metric | Figure | Median | Slower | Robust SD |
-|---|---|---|---:|---:|---:|---:|
-| node n2 | nodes | all-reduce bus bandwidth | 10.0 MB/s | 5.00 GB/s | 500x | 998 |
+| Named | Fabric | Metric | Figure | Median | Slower | Robust SD | Passes |
+|---|---|---|---:|---:|---:|---:|---|
+| node n2 | nodes | all-reduce bus bandwidth | 10.0 MB/s | 5.00 GB/s | 500x | 998 | 3 of 3 |
 
 - node n2 is slow: all-reduce bus bandwidth 10.0 MB/s (median of its 2 pairs, 2 of them \
-slow) against 5.00 GB/s for the median node, 500x slower, 998 robust SD away
+slow) against 5.00 GB/s for the median node, 500x slower, 998 robust SD away; named in 3 \
+of 3 passes
+- conclusive: the last 3 of 3 passes named the same, as the pooled figures do
 - The rule, each metric alone: a node (or rank) is named when the median over its pairs \
 lies more than 5 robust standard deviations (1.4826 MAD) from the median node's, on the \
 slow side, and is at least 1.25x slower; among the pairs of the others, a link is named by \
@@ -66,12 +72,13 @@ the same test against their median pair.
 """
 
 
-def _run() -> StoredRun:
+def _run(settled: Settled | None = None) -> StoredRun:
     results = [PairFigures(Pair(NODE, f"n{i}", f"n{j}", (i, j)),
                            {"busbw": 1e7 if 2 in (i, j) else 1e10, "p2p_bw": 2e10,
                             "latency": 5e-6})
                for i, j in itertools.combinations(range(3), 2)]
     verdict = judge(results)
+    verdict = replace(verdict, settled=settled or settle([["n2"]] * 3, ["n2"], SETTLED, 3))
     case = Case.make("isolate", "v1", "collective", {"bytes": 1 << 20, "world_size": 3,
                                                       "backend": "gloo"}, "cpu",
                      ["bytes", "world_size", "backend"])
@@ -97,6 +104,16 @@ def test_the_named_node_row_is_marked_in_the_matrix() -> None:
     tables = isolate_tables(_run().measurements)
     busbw = tables[1]
     assert busbw.styles == [None, None, "bad"]
+
+
+def test_a_naming_the_passes_did_not_settle_on_is_shown_as_not_sure() -> None:
+    undecided = settle([["n2"], [], ["n2"]], ["n2"], BUDGET, 3)
+    (named, *_) = isolate_tables(_run(undecided).measurements)
+    assert named.rows[0][0] == "node n2 (not sure)" and named.rows[0][-1] == "2 of 3"
+    assert named.styles == ["warn"]
+    assert named.notes[0].startswith("not sure: node n2 is slow: ")
+    assert named.notes[1] == ("inconclusive: the time budget ended before 3 passes in a row "
+                              "named the same (pass 1: n2; pass 2: nothing; pass 3: n2)")
 
 
 def test_the_html_report_draws_a_heat_map_per_metric_with_the_named_node_in_red() -> None:

@@ -5,7 +5,15 @@ import pytest
 from accelbench.benchmarks import REGISTRY
 from accelbench.core.device import DeviceInfo
 from accelbench.errors import UserError
-from accelbench.runner.plan import SUITES, Request, expand, load_suite, timing_policy, validate
+from accelbench.runner.plan import (
+    SUITES,
+    Request,
+    expand,
+    given_aside,
+    load_suite,
+    timing_policy,
+    validate,
+)
 
 CPU = DeviceInfo("cpu", None, "cpu", "cpu")
 MI300X = DeviceInfo("cuda", 0, "rocm", "AMD Instinct MI300X", "gfx942")
@@ -101,3 +109,34 @@ def test_a_suite_benchmark_for_other_devices_only_has_no_case_unless_asked_for()
     named = expand(validate(Request(benches=("unified-memory",)), REGISTRY, suite), CPU)
     assert [dict(c.params) for c in named] == [{"op": "bandwidth", "memory": "host",
                                                 "size_mib": 256}]
+
+
+def test_an_engine_setting_crossed_with_eager_keeps_the_eager_reference():
+    """`-p engine=eager,int8 -p int8=dynamic`: the recipe applies to the int8 engine, and
+    the eager case is planned as it is without it (same key: its history goes on)."""
+    crossed = Request(benches=("infer-engine",), overrides={
+        "engine": ("eager,int8",), "int8": ("dynamic",), "model": ("bert-tiny",)})
+    valid = validate(crossed, REGISTRY)
+    cases = expand(valid, CPU)
+    assert sorted((c.params["engine"], c.params["int8"]) for c in cases) == [
+        ("eager", ""), ("int8", "dynamic")]
+    (plain,) = expand(validate(Request(benches=("infer-engine",), overrides={
+        "engine": ("eager",), "model": ("bert-tiny",)}), REGISTRY), CPU)
+    assert plain.case.key in {c.case.key for c in cases}
+    assert given_aside(valid, cases) == [
+        "infer-engine: int8=dynamic applies only where engine int8: the other 1 of 2 "
+        "infer-engine cases keep its default (none)"]
+
+
+def test_a_parameter_that_applies_to_no_planned_case_is_refused_not_dropped():
+    request = Request(benches=("gemm",), dtypes=("fp32",), overrides={"fast_accum": ("no",)})
+    valid = validate(request, REGISTRY)
+    cases = expand(valid, CPU)
+    assert all("fast_accum" not in c.params for c in cases)
+    with pytest.raises(UserError, match="gemm: fast_accum=no applies only where dtype fp8, "
+                                        "and no gemm case here has it"):
+        given_aside(valid, cases)
+    # Given at its default, nothing is said.
+    at_default = validate(Request(benches=("gemm",), dtypes=("fp32",),
+                                  overrides={"fast_accum": ("yes",)}), REGISTRY)
+    assert given_aside(at_default, expand(at_default, CPU)) == []

@@ -1,6 +1,7 @@
 """`accelbench isolate`: which node or link is bad? Measure every pair of nodes and of
-ranks within a node, store the run, print the matrices and what the rule names; the
-exit code is 1 when it names a node, rank or link."""
+ranks within a node, in passes until the naming holds still, store the run, print the
+matrices and what the rule names; the exit code is 1 when it names a node, rank or link
+conclusively, 9 when the passes did not settle (inconclusive)."""
 
 from __future__ import annotations
 
@@ -21,7 +22,7 @@ from accelbench.cli.options import (
     positive_seconds,
     print_json,
 )
-from accelbench.errors import EXIT_CASE_FAILED, NodesError
+from accelbench.errors import EXIT_CASE_FAILED, EXIT_INCONCLUSIVE, NodesError
 
 if TYPE_CHECKING:
     from accelbench.runner.plan import Request
@@ -29,13 +30,15 @@ if TYPE_CHECKING:
 
 NAME = "isolate"
 HELP = ("name the slow node or link: latency and bandwidth of every pair of nodes and of "
-        "ranks within a node, judged by a median-and-MAD rule; exit 1 if one is named")
+        "ranks within a node, in passes until the naming holds still, judged by a "
+        "median-and-MAD rule; exit 1 if one is named, 9 if the passes did not settle")
 BENCH = "isolate"
 NO_PAIRS = ("isolate measures pairs, and one rank on one node makes none: give "
             "--nproc-per-node 2 or more, or start it under torchrun on 2 or more nodes")
 # Option -> the benchmark's parameter it sets.
 PARAMS = {"bytes": "bytes", "latency_bytes": "latency_bytes", "samples": "samples",
-          "iters": "iters", "warmup": "warmup", "min_busbw": "min_busbw"}
+          "iters": "iters", "warmup": "warmup", "min_busbw": "min_busbw", "agree": "agree",
+          "max_passes": "max_passes", "budget": "budget"}
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -54,6 +57,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="calls per sample (default 0: sized by time)")
     parser.add_argument("--warmup", type=non_negative_int, metavar="N",
                         help="calls before timing, per pair and figure (default 2)")
+    parser.add_argument("--agree", type=positive_int, metavar="N",
+                        help="passes in a row that must name the same for a conclusive "
+                        "naming (default 3)")
+    parser.add_argument("--max-passes", type=positive_int, metavar="N",
+                        help="passes at most; not settled by then is inconclusive "
+                        "(default 10)")
+    parser.add_argument("--budget", type=positive_seconds, metavar="S",
+                        help="seconds of passes: none is begun that would end past it; "
+                        "not settled by then is inconclusive (default 120)")
     parser.add_argument("--serial", action="store_true",
                         help="measure one pair at a time (default: rounds of disjoint pairs "
                         "at once, which share the fabric)")
@@ -108,11 +120,13 @@ def _finish(args: argparse.Namespace, outcome: Outcome, store_location: str,
     from accelbench.report.text import text
 
     results = isolate_results(outcome.measurements)
-    named = [n for r in results for n in r.verdict.names()]
+    named = [n for r in results if r.verdict.conclusive for n in r.verdict.names()]
+    undecided = [r for r in results if not r.verdict.conclusive]
     if args.json:
         print_json(outcome_json(
-            outcome, store_location, report, named=named,
-            verdicts=[{"nodes": r.nodes, "lines": verdict_lines(r), **r.verdict.to_dict()}
+            outcome, store_location, report, named=named, conclusive=not undecided,
+            verdicts=[{"nodes": r.nodes, "lines": verdict_lines(r),
+                       "conclusive": r.verdict.conclusive, **r.verdict.to_dict()}
                       for r in results]))
     else:
         out = console()
@@ -123,4 +137,6 @@ def _finish(args: argparse.Namespace, outcome: Outcome, store_location: str,
             out.print(text(f"Report: {report}"))
     if outcome.exit_code:
         return outcome.exit_code
-    return EXIT_CASE_FAILED if named else 0
+    if named:
+        return EXIT_CASE_FAILED
+    return EXIT_INCONCLUSIVE if undecided else 0

@@ -58,7 +58,6 @@ def _describe_param(p: Param) -> str:
     text = f"{p.name}={format_plain(p.default)}"
     if p.choices:
         text += f"  [{' | '.join(format_plain(c) for c in p.choices)}]"
-    if p.only_when is not None:
-        name, values = p.only_when
-        text += f"  ({name} {' | '.join(format_plain(v) for v in values)} only)"
+    if p.conditions:
+        text += f"  ({p.condition_text()} only)"
     return text

@@ -553,12 +553,16 @@ def merge_processes(parts: Sequence[Measurement], policy: TimingPolicy | None = 
     if n == 1:
         return parts[0]
     first = parts[0]
+    details = {**first.details, "processes": n}
+    said = list(dict.fromkeys(w for p in parts for w in p.details.get("library_warnings", ())))
+    if said:  # what the libraries warned of in any process, each line once
+        details["library_warnings"] = said
     merged = replace(
         first,
         timings=tuple(t for p in parts for t in p.timings),
         measured=tuple(_median_figure([p.figure(f.name) for p in parts], f)
                        for f in first.measured),
-        details={**first.details, "processes": n},
+        details=details,
         duration_s=duration,
         hosts=tuple(h for p in parts for h in p.hosts),
         telemetry=tuple(t for p in parts for t in p.telemetry),

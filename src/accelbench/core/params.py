@@ -15,6 +15,14 @@ from typing import Any
 from accelbench.errors import UserError
 
 _KINDS: dict[str, type] = {"int": int, "float": float, "str": str, "bool": bool}
+
+# (NAME, VALUES): while parameter NAME has one of VALUES.
+Condition = tuple[str, tuple[Any, ...]]
+# Where a parameter does not apply (`Param.only_when`), it is left out of the case's
+# parameters (OMIT), or kept at its default (DEFAULT): the identity of the cases it does
+# not apply to is then the one they had before the parameter was conditional.
+OMIT = "omit"
+DEFAULT = "default"
 _TRUE = {"1", "true", "yes", "on"}
 _FALSE = {"0", "false", "no", "off"}
 
@@ -37,24 +45,42 @@ class Param:
     # a parameter whose one value holds commas (`-p config=layers=4,hidden=256`) says
     # False, and a grid of it is given by repeating -p.
     grid: bool = True
-    # (NAME, VALUES): the parameter means something only while parameter NAME has one of
-    # VALUES (fp8's `fast_accum`, only for dtype fp8). Elsewhere it is left out of the
-    # resolved parameters, so it neither multiplies a grid's cases nor changes the
-    # identity of the cases it cannot change.
-    only_when: tuple[str, tuple[Any, ...]] | None = None
+    # A Condition, or several of which any one will do: the parameter means something
+    # only then (fp8's `fast_accum`, only for dtype fp8; an int8 recipe, only for the int8
+    # engine). Elsewhere it is left out of the resolved parameters, or kept at its default
+    # (`outside`), so it neither multiplies a grid's cases nor changes the identity of
+    # the cases it cannot change, and a grid crossed with it keeps its other cases.
+    only_when: Condition | tuple[Condition, ...] | None = None
+    outside: str = OMIT
     # Left at its default, a table does not show it (a scale of 1 that changes nothing).
     quiet_default: bool = False
 
     def __post_init__(self) -> None:
         if self.kind not in _KINDS:
             raise ValueError(f"parameter {self.name}: unknown kind {self.kind!r}")
+        if self.outside not in (OMIT, DEFAULT):
+            raise ValueError(f"parameter {self.name}: unknown outside {self.outside!r}")
+
+    @property
+    def conditions(self) -> tuple[Condition, ...]:
+        """The conditions of `only_when`, any one of which makes the parameter apply."""
+        if self.only_when is None:
+            return ()
+        if isinstance(self.only_when[0], str):
+            return (self.only_when,)  # one Condition
+        return self.only_when  # several
 
     def applies(self, params: Mapping[str, Any]) -> bool:
         """Whether the parameter means something among these resolved parameters."""
-        if self.only_when is None:
-            return True
-        name, values = self.only_when
-        return params.get(name) in values
+        return not self.conditions or any(params.get(name) in values
+                                          for name, values in self.conditions)
+
+    def condition_text(self) -> str:
+        """Where it applies, in words: `dtype fp8` or `engine int8, or int8 ort-dynamic`."""
+        from accelbench.core.case import label_value
+
+        return ", or ".join(f"{name} {' | '.join(label_value(v) for v in values)}"
+                            for name, values in self.conditions)
 
     def split(self, text: str) -> tuple[str, ...]:
         """The values one `-p NAME=TEXT` gives; refuses empty ones rather than guess."""
@@ -104,9 +130,9 @@ class Param:
             out["maximum"] = self.maximum
         if self.help:
             out["help"] = self.help
-        if self.only_when is not None:
-            name, values = self.only_when
-            out["only_when"] = {name: list(values)}
+        if self.conditions:
+            out["only_when"] = {name: list(values) for name, values in self.conditions}
+            out["outside"] = self.outside
         return out
 
 
@@ -141,7 +167,9 @@ def resolve_params(
     params: tuple[Param, ...], given: Mapping[str, Any], benchmark: str = ""
 ) -> dict[str, Any]:
     """Fill defaults, parse given values and refuse unknown names; a parameter that does
-    not apply to the others' values (`Param.only_when`) is checked, then left out."""
+    not apply to the others' values (`Param.only_when`) is checked, then left out or kept
+    at its default, as it says (until nothing changes: one set aside can make another
+    stop applying)."""
     by_name = {p.name: p for p in params}
     unknown = sorted(set(given) - set(by_name))
     if unknown:
@@ -152,4 +180,16 @@ def resolve_params(
     resolved = {}
     for p in params:
         resolved[p.name] = p.parse(given[p.name], benchmark) if p.name in given else p.default
-    return {name: value for name, value in resolved.items() if by_name[name].applies(resolved)}
+    changed = True
+    while changed:
+        changed = False
+        for p in params:
+            if p.name not in resolved or p.applies(resolved):
+                continue
+            if p.outside == OMIT:
+                del resolved[p.name]
+                changed = True
+            elif resolved[p.name] != p.default:
+                resolved[p.name] = p.default
+                changed = True
+    return resolved

@@ -26,7 +26,7 @@ from accelbench.runner.plan import (
     validate,
 )
 from accelbench.runner.recorder import RunRecorder
-from accelbench.runner.session import conduct
+from accelbench.runner.session import conduct, say_given_aside
 
 if TYPE_CHECKING:
     from accelbench.core.context import DistInfo
@@ -77,6 +77,7 @@ def check_request(request: Request, registry: Registry) -> ValidRequest:
 
 def plan_one(valid: ValidRequest, device: DeviceInfo) -> PlannedCase:
     cases = expand(valid, device)
+    say_given_aside(valid, cases)
     if len(cases) != 1:
         raise UserError(f"profile takes exactly one case; the parameters give {len(cases)}")
     return cases[0]

@@ -12,15 +12,16 @@ from __future__ import annotations
 import itertools
 import math
 import sys
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, fields
 from importlib import resources
 from typing import Any
 
-from accelbench.core.case import Case
+from accelbench.core.case import Case, label_value
 from accelbench.core.device import DeviceInfo, parse_device_spec
 from accelbench.core.dtypes import DTYPES
 from accelbench.core.names import BACKENDS
+from accelbench.core.params import OMIT
 from accelbench.core.registry import Benchmark, Registry
 from accelbench.core.timing import TimingPolicy
 from accelbench.errors import UserError
@@ -248,6 +249,34 @@ def expand(valid: ValidRequest, device: DeviceInfo, device_count: int = 1
                 case = bench.case(params, device.torch_device)
                 planned.setdefault(case, PlannedCase(bench, case, params, ranks))
     return by_worker(list(planned.values()), device)
+
+
+def given_aside(valid: ValidRequest, cases: Sequence[PlannedCase]) -> list[str]:
+    """The parameters given that apply to some of their benchmark's planned cases only
+    (`Param.only_when`: `int8=dynamic` crossed with `engine=eager,int8`), one note each
+    saying what the others keep; UserError for one that applies to none of them (`-p
+    fast_accum=no` with `--dtype fp32`), which would otherwise be dropped unsaid."""
+    notes = []
+    for name, params in valid.given.items():
+        mine = [c for c in cases if c.benchmark.name == name]
+        if not mine:
+            continue
+        bench = mine[0].benchmark
+        for param_name, values in params.items():
+            declared = bench.param(param_name)
+            if declared is None or not declared.conditions or set(values) == {declared.default}:
+                continue
+            shown = ",".join(label_value(v) for v in values)
+            applied = sum(declared.applies(c.params) for c in mine)
+            where = f"{name}: {param_name}={shown} applies only where {declared.condition_text()}"
+            if not applied:
+                raise UserError(f"{where}, and no {name} case here has it")
+            if applied < len(mine):
+                kept = ("leave it out" if declared.outside == OMIT
+                        else f"keep its default ({label_value(declared.default) or 'none'})")
+                notes.append(f"{where}: the other {len(mine) - applied} of {len(mine)} "
+                             f"{name} cases {kept}")
+    return notes
 
 
 def by_worker(cases: list[PlannedCase], device: DeviceInfo) -> list[PlannedCase]:

@@ -26,7 +26,7 @@ from accelbench.errors import EXIT_CASE_FAILED, UserError
 from accelbench.runner.job_watch import PEER_LOST
 from accelbench.runner.plan import PlannedCase, ValidRequest, expand
 from accelbench.runner.recorder import Listener, Outcome, RunRecorder
-from accelbench.runner.session import conduct, timeouts
+from accelbench.runner.session import conduct, say_given_aside, timeouts
 
 if TYPE_CHECKING:
     from accelbench.core.context import DistInfo
@@ -96,8 +96,10 @@ class RankExecutor:
         request = self.valid.request
         device = self._device = fingerprint.device
         world = self._info.world_size
+        planned = expand(self.valid, device)
+        say_given_aside(self.valid, planned, say=self._info.rank == 0)  # each rank alike
         cases = [c.on_world(world, self._backend) if c.benchmark.distributed else c
-                 for c in expand(self.valid, device)]
+                 for c in planned]
         fingerprint = fingerprint.with_cluster(self._cluster.to_dict())
         if device.type == "cpu":
             cases, source = _on_threads(cases, request.threads, self._info.local_world_size)

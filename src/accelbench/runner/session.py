@@ -23,7 +23,7 @@ from accelbench.runner.messages import (
     ReadFingerprint,
     Refused,
 )
-from accelbench.runner.plan import PlannedCase, ValidRequest, expand
+from accelbench.runner.plan import PlannedCase, ValidRequest, expand, given_aside
 from accelbench.runner.recorder import Listener, Outcome, RunRecorder, SilentListener
 from accelbench.runner.rounds import Rounds, run_distributed, run_in_workers, skip_all
 from accelbench.runner.supervisor import (
@@ -151,6 +151,7 @@ class Supervised:
         device = self._device = fingerprint.device
         count = fingerprint.data["devices"]["count"]
         cases = expand(self.valid, device, count)
+        say_given_aside(self.valid, cases)
         if any(c.benchmark.distributed for c in cases):
             backend = self._backend = check_backend(request.backend, device.type)
             self._refused = _refused_ranks(cases, device, count, self.valid)
@@ -190,6 +191,17 @@ class Supervised:
     def close(self) -> None:
         if self._slot is not None:
             self._slot.release()
+
+
+def say_given_aside(valid: ValidRequest, cases: Sequence[PlannedCase], say: bool = True
+                    ) -> None:
+    """A note on stderr (where `say`) for each parameter given that applies to some
+    cases only; a UserError for one that applies to none (`plan.given_aside`)."""
+    import sys
+
+    notes = given_aside(valid, cases)
+    for note in notes if say else ():
+        print(f"accelbench: note: {note}", file=sys.stderr)
 
 
 def timeouts(case_timeout: float | None) -> Callable[[PlannedCase], float]:

@@ -29,6 +29,7 @@ from accelbench.core.measurement import (
     not_measured,
 )
 from accelbench.core.timing import SOLO, Coordinator, TimingPolicy, noise_warnings
+from accelbench.runner.library_log import library_warnings
 from accelbench.runner.messages import (
     CaseMeasured,
     FingerprintRead,
@@ -63,18 +64,45 @@ def execute_case(
     `judge` gives the result's warnings in place of the noise check; it may raise
     CaseFailed or CaseSkipped like the measure function.
     """
-    from accelbench.runner.devices import make_context, release
+    from accelbench.runner.devices import release
 
     case = planned.case
     started = time.time()
     t0 = time.perf_counter()
-    outcome: Measurement
     if device.type not in planned.benchmark.devices:
         return not_measured(case, STATUS_SKIPPED,
                             f"{planned.benchmark.name} does not run on {device.type} devices",
                             started, 0.0)
     sampler = _host_sampler(policy, dist)
     telemetry = _telemetry_sampler(policy, device)
+    with library_warnings() as said:
+        outcome = _outcome(planned, device, policy, dist, coordinator, adapt, judge, telemetry,
+                           started, t0)
+    if said:
+        outcome = dataclasses.replace(outcome, details={**outcome.details,
+                                                        "library_warnings": said})
+    if sampler is not None:
+        outcome = with_host(outcome, sampler.stop())
+    if telemetry is not None:
+        series = telemetry.stop()
+        outcome = dataclasses.replace(outcome,
+                                      telemetry=(*outcome.telemetry, series.to_dict()))
+    # Outside the except blocks, so the exception's frames (and tensors) are gone.
+    with contextlib.suppress(Exception):  # a broken device must not hide the failure
+        release(device)
+    return outcome
+
+
+def _outcome(planned: PlannedCase, device: DeviceInfo, policy: TimingPolicy,
+             dist: DistInfo | None, coordinator: Coordinator,
+             adapt: Callable[[CaseContext], CaseContext] | None,
+             judge: Callable[[CaseContext, CaseResult], tuple[str, ...]] | None,
+             telemetry: TelemetrySampler | None, started: float, t0: float) -> Measurement:
+    """The case measured, or why not: every outcome becomes a Measurement."""
+    from accelbench.runner.devices import make_context
+
+    case = planned.case
+    outcome: Measurement
     try:
         threads = _use_threads(device, planned.case.param_dict)
         ctx = make_context(device, policy, dist, coordinator)
@@ -101,15 +129,6 @@ def execute_case(
         outcome = not_measured(case, STATUS_FAILED, describe_error(exc), started,
                                time.perf_counter() - t0,
                                {"traceback": traceback.format_exc(limit=20)})
-    if sampler is not None:
-        outcome = with_host(outcome, sampler.stop())
-    if telemetry is not None:
-        series = telemetry.stop()
-        outcome = dataclasses.replace(outcome,
-                                      telemetry=(*outcome.telemetry, series.to_dict()))
-    # Outside the except blocks, so the exception's frames (and tensors) are gone.
-    with contextlib.suppress(Exception):  # a broken device must not hide the failure
-        release(device)
     return outcome
 
 

@@ -45,7 +45,9 @@ def sections(measurements: Sequence[Measurement]) -> list[Section]:
     table = collectives_table(measurements)
     if table is None:
         return []
-    sized = [m for m in measurements if m.ok and m.primary is not None
+    # A barrier moves no data: it has a latency and no bus bandwidth, and stays in the
+    # table alone.
+    sized = [m for m in measurements if m.ok and m.figure("busbw") is not None
              and _is_size(m.case.param_dict.get("bytes"))]
     charts = (busbw_chart(sized),) if sized else ()
     return [Section("collectives", "Collectives", (table,), charts=charts)]
@@ -53,14 +55,15 @@ def sections(measurements: Sequence[Measurement]) -> list[Section]:
 
 def busbw_chart(ms: Sequence[Measurement]) -> Lines:
     """Bus bandwidth against message size: one line per operation (and whatever else
-    differs between the cases besides the size)."""
+    differs between the cases besides the size); a case with no bus bandwidth (a
+    barrier) is left out."""
     from accelbench.analysis.generations import short_labels
 
     lines: dict[tuple[Any, ...], list[tuple[float, float]]] = {}
     representatives: dict[tuple[Any, ...], Case] = {}
     unit = "B/s"
     for m in ms:
-        fig = m.figure("busbw") or m.primary
+        fig = m.figure("busbw")
         if fig is None:
             continue
         unit = fig.unit

@@ -1,6 +1,7 @@
 """The `isolate` benchmark declaration: one case measures every pair of nodes and every
-pair of ranks within a node, and names the slow node or link (see `pairs` for what is
-measured, `schedule` for the rounds, `verdict` for the rule)."""
+pair of ranks within a node, in passes until its naming holds still, and names the slow
+node or link (see `pairs` for what is measured, `schedule` for the rounds, `verdict` for
+the rule, `settle` for when it is sure)."""
 
 from __future__ import annotations
 
@@ -28,6 +29,15 @@ BENCHMARK = Benchmark(
         Param("serial", "bool", False,
               help="measure one pair at a time (default: rounds of disjoint pairs at once, "
               "which share the fabric)"),
+        Param("agree", "int", 3,
+              help="passes over every pair in a row that must name the same nodes and "
+              "links for the naming to be conclusive", minimum=1, maximum=100),
+        Param("max_passes", "int", 10, help="passes at most before it says inconclusive",
+              minimum=1, maximum=1000),
+        Param("budget", "float", 120.0,
+              help="seconds of passes: no pass is begun that would end past it (one "
+              "always is), and a naming not settled by then is inconclusive",
+              minimum=1.0),
         Param("min_busbw", "float", 0.0,
               help="B/s: a pair below this bandwidth is a slow link (0: no floor; the only "
               "way to call the one link of two nodes slow)", minimum=0.0),
@@ -36,6 +46,7 @@ BENCHMARK = Benchmark(
     timeout_s=600.0,
     distributed=True,
     min_ranks=2,
-    sources=("accelbench.benchmarks.isolate.schedule", "accelbench.benchmarks.isolate.verdict"),
+    sources=("accelbench.benchmarks.isolate.schedule", "accelbench.benchmarks.isolate.verdict",
+             "accelbench.benchmarks.isolate.settle"),
     views=("accelbench.benchmarks.isolate.view:sections",),
 )

@@ -20,10 +20,12 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from accelbench.benchmarks.collectives.ops import bus_factor, library
 from accelbench.benchmarks.isolate.schedule import NODE, Layout, Pair, plan_rounds
+from accelbench.benchmarks.isolate.settle import Settling, repeat, settle
 from accelbench.benchmarks.isolate.verdict import PairFigures, judge, pair_figures
 from accelbench.core.context import CaseContext
 from accelbench.core.measurement import CaseFailed, CaseResult, CaseSkipped, Figure
@@ -50,47 +52,52 @@ def measure(ctx: CaseContext, params: dict[str, Any]) -> CaseResult:
 
     from accelbench.runner.nodes import node_name
 
-    world = info.world_size
+    world, rank = info.world_size, info.rank
     names: list[Any] = [None] * world
     dist.all_gather_object(names, node_name())
     layout = Layout.from_names([str(n) for n in names])
     rounds = plan_rounds(layout, bool(params["serial"]))
-    device = torch.device(ctx.device.torch_device)
-    own: dict[int, dict[str, Any]] = {}
-    first = 0
-    for pairs in rounds:
-        _, groups = dist.new_subgroups_by_enumeration([list(p.ranks) for p in pairs])
-        for k, (pair, group) in enumerate(zip(pairs, groups, strict=True)):
-            if info.rank in pair.ranks:
-                own[first + k] = _measure_pair(torch, dist, pair, group, info.rank, params,
-                                               ctx.clock, device, ctx.policy.block_time)
-        for group in groups:
-            dist.destroy_process_group(group)  # a rank outside the group has nothing to end
-        first += len(pairs)
-        # The round ends for everyone: the next round's pairs never overlap this one's.
-        dist.all_reduce(torch.zeros(1, device=device))
-    everyone: list[Any] = [None] * world
-    dist.all_gather_object(everyone, own)
-
     ordered = [pair for pairs in rounds for pair in pairs]
+    device = torch.device(ctx.device.torch_device)
+    settling = Settling(int(params["agree"]), int(params["max_passes"]), float(params["budget"]))
     nbytes = _count(params["bytes"]) * ELEMENT_BYTES
     factor = bus_factor("all-reduce", 2) or 1.0
-    stored, figures, wrong = [], [], []
-    for index, pair in enumerate(ordered):
-        a, b = (everyone[r][index] for r in pair.ranks)
-        samples = {name: [max(x, y) for x, y in zip(a[name], b[name], strict=True)]
-                   for name in FIGURES}
-        if a["wrong"] or b["wrong"]:
-            wrong.append(f"{pair.label} ({a['wrong'] + b['wrong']} wrong elements)")
-        figures.append(pair_figures(pair, samples["latency_s"], samples["p2p_s"],
-                                    samples["allreduce_s"], nbytes, factor))
-        stored.append({**pair.to_dict(), "round": _round_of(rounds, index), **samples,
-                       "calls": {n: max(a["calls"][n], b["calls"][n]) for n in FIGURES},
-                       "figures": dict(figures[-1].figures)})
-    if wrong:
-        raise CaseFailed(f"wrong result between {', '.join(wrong)}: the data sent was not "
-                         "the data received")
-    verdict = judge(figures, float(params["min_busbw"]))
+    min_busbw = float(params["min_busbw"])
+    # Each round's pair groups, made once (every rank of the job enters each call) and
+    # used by every pass.
+    groups = [dist.new_subgroups_by_enumeration([list(p.ranks) for p in pairs])[1]
+              for pairs in rounds]
+    calls: dict[int, dict[str, int]] = {}  # pair index -> calls per sample, from pass 1
+    samples: list[dict[str, list[float]]] = [{n: [] for n in FIGURES} for _ in ordered]
+    by_pass: list[list[PairFigures]] = []
+    everyone: list[Any] = [None] * world
+    began = ctx.clock.now()
+
+    def one_pass() -> tuple[list[str], float]:
+        own = _one_pass(torch, dist, rounds, groups, rank, params, ctx, device, calls)
+        dist.all_gather_object(everyone, {"pairs": own, "elapsed": ctx.clock.now() - began})
+        figures = _pass_figures(ordered, everyone, samples, nbytes, factor)
+        by_pass.append(figures)
+        # Rank 0's clock for every rank, so that all make the same decision.
+        return judge(figures, min_busbw).names(), float(everyone[0]["elapsed"])
+
+    try:
+        named, stopped = repeat(one_pass, settling)
+    finally:
+        for round_groups in groups:
+            for group in round_groups:
+                dist.destroy_process_group(group)  # a rank outside it has nothing to end
+
+    pooled = [pair_figures(pair, s["latency_s"], s["p2p_s"], s["allreduce_s"], nbytes, factor)
+              for pair, s in zip(ordered, samples, strict=True)]
+    verdict = judge(pooled, min_busbw, by_pass)
+    verdict = replace(verdict, settled=settle(named, verdict.names(), stopped, settling.agree,
+                                              verdict.blind()))
+    stored = [{**pair.to_dict(), "round": _round_of(rounds, index), **samples[index],
+               "calls": _agreed_calls(everyone, ordered, index),
+               "figures": dict(pooled[index].figures),
+               "figures_by_pass": [dict(figures[index].figures) for figures in by_pass]}
+              for index, pair in enumerate(ordered)]
     details: dict[str, Any] = {
         "nodes": list(layout.nodes),
         "ranks_per_node": [len(r) for r in layout.ranks],
@@ -100,13 +107,61 @@ def measure(ctx: CaseContext, params: dict[str, Any]) -> CaseResult:
         "bytes": nbytes,
         "latency_bytes": _count(params["latency_bytes"]) * ELEMENT_BYTES,
         "rounds": len(rounds),
+        "passes": len(named),
         "serial": bool(params["serial"]),
         "time_is": "slower rank of the pair per sample; latency is half the round trip",
         "pairs": stored,
         "verdict": verdict.to_dict(),
-        "named": verdict.names(),
+        "named": verdict.names() if verdict.conclusive else [],
+        "conclusive": verdict.conclusive,
     }
-    return CaseResult(None, figures=_headline(figures), details=details)
+    return CaseResult(None, figures=_headline(pooled), details=details)
+
+
+def _one_pass(torch: ModuleType, dist: ModuleType, rounds: list[list[Pair]],
+              groups: list[list[Any]], rank: int, params: dict[str, Any], ctx: CaseContext,
+              device: torch.device, calls: dict[int, dict[str, int]]) -> dict[int, Any]:
+    """This rank's side of every pair it is in, round by round."""
+    own: dict[int, dict[str, Any]] = {}
+    first = 0
+    for pairs, round_groups in zip(rounds, groups, strict=True):
+        for k, (pair, group) in enumerate(zip(pairs, round_groups, strict=True)):
+            if rank in pair.ranks:
+                own[first + k] = _measure_pair(torch, dist, pair, group, rank, params,
+                                               ctx.clock, device, ctx.policy.block_time,
+                                               calls.get(first + k))
+                calls[first + k] = own[first + k]["calls"]
+        first += len(pairs)
+        # The round ends for everyone: the next round's pairs never overlap this one's.
+        dist.all_reduce(torch.zeros(1, device=device))
+    return own
+
+
+def _pass_figures(ordered: list[Pair], everyone: list[Any],
+                  samples: list[dict[str, list[float]]], nbytes: int, factor: float
+                  ) -> list[PairFigures]:
+    """One pass's figures of every pair from what every rank measured (each sample the
+    slower rank's), its samples added to `samples`; CaseFailed on any wrong element."""
+    figures, wrong = [], []
+    for index, pair in enumerate(ordered):
+        a, b = (everyone[r]["pairs"][index] for r in pair.ranks)
+        taken = {name: [max(x, y) for x, y in zip(a[name], b[name], strict=True)]
+                 for name in FIGURES}
+        if a["wrong"] or b["wrong"]:
+            wrong.append(f"{pair.label} ({a['wrong'] + b['wrong']} wrong elements)")
+        for name in FIGURES:
+            samples[index][name] += taken[name]
+        figures.append(pair_figures(pair, taken["latency_s"], taken["p2p_s"],
+                                    taken["allreduce_s"], nbytes, factor))
+    if wrong:
+        raise CaseFailed(f"wrong result between {', '.join(wrong)}: the data sent was not "
+                         "the data received")
+    return figures
+
+
+def _agreed_calls(everyone: list[Any], ordered: list[Pair], index: int) -> dict[str, int]:
+    a, b = (everyone[r]["pairs"][index] for r in ordered[index].ranks)
+    return {n: max(a["calls"][n], b["calls"][n]) for n in FIGURES}
 
 
 def _count(nbytes: int) -> int:
@@ -134,8 +189,9 @@ def _headline(figures: list[PairFigures]) -> tuple[Figure, ...]:
 
 def _measure_pair(torch: ModuleType, dist: ModuleType, pair: Pair, group: Any, rank: int,
                   params: dict[str, Any], clock: Clock, device: torch.device,
-                  block_time: float) -> dict[str, Any]:
-    """This rank's side of one pair: the count of wrong elements, then its samples."""
+                  block_time: float, known: dict[str, int] | None = None) -> dict[str, Any]:
+    """This rank's side of one pair: the count of wrong elements, then its samples, with
+    the calls per sample `known` from an earlier pass, else sized by time now."""
     peer = pair.ranks[1] if rank == pair.ranks[0] else pair.ranks[0]
     count, small = _count(params["bytes"]), _count(params["latency_bytes"])
 
@@ -177,7 +233,8 @@ def _measure_pair(torch: ModuleType, dist: ModuleType, pair: Pair, group: Any, r
                             ("allreduce_s", all_reduce, 1.0)):
         for _ in range(params["warmup"]):
             fn()
-        calls = params["iters"] or _calls(torch, dist, fn, clock, group, device, block_time)
+        calls = (params["iters"] or (known or {}).get(name)
+                 or _calls(torch, dist, fn, clock, group, device, block_time))
         out["calls"][name] = calls
         out[name] = [clock.time(fn, calls) / calls * scale for _ in range(params["samples"])]
     return out

@@ -16,10 +16,15 @@ The rule, median-and-MAD as in fleet baselines (`core.stats.robust_center`):
 Two members have one pair and nothing to compare it with: its two ends cannot be told
 apart, and only the floor can call it slow.
 
+The figures judged are those of every pass pooled; how sure the naming is, from the
+passes judged one by one, is `settle`'s (`Verdict.settled`).
+
 Stored format (Verdict.to_dict, FORMAT_VERSION):
   1: {"format_version", "rule", "fabrics": [{"name", "kind", "members",
      "matrices": {metric: rows of value or null}, "named": [Named.to_dict()],
      "notes"}]}
+  2: adds "settled": settle.Settled.to_dict() (what each pass named, why the passes
+     stopped, whether the naming is conclusive); a format 1 verdict was one pass.
 """
 
 from __future__ import annotations
@@ -27,14 +32,19 @@ from __future__ import annotations
 import math
 import statistics
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from accelbench.benchmarks.isolate.schedule import LOCAL, NODE, Pair
+from accelbench.benchmarks.isolate.settle import Settled
 from accelbench.core.stats import OUTLIER_Z, robust_center, robust_z
 
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2
+READABLE_FORMATS = (1, 2)
 MIN_SLOWNESS = 1.25  # a minimum effect: 25% slower than the median member
+# Naming nothing is an answer only where a link this many times slower than the median
+# pair would have stood out from the pairs' spread (`detectable`).
+DETECT_LIMIT = 2.0
 
 
 @dataclass(frozen=True)
@@ -124,19 +134,32 @@ class Fabric:
     matrices: Mapping[str, list[list[float | None]]]
     named: tuple[Named, ...] = ()
     notes: tuple[str, ...] = ()
+    # Per metric, the least slowness of a pair the rule would have named among these
+    # pairs' spread (inf: none); empty with fewer than three members.
+    detectable: Mapping[str, float] = field(default_factory=dict)
+
+    @property
+    def sees(self) -> float | None:
+        """The least slowness every one of its metrics would have named; None with fewer
+        than three members (one link: nothing to compare it with, which a note says)."""
+        return max(self.detectable.values()) if self.detectable else None
 
     def to_dict(self) -> dict[str, Any]:
         return {"name": self.name, "kind": self.kind, "members": list(self.members),
                 "matrices": {k: [list(r) for r in v] for k, v in self.matrices.items()},
-                "named": [n.to_dict() for n in self.named], "notes": list(self.notes)}
+                "named": [n.to_dict() for n in self.named], "notes": list(self.notes),
+                "detectable": {k: None if math.isinf(v) else v
+                               for k, v in self.detectable.items()}}
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> Fabric:
         matrices = {str(k): [[None if v is None else float(v) for v in r] for r in rows]
                     for k, rows in d["matrices"].items()}
+        detectable = {str(k): math.inf if v is None else float(v)
+                      for k, v in (d.get("detectable") or {}).items()}
         return cls(str(d["name"]), str(d["kind"]), tuple(str(m) for m in d["members"]),
                    matrices, tuple(Named.from_dict(n) for n in d.get("named", ())),
-                   tuple(str(n) for n in d.get("notes", ())))
+                   tuple(str(n) for n in d.get("notes", ())), detectable)
 
 
 @dataclass(frozen=True)
@@ -144,40 +167,72 @@ class Verdict:
     fabrics: tuple[Fabric, ...]
     rule: str = RULE
     min_busbw: float = 0.0
+    settled: Settled | None = None  # None: judged on one pass (format 1)
 
     @property
     def named(self) -> tuple[Named, ...]:
         return tuple(n for f in self.fabrics for n in f.named)
+
+    @property
+    def conclusive(self) -> bool:
+        """Whether the passes settled on what the pooled figures name (a verdict of one
+        pass, stored before passes were repeated, is taken as it was given)."""
+        return self.settled is None or self.settled.conclusive
+
+    def blind(self) -> str | None:
+        """Why naming nothing would say nothing, or None: a fabric whose pairs spread so
+        widely that a link DETECT_LIMIT times slower than the others would not stand
+        out (`detectable`)."""
+        for f in self.fabrics:
+            sees = f.sees
+            if sees is not None and sees > DETECT_LIMIT:
+                shown = "no slowness at all" if math.isinf(sees) else f"only {sees:.3g}x"
+                return (f"the pairs of the {fabric_title(f)} spread too widely to name a link "
+                        f"{DETECT_LIMIT:g}x slower than the others ({shown} would stand out)")
+        return None
 
     def names(self) -> list[str]:
         """The members and links named, each once, in order."""
         return list(dict.fromkeys(n.name for n in self.named))
 
     def to_dict(self) -> dict[str, Any]:
-        return {"format_version": FORMAT_VERSION, "rule": self.rule,
-                "min_busbw": self.min_busbw, "fabrics": [f.to_dict() for f in self.fabrics]}
+        out = {"format_version": FORMAT_VERSION, "rule": self.rule,
+               "min_busbw": self.min_busbw, "fabrics": [f.to_dict() for f in self.fabrics]}
+        if self.settled is not None:
+            out["settled"] = self.settled.to_dict()
+        return out
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> Verdict:
-        if d.get("format_version") != FORMAT_VERSION:
+        if d.get("format_version") not in READABLE_FORMATS:
             raise ValueError(f"isolate verdict format {d.get('format_version')!r} is unknown")
+        settled = d.get("settled")
         return cls(tuple(Fabric.from_dict(f) for f in d["fabrics"]), str(d.get("rule", RULE)),
-                   float(d.get("min_busbw") or 0.0))
+                   float(d.get("min_busbw") or 0.0),
+                   Settled.from_dict(settled) if isinstance(settled, dict) else None)
 
 
-def judge(results: Sequence[PairFigures], min_busbw: float = 0.0) -> Verdict:
+def judge(results: Sequence[PairFigures], min_busbw: float = 0.0,
+          passes: Sequence[Sequence[PairFigures]] = ()) -> Verdict:
     """Matrices and names for every fabric among `results`: the nodes first, then each
-    node's ranks."""
+    node's ranks. `passes`, the figures of each pass that `results` pool, give how
+    widely the pairs spread (`detectable_slowness`); without them, `results` do."""
     fabrics: dict[tuple[str, str], list[PairFigures]] = {}
     for r in results:
-        key = ("nodes", NODE) if r.pair.kind == NODE else (r.pair.node or "", LOCAL)
-        fabrics.setdefault(key, []).append(r)
-    return Verdict(tuple(judge_fabric(name, kind, pairs, min_busbw)
+        fabrics.setdefault(_fabric_key(r.pair), []).append(r)
+    spread: dict[tuple[str, str], list[PairFigures]] = {}
+    for r in [r for figures in passes for r in figures] or results:
+        spread.setdefault(_fabric_key(r.pair), []).append(r)
+    return Verdict(tuple(judge_fabric(name, kind, pairs, min_busbw, spread[(name, kind)])
                          for (name, kind), pairs in fabrics.items()), min_busbw=min_busbw)
 
 
+def _fabric_key(pair: Pair) -> tuple[str, str]:
+    return ("nodes", NODE) if pair.kind == NODE else (pair.node or "", LOCAL)
+
+
 def judge_fabric(name: str, kind: str, results: Sequence[PairFigures],
-                 min_busbw: float = 0.0) -> Fabric:
+                 min_busbw: float = 0.0, spread: Sequence[PairFigures] = ()) -> Fabric:
     rank_of = {m: rank for r in results for m, rank in zip((r.pair.a, r.pair.b), r.pair.ranks,
                                                             strict=True)}
     members = tuple(sorted(rank_of, key=lambda m: rank_of[m]))  # in the order of their ranks
@@ -194,12 +249,45 @@ def judge_fabric(name: str, kind: str, results: Sequence[PairFigures],
     what = "node" if kind == NODE else "rank"
     for metric in METRICS:
         named += _judge_metric(members, results, metric, what, min_busbw)
+    detectable = ({m.name: detectable_slowness([r.figures[m.name] for r in results],
+                                               [r.figures[m.name] for r in spread],
+                                               m.higher_is_better) for m in METRICS}
+                  if len(members) >= 3 else {})
     if len(members) == 2:
         where = "2 nodes" if kind == NODE else f"2 ranks on {name}"
         notes.append(f"{where}: one link and nothing to compare it with; were it slow, "
                      "which end is slow could not be told (add a third "
                      f"{'node' if kind == NODE else 'rank'}, or give a floor)")
-    return Fabric(name, kind, members, matrices, tuple(named), tuple(notes))
+    return Fabric(name, kind, members, matrices, tuple(named), tuple(notes), detectable)
+
+
+def detectable_slowness(pooled: Sequence[float], passes: Sequence[float],
+                        higher_is_better: bool) -> float:
+    """The least slowness a pair would need to be named among these pairs' `pooled`
+    figures: that many times slower than their median, it lies OUTLIER_Z robust standard
+    deviations away (the scale `robust_z` uses), and at least MIN_SLOWNESS; inf where no
+    slowness would. The spread is the pooled figures' own, or, where wider, that of every
+    pair's figure in every pass (`passes`) over the square root of the passes: what moves
+    from pass to pass blurs a pooled figure too, if less."""
+    median = statistics.median(pooled)
+    if not median > 0:
+        return math.inf
+    scale = _robust_sd(pooled)
+    if passes:
+        scale = max(scale, _robust_sd(passes) / math.sqrt(max(1, len(passes) // len(pooled))))
+    step = OUTLIER_Z * max(scale, 1e-3 * median) / median
+    if not higher_is_better:
+        return max(MIN_SLOWNESS, 1.0 + step)
+    return math.inf if step >= 1.0 else max(MIN_SLOWNESS, 1.0 / (1.0 - step))
+
+
+def _robust_sd(values: Sequence[float]) -> float:
+    median = statistics.median(values)
+    return 1.4826 * statistics.median([abs(v - median) for v in values])
+
+
+def fabric_title(f: Fabric) -> str:
+    return "nodes" if f.name == "nodes" and f.kind == NODE else f"ranks of {f.name}"
 
 
 def _slowness(value: float, center: float, higher_is_better: bool) -> float:

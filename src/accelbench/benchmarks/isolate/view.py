@@ -6,20 +6,31 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 
 from accelbench.benchmarks.isolate.results import IsolateResult, isolate_results
-from accelbench.benchmarks.isolate.verdict import BY_NAME, METRICS, RULE, Fabric, Named
+from accelbench.benchmarks.isolate.verdict import (
+    BY_NAME,
+    METRICS,
+    RULE,
+    Fabric,
+    Named,
+    fabric_title,
+)
 from accelbench.core.measurement import Measurement
 from accelbench.core.units import MISSING, axis_scale, format_size, format_value
-from accelbench.core.view import BAD, HeatMap, Section, Table
+from accelbench.core.view import BAD, WARN, HeatMap, Section, Table
 
 NAMED_TITLE = "Isolate: slow nodes and links"
-NAMED_HEADER = ("Named", "Fabric", "Metric", "Figure", "Median", "Slower", "Robust SD")
+NAMED_HEADER = ("Named", "Fabric", "Metric", "Figure", "Median", "Slower", "Robust SD",
+                "Passes")
 ABOUT = (
     "Every pair of nodes (one rank each) and every pair of ranks within a node, measured "
     "in rounds of disjoint pairs at once (they share the fabric; --serial measures one at "
     "a time): the ping-pong latency (half the round trip), the send/recv bandwidth both "
     f"ways at once, the all-reduce bus bandwidth. The rule, {RULE}."
 )
-HEAT_METRICS = ("busbw", "latency")  # drawn as heat maps; every metric has a table
+HEAT_METRICS = ("busbw", "latency")
+PASSES = ("It repeats passes over every pair until the last few name the same (a settled, "
+          "conclusive naming) or its time or passes run out (inconclusive, exit 9); the "
+          "figures shown pool every pass.")  # drawn as heat maps; every metric has a table
 
 
 def sentence(n: Named) -> str:
@@ -40,15 +51,21 @@ def sentence(n: Named) -> str:
 
 
 def verdict_lines(result: IsolateResult) -> list[str]:
-    """What the case named, one line each, then the fabrics' notes; "nothing named"."""
-    lines = [sentence(n) for n in result.verdict.named]
-    if not lines:
+    """What the case named, one line each with the passes that named it, or "nothing
+    named"; then how sure it is, and the fabrics' notes. An inconclusive naming says
+    its candidates as such."""
+    verdict, settled = result.verdict, result.verdict.settled
+    lines = []
+    for n in verdict.named:
+        line = sentence(n)
+        if settled is not None:
+            line += f"; named in {settled.named_in(n.name)} of {len(settled.passes)} passes"
+        lines.append(line if verdict.conclusive else f"not sure: {line}")
+    if not verdict.named:
         lines.append("nothing named: no node, rank or link is slow by the rule")
-    return lines + [note for f in result.verdict.fabrics for note in f.notes]
-
-
-def fabric_title(f: Fabric) -> str:
-    return "nodes" if f.name == "nodes" and f.kind == "node" else f"ranks of {f.name}"
+    if settled is not None:
+        lines.append(settled.describe())
+    return lines + [note for f in verdict.fabrics for note in f.notes]
 
 
 def matrix_table(f: Fabric, metric: str, heading: str = "") -> Table:
@@ -65,19 +82,26 @@ def matrix_table(f: Fabric, metric: str, heading: str = "") -> Table:
 
 
 def named_table(results: Sequence[IsolateResult]) -> Table:
+    """Each named member or link with its evidence; an inconclusive one as not sure."""
     rows, notes = [], []
+    styles: list[str | None] = []
     for r in results:
+        settled = r.verdict.settled
         for f in r.verdict.fabrics:
             for n in f.named:
                 unit = BY_NAME[n.metric].unit
-                rows.append((f"{n.what} {n.name}", fabric_title(f), BY_NAME[n.metric].title,
-                             format_value(n.value, unit), format_value(n.center, unit),
-                             f"{n.slowness:.3g}x",
-                             "floor" if n.z is None else f"{abs(n.z):.3g}"))
+                passes = (MISSING if settled is None
+                          else f"{settled.named_in(n.name)} of {len(settled.passes)}")
+                sure = "" if r.verdict.conclusive else " (not sure)"
+                rows.append((f"{n.what} {n.name}{sure}", fabric_title(f),
+                             BY_NAME[n.metric].title, format_value(n.value, unit),
+                             format_value(n.center, unit), f"{n.slowness:.3g}x",
+                             "floor" if n.z is None else f"{abs(n.z):.3g}", passes))
+                styles.append(BAD if r.verdict.conclusive else WARN)
         notes += verdict_lines(r)
     notes.append(f"The rule, {RULE}.")
     return Table(NAMED_TITLE, NAMED_HEADER, rows, notes=notes,
-                 numeric=frozenset({3, 4, 5, 6}), styles=[BAD] * len(rows))
+                 numeric=frozenset({3, 4, 5, 6}), styles=styles)
 
 
 def isolate_tables(measurements: Iterable[Measurement]) -> list[Table]:
@@ -97,7 +121,7 @@ def sections(measurements: Sequence[Measurement]) -> list[Section]:
     tables = isolate_tables(measurements)
     if not tables:
         return []
-    return [Section("isolate", "Isolate", tuple(tables), ABOUT,
+    return [Section("isolate", "Isolate", tuple(tables), f"{ABOUT} {PASSES}",
                     charts=tuple(heat_maps(measurements)))]
 
 

@@ -35,7 +35,7 @@ from accelbench.benchmarks.models.results import Work, model_result
 from accelbench.benchmarks.models.trainer import ModelSetup, build_model
 from accelbench.core.context import CaseContext
 from accelbench.core.measurement import CaseFailed, CaseResult, CaseSkipped
-from accelbench.core.params import Param
+from accelbench.core.params import DEFAULT, Param
 from accelbench.core.registry import Benchmark
 
 if TYPE_CHECKING:
@@ -50,14 +50,20 @@ CLASSIFIER_TASKS = ("masked-lm", "causal-lm", "image-classification",
 ENGINE_PARAMS = (
     Param("engine", "str", engines.EAGER, help="eager, compile, compile-max-autotune, "
           "torchscript, onnxruntime or int8", choices=engines.ENGINE_NAMES),
+    # Each applies to its engines only: crossed with `engine=eager,...` the other engines
+    # keep their default, so the grid keeps its eager reference.
     Param("provider", "str", "", help="ONNX Runtime execution provider: cpu, cuda, "
           "tensorrt, rocm, migraphx, dnnl, openvino ('': the platform's: MIGraphX or ROCm "
           "on AMD, CUDA on NVIDIA, else the CPU)", choices=PROVIDER_NAMES,
-          check=provider_problem),
+          check=provider_problem, only_when=(("engine", (engines.ONNXRUNTIME,)),
+                                             ("int8", engines.ORT_INT8_METHODS)),
+          outside=DEFAULT),
     Param("ort_level", "str", "", help="ONNX Runtime graph optimisation level: disable, "
-          "basic, extended, all ('': all)", choices=engines.ORT_LEVELS),
+          "basic, extended, all ('': all)", choices=engines.ORT_LEVELS,
+          only_when=("engine", (engines.ONNXRUNTIME,)), outside=DEFAULT),
     Param("int8", "str", "", help="int8 recipe: dynamic, pt2e, ort-dynamic, ort-static, "
-          "torchao ('': dynamic on CPUs, torchao on GPUs)", choices=engines.INT8_METHODS),
+          "torchao ('': dynamic on CPUs, torchao on GPUs)", choices=engines.INT8_METHODS,
+          only_when=("engine", (engines.INT8,)), outside=DEFAULT),
 )
 
 

@@ -51,6 +51,7 @@ ENGINE_SOURCES = tuple(f"{__name__}.{name}" for name in (
 ORT_LEVELS = ("", "disable", "basic", "extended", "all")
 # Quantisation recipes of the int8 engine ("": the device's usual one, see int8).
 INT8_METHODS = ("", "dynamic", "pt2e", "ort-dynamic", "ort-static", "torchao")
+ORT_INT8_METHODS = ("ort-dynamic", "ort-static")  # recipes that run on ONNX Runtime
 
 
 @dataclass(frozen=True)
@@ -124,7 +125,7 @@ def describe_options(name: str, options: Options) -> dict[str, Any]:
 def unused_options(name: str, options: Options) -> str | None:
     """An engine setting given to an engine it does not apply to, in words, or None."""
     if options.provider and name != ONNXRUNTIME and not (
-            name == INT8 and options.int8.startswith("ort")):
+            name == INT8 and options.int8 in ORT_INT8_METHODS):
         return f"provider applies to onnxruntime (and int8 with an ort recipe), not {name}"
     if options.ort_level and name != ONNXRUNTIME:
         return f"ort_level applies to onnxruntime, not {name}"
