@@ -13,7 +13,7 @@ from accelbench.runner.library_log import MAX_KEPT, library_warnings
 from fakes import stored_measurement
 
 
-def test_logger_records_and_warnings_are_kept_once_and_not_printed(capsys) -> None:
+def test_logger_records_and_warnings_are_kept_once_and_not_printed(capsys, caplog) -> None:
     torch_logger = logging.getLogger("torch")
     before = (torch_logger.handlers[:], torch_logger.propagate)
     with library_warnings() as said:
@@ -33,7 +33,24 @@ def test_logger_records_and_warnings_are_kept_once_and_not_printed(capsys) -> No
     assert inner == ["FutureWarning: torch.ao.quantization is deprecated"]
     captured = capsys.readouterr()
     assert "KernelPreference" not in captured.err + captured.out
-    assert (torch_logger.handlers, torch_logger.propagate) == before  # put back
+    assert (torch_logger.handlers, torch_logger.propagate) == before  # left as it was
+    with library_warnings() as ours:
+        logging.getLogger("accelbench.store").warning("our own: handled as it would be")
+    assert ours == [] and "our own: handled as it would be" in caplog.text
+
+
+def test_a_library_that_sets_its_logging_up_inside_the_block_keeps_that_set_up() -> None:
+    """torch installs its stderr handler when first imported, often inside a case."""
+    logger = logging.getLogger("freshlib")
+    logger.handlers, logger.propagate = [], True
+    with library_warnings() as said:
+        handler = logging.StreamHandler()
+        logger.addHandler(handler)
+        logger.propagate = False
+        logger.warning("configured, then warned")
+    assert said == ["freshlib: configured, then warned"]
+    assert logger.handlers == [handler] and logger.propagate is False
+    logger.removeHandler(handler)
 
 
 def test_what_is_kept_is_bounded() -> None:

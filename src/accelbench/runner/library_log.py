@@ -1,7 +1,7 @@
 """What the libraries say while a case runs, kept in the case's record, not on stderr.
 
 PyTorch, torchao, transformers and the engines warn about deprecations and fallbacks
-through Python's `warnings` and through their own loggers (torch's prints `W1203 ...
+through Python's `warnings` and through their loggers (torch's prints `W1203 ...
 _pytree.py:630] ...` on stderr). Every worker process imports them afresh, so the same
 lines would be printed once per process of every case, among the results. While a case
 runs they are captured instead, each distinct line once, and stored with the case
@@ -15,37 +15,34 @@ import logging
 import warnings
 from collections.abc import Iterator
 
-# The loggers of the libraries the cases use that print on their own (their handlers do
-# not hand records to the root logger); the root logger catches the others.
-LIBRARY_LOGGERS = ("torch", "torchao", "transformers", "diffusers", "onnxruntime")
 MAX_KEPT = 50  # distinct lines kept per case
 MAX_LENGTH = 500  # characters kept of one line
-
-
-class _Kept(logging.Handler):
-    def __init__(self, lines: list[str]) -> None:
-        super().__init__(logging.WARNING)
-        self._lines = lines
-
-    def emit(self, record: logging.LogRecord) -> None:
-        try:
-            _keep(self._lines, f"{record.name}: {record.getMessage()}")
-        except Exception:  # a record that cannot be formatted is not worth a failure
-            self.handleError(record)
+OWN = "accelbench"  # this package's own loggers print as they would
 
 
 @contextlib.contextmanager
 def library_warnings() -> Iterator[list[str]]:
-    """Capture the warnings and WARNING records that libraries emit inside the block;
-    yields the list of distinct lines, filled as they come."""
+    """Capture the warnings, and the records of WARNING and above of every logger but
+    accelbench's, emitted inside the block; yields the list of distinct lines, filled as
+    they come.
+
+    Records are taken where a logger hands them to its handlers (`Logger.callHandlers`),
+    not by replacing handlers: a library configures its loggers when it is first
+    imported, which is often inside a case (torch reinstalls its stderr handler then),
+    and that configuration stays as the library made it."""
     lines: list[str] = []
-    handler = _Kept(lines)
-    saved = []
-    for name in ("", *LIBRARY_LOGGERS):
-        logger = logging.getLogger(name)
-        saved.append((logger, logger.handlers[:], logger.propagate))
-        logger.handlers = [handler]
-        logger.propagate = False
+    original = logging.Logger.callHandlers
+
+    def kept(logger: logging.Logger, record: logging.LogRecord) -> None:
+        if record.levelno < logging.WARNING or record.name.split(".")[0] == OWN:
+            original(logger, record)
+            return
+        try:
+            _keep(lines, f"{record.name}: {record.getMessage()}")
+        except Exception:  # a record that cannot be formatted is not worth a failure
+            original(logger, record)
+
+    logging.Logger.callHandlers = kept  # type: ignore[method-assign,assignment]
     try:
         # The filters in force stay (tests turn warnings into errors); what they would
         # show is kept instead.
@@ -54,9 +51,7 @@ def library_warnings() -> Iterator[list[str]]:
         for w in caught:
             _keep(lines, f"{w.category.__name__}: {w.message}")
     finally:
-        for logger, handlers, propagate in saved:
-            logger.handlers = handlers
-            logger.propagate = propagate
+        logging.Logger.callHandlers = original  # type: ignore[method-assign]
 
 
 def _keep(lines: list[str], line: str) -> None:
