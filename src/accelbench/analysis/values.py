@@ -6,7 +6,8 @@ process of a measurement. A measurement keeps the raw samples of each process in
 per call; a figure that follows the time per call (a rate, the time itself, energy per
 call and work per joule) is given per process by scaling the run's figure with that
 process's time per call (its median, or its mean for a rate over the mean) against the
-run's (the median of them), so that the middle process gives the run's figure itself.
+run's (their geometric mean), so that the processes' geometric mean is the run's figure
+itself.
 Any other figure (power, peak memory, compile time) is one value per measurement: its
 processes' values were merged into their median when the run was stored.
 
@@ -29,6 +30,7 @@ from typing import Any
 
 import numpy as np
 
+from accelbench.core.between import geometric_mean
 from accelbench.core.case import Case
 from accelbench.core.measurement import Figure, Measurement
 from accelbench.store import StoredRun
@@ -83,7 +85,7 @@ def process_values(m: Measurement, figure: Figure | None = None) -> np.ndarray:
     bases = _process_bases(m, figure.name)
     if not bases or not follows_time(m, figure.name):
         return np.asarray([figure.value], dtype=float)
-    center = float(np.median(bases))
+    center = geometric_mean(bases)
     scale = np.asarray(bases, dtype=float) / center
     values = figure.value / scale if figure.higher_is_better else figure.value * scale
     return np.asarray(values, dtype=float)

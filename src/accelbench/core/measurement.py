@@ -34,7 +34,7 @@ from dataclasses import dataclass, field, replace
 from functools import cached_property
 from typing import TYPE_CHECKING, Any
 
-from accelbench.core.between import METHOD_WITHIN, Spread, between_processes
+from accelbench.core.between import METHOD_WITHIN, Spread, between_processes, geometric_mean
 from accelbench.core.case import Case
 from accelbench.core.formats import upgrade
 from accelbench.core.names import STATUS_FAILED, STATUS_OK, STATUS_SKIPPED
@@ -210,11 +210,15 @@ class Measurement:
     @property
     def _mean_per_call(self) -> float:
         """Total time over total calls, the base of rates over the mean: in one process,
-        the mean of its samples; over several, the median of the processes' means, so
-        that no process weighs more for having taken more samples."""
+        the mean of its samples; over several, the geometric mean of the processes'
+        means (as `spread` takes their medians), so that no process weighs more for
+        having taken more samples."""
         timed = [t for t in self.timings if t.samples]
+        means = [statistics.fmean(t.samples) for t in timed]
+        if len(timed) >= 2 and min(means) > 0:
+            return geometric_mean(means)
         if len(timed) >= 2:
-            return float(statistics.median(statistics.fmean(t.samples) for t in timed))
+            return float(statistics.median(means))
         return self.stats.mean if self.stats is not None else math.nan
 
     @cached_property
@@ -338,7 +342,8 @@ class Measurement:
         """The headline figure for each sample, so that samples of different runs of a
         case can be pooled: the figure scaled by each sample's time per call against the
         median of all of them (a rate ∝ 1/time, a time ∝ time), so that their median is
-        the headline figure, whatever its base (the median of process medians, a mean).
+        the headline figure, whatever its base (the geometric mean of process medians, a
+        mean).
         Empty when there is no finite headline figure."""
         figure = self.primary
         if figure is None or not math.isfinite(figure.value):
