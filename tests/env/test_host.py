@@ -433,7 +433,7 @@ def test_report_round_trips_through_json() -> None:
         gpu_users=(GpuUser(7, "x", 0, None),), unknown=("CPU frequency",),
     ))
     stored = json.loads(json.dumps(report.to_dict()))
-    assert stored["format_version"] == 1
+    assert stored["format_version"] == 2
     assert HostReport.from_dict(stored) == report
     assert HostReport.from_dict({"format_version": 1, "contended": True}).contended
     with pytest.raises(ValueError, match="newer"):

@@ -11,6 +11,10 @@ them anyway, and an inconclusive case says why and how many runs a side would de
 What is compared is each case's headline figure, or with `figure` the first figure
 whose name matches that glob (work per joule, say): a case lacking it on either side is
 not compared, and says so. Which way is better comes from the figure itself.
+
+Where the host itself ran faster or slower in B than in A on the reference work timed
+beside every case (`host_speed`), a CPU case that moved the same way, by no more than
+the host did plus the minimum effect, is inconclusive and says how much the host moved.
 """
 
 from __future__ import annotations
@@ -23,6 +27,7 @@ from typing import Any
 from accelbench.analysis import evidence as ev
 from accelbench.analysis.evidence import FASTER, INCONCLUSIVE, SAME, SLOWER, NoiseFloor
 from accelbench.analysis.floors import Floors
+from accelbench.analysis.host_speed import CPU, HostShift, host_shift
 from accelbench.analysis.select import CasePattern, RunGroup
 from accelbench.analysis.significance import Difference, RatioEstimate, geometric_mean
 from accelbench.analysis.values import CaseResults, case_sort_key, collect
@@ -62,6 +67,7 @@ class CaseComparison:
     runs_needed: int | None = None  # runs a side that would tell a min_effect change
     floors: tuple[NoiseFloor | None, NoiseFloor | None] = (None, None)  # used on A, B
     judged_anyway: tuple[str, ...] = ()  # "contended in A", ... judged on request
+    host: HostShift | None = None  # the host's own shift, where it made this inconclusive
 
     @property
     def change(self) -> float:
@@ -82,9 +88,15 @@ class CaseComparison:
                 and self.speed.ratio <= 1.0 - fraction + 1e-12 and self.speed.high < 1.0)
 
     def may_have_regressed_by(self, fraction: float) -> bool:
-        """Inconclusive, and a regression of `fraction` is within its interval: a gate
-        at `fraction` can neither pass nor fail it."""
-        return not self.conclusive and self.speed.low <= 1.0 - fraction + 1e-12
+        """Inconclusive, and a regression of `fraction` is within its interval, or within
+        it once the host's own speed-up in B is taken off: a gate at `fraction` can
+        neither pass nor fail it."""
+        if self.conclusive:
+            return False
+        low = self.speed.low
+        if self.host is not None and self.host.high > 1.0:
+            low /= self.host.high
+        return low <= 1.0 - fraction + 1e-12
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -109,6 +121,7 @@ class CaseComparison:
             "reason": self.reason or None,
             "runs_needed": self.runs_needed,
             "judged_anyway": list(self.judged_anyway),
+            "host_shift": self.host.to_dict() if self.host is not None else None,
         }
 
 
@@ -162,6 +175,7 @@ class Comparison:
     not_measured: list[Unpaired] = field(default_factory=list)
     figure_missing: list[Unpaired] = field(default_factory=list)
     figure: str | None = None  # the glob of the compared figure; None: the headline
+    host: HostShift | None = None  # B's host speed over A's on the reference work
 
     @property
     def families(self) -> list[FamilySummary]:
@@ -203,6 +217,7 @@ class Comparison:
             "alpha": self.alpha,
             "min_effect": self.min_effect,
             "figure": self.figure,
+            "host_reference": self.host.to_dict() if self.host is not None else None,
             "cases": [c.to_dict() for c in self.cases],
             "verdicts": self.verdict_counts,
             "families": [f.to_dict() for f in self.families],
@@ -230,7 +245,8 @@ def compare(
     judges contended and throttled figures instead of calling them inconclusive."""
     side_a = _filtered(collect(a.runs, figure), cases)
     side_b = _filtered(collect(b.runs, figure), cases)
-    result = Comparison(a, b, alpha, min_effect, [], figure=figure)
+    host = host_shift(a.runs, b.runs, alpha)
+    result = Comparison(a, b, alpha, min_effect, [], figure=figure, host=host)
     hosts_a = {r.record.id: (r.record.host, r.record.generation_key) for r in a.runs}
     hosts_b = {r.record.id: (r.record.host, r.record.generation_key) for r in b.runs}
     # Measured, with a headline figure; with a chosen figure, its absence is said apart.
@@ -254,7 +270,8 @@ def compare(
             pair = ((floors.for_case(ea, hosts_a), floors.for_case(eb, hosts_b))
                     if floors is not None else (None, None))
             result.cases.append(compare_case(ea, eb, alpha=alpha, min_effect=min_effect,
-                                             floors=pair, judge_anyway=judge_anyway))
+                                             floors=pair, judge_anyway=judge_anyway,
+                                             host=host))
     return result
 
 
@@ -277,7 +294,7 @@ def compare_case(
     a: CaseResults, b: CaseResults, *, alpha: float = DEFAULT_ALPHA,
     min_effect: float = DEFAULT_MIN_EFFECT,
     floors: tuple[NoiseFloor | None, NoiseFloor | None] = (None, None),
-    judge_anyway: bool = False,
+    judge_anyway: bool = False, host: HostShift | None = None,
 ) -> CaseComparison:
     figure = b.figure or a.figure
     assert figure is not None
@@ -290,8 +307,11 @@ def compare_case(
     verdict = ev.three_way(found, min_effect, figure.higher_is_better)
     blocked = _blocked(a, b)
     reason = ""
+    shifted = _host_explains(verdict, speed, host, min_effect) if b.case.device == CPU else None
     if blocked and not judge_anyway:
         verdict, reason = INCONCLUSIVE, "; ".join(blocked)
+    elif shifted is not None:
+        verdict, reason = INCONCLUSIVE, shifted.describe()
     elif verdict == INCONCLUSIVE:
         reason = _why_wide(a, b, found, side_a, side_b)
     needed = ev.runs_needed(found.per_run_var, min_effect, alpha)
@@ -304,7 +324,23 @@ def compare_case(
         floors=(side_a.floor if side_a.source == "noise floor" else None,
                 side_b.floor if side_b.source == "noise floor" else None),
         judged_anyway=tuple(blocked) if judge_anyway else (),
+        host=shifted if verdict == INCONCLUSIVE else None,
     )
+
+
+def _host_explains(verdict: str, speed: RatioEstimate, host: HostShift | None,
+                   min_effect: float) -> HostShift | None:
+    """The host's shift, where it could explain this verdict of a CPU case: the host
+    moved by half the minimum effect or more, and the case moved the same way by no
+    more than the host did plus the minimum effect (or not at all: a same-looking
+    figure on a host that ran faster may hide a slow-down)."""
+    if host is None or not host.moved(min_effect):
+        return None
+    if verdict == FASTER and host.ratio > 1.0 and speed.ratio < host.ratio * (1 + min_effect):
+        return host
+    if verdict == SLOWER and host.ratio < 1.0 and speed.ratio > host.ratio * (1 - min_effect):
+        return host
+    return host if verdict == SAME else None
 
 
 def _blocked(a: CaseResults, b: CaseResults) -> list[str]:

@@ -71,6 +71,12 @@ def comparison_tables(c: Comparison) -> list[Table]:
         f"±{100 * c.min_effect:g}%; 'inconclusive' when the CI holds both, or the figures "
         "were measured on a contended host or a throttled device."
     ]
+    if c.host is not None:
+        moved = c.host.moved(c.min_effect)
+        notes.append(f"Host reference: {c.host.describe()}; "
+                     + ("a CPU case that moved the same way, by no more than the host did "
+                        "plus the minimum effect, is inconclusive." if moved else
+                        "steady enough to leave the verdicts as they are."))
     floored = [case for case in c.cases if any(case.floors)]
     if floored:
         notes.append(f"{len(floored)} case(s) use the run-to-run noise of their repeated "

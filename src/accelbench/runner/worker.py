@@ -142,15 +142,18 @@ def with_host(m: Measurement, report: HostReport) -> Measurement:
 
 def _host_sampler(policy: TimingPolicy, dist: DistInfo | None) -> HostSampler | None:
     """A sampler of the host beside this case, whose own work is this process's; the
-    supervisor (or torchrun's agent and the job's other ranks) is not contention."""
+    supervisor (or torchrun's agent and the job's other ranks) is not contention. It
+    times the host's reference work just before and just after the case."""
     if policy.host_interval <= 0:
         return None
     from accelbench.env.host import HostProbe, HostSampler
+    from accelbench.env.host.reference import reference_seconds
 
     ignore = {os.getppid()}
     if dist is not None:
         ignore |= _children(os.getppid())
-    probe = HostProbe(include_children=True, ignore_pids=frozenset(ignore - {os.getpid()}))
+    probe = HostProbe(include_children=True, ignore_pids=frozenset(ignore - {os.getpid()}),
+                      reference=reference_seconds)
     return HostSampler(probe, interval_s=policy.host_interval).start()
 
 

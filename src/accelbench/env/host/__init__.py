@@ -29,8 +29,14 @@ Host sensing lives in this package: `readings` (what procfs, sysfs and psutil sa
 verdict built on them. CPU energy, clocks and steal as telemetry channels read the same
 `readings` (env.telemetry.host).
 
+The reference loop (`reference`), when the probe asks for it, is timed just before the
+opening readings and just after the closing ones: how fast the host ran the same fixed
+work around the measurement, which no counter shows (`reference_s`).
+
 Format history of HostReport.to_dict() (FORMAT_VERSION):
   1: first version.
+  2: adds "reference_s" (seconds of the reference work before and after the window,
+     empty when not taken) and "reference" (what that work is).
 """
 
 from __future__ import annotations
@@ -78,7 +84,7 @@ __all__ = [
     "wait_quiet",
 ]
 
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2
 # How many of the busiest other processes a report keeps by name.
 TOP_PROCESSES = 5
 
@@ -167,6 +173,8 @@ class HostReport:
     contended: bool = False
     reasons: tuple[str, ...] = ()
     unknown: tuple[str, ...] = ()
+    reference_s: tuple[float, ...] = ()  # the reference work before and after the window
+    reference: str | None = None  # what that work is (env.host.reference.REFERENCE)
     format_version: int = field(default=FORMAT_VERSION)
 
     def to_dict(self) -> dict[str, Any]:
@@ -185,6 +193,8 @@ class HostReport:
         ]
         data["reasons"] = list(self.reasons)
         data["unknown"] = list(self.unknown)
+        data["reference_s"] = list(self.reference_s)
+        data["reference"] = self.reference
         return data
 
     @classmethod
@@ -213,6 +223,8 @@ class HostReport:
             ),
             reasons=tuple(str(r) for r in data.get("reasons") or ()),
             unknown=tuple(str(u) for u in data.get("unknown") or ()),
+            reference_s=tuple(float(v) for v in data.get("reference_s") or ()),
+            reference=None if data.get("reference") is None else str(data["reference"]),
             format_version=FORMAT_VERSION,
         )
 
@@ -333,7 +345,9 @@ class HostProbe:
     `pid` is the measuring process (default: this one); `include_children` counts its
     descendants as its own; `ignore_pids` are further processes whose work is not
     contention (a supervisor). The sources are seams for tests: a procfs and a sysfs root,
-    a process scan (None: no per-process readings) and a GPU reading (None: none taken).
+    a process scan (None: no per-process readings), a GPU reading (None: none taken) and
+    the reference work, timed in this process around the window (None: not timed; the
+    measuring process passes `reference.reference_seconds`).
     """
 
     pid: int | None = None
@@ -343,6 +357,7 @@ class HostProbe:
     sysfs: PathLike = "/sys"
     processes: ProcessSource | None = scan_processes
     gpu: GpuSource | None = read_gpu
+    reference: Callable[[], float] | None = None
 
 
 @dataclass
@@ -442,6 +457,7 @@ class HostSampler:
         self._last_at = 0.0
         self._ticks = 0
         self._error: str | None = None
+        self._reference_s: list[float] = []
         self.report: HostReport | None = None
 
     # -- lifecycle
@@ -450,6 +466,7 @@ class HostSampler:
         """Take the opening readings and, in the background, start ticking."""
         if self._start is not None:
             raise RuntimeError("HostSampler.start() called twice")
+        self._time_reference()
         self._since_wall = self._wall_clock()
         self._start = self._mark()
         self._previous = self._last = self._start.stat
@@ -477,7 +494,13 @@ class HostSampler:
         self._tick(final=True)
         end = _Mark(at=self._last_at, stat=self._last, scan=self._scan(), scan_at=self._clock())
         gpu = self.probe.gpu(self._since_wall) if self.probe.gpu is not None else None
-        self.report = assess(self._build(self._start, end, gpu), self.thresholds)
+        self._time_reference()
+        report = self._build(self._start, end, gpu)
+        if self._reference_s:
+            from accelbench.env.host.reference import REFERENCE
+
+            report = replace(report, reference_s=tuple(self._reference_s), reference=REFERENCE)
+        self.report = assess(report, self.thresholds)
         return self.report
 
     def __enter__(self) -> HostSampler:
@@ -515,6 +538,10 @@ class HostSampler:
                 self._read_frequencies(step)
             self._previous = stat
             self._last, self._last_at = stat, at
+
+    def _time_reference(self) -> None:
+        if self.probe.reference is not None:
+            self._reference_s.append(self.probe.reference())
 
     def _read_frequencies(self, step: CpuWindow | None) -> None:
         cores = read_frequencies(self.probe.sysfs, self.probe.procfs)
