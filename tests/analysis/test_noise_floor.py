@@ -20,7 +20,8 @@ from accelbench.store import Store
 FLOP = 2 * 4096**3
 
 
-def _store(path, levels, *, process_noise=0.003, seed=21, host="n1"):
+def _store(path, levels, *, process_noise=0.003, seed=21, host="n1", stack=FLEET_STACK,
+           start=1.76e9):
     """One run per level (its speed), each case in three processes close together."""
     rng = np.random.default_rng(seed)
     ids = []
@@ -28,8 +29,8 @@ def _store(path, levels, *, process_noise=0.003, seed=21, host="n1"):
         for i, level in enumerate(levels):
             m = in_processes(gemm_case(), FLOP / (100e12 * level), FLOP, "FLOP/s", rng=rng,
                              process_noise=process_noise)
-            ids.append(add_run(store, host=host, stack=FLEET_STACK,
-                               started_at=1.76e9 + 3600 * i, measurements=[m]))
+            ids.append(add_run(store, host=host, stack=stack,
+                               started_at=start + 3600 * i, measurements=[m]))
     return ids
 
 
@@ -69,6 +70,21 @@ def test_the_floor_is_learned_per_host_and_leaves_contended_runs_out(tmp_path) -
     keys = {(host) for (_, _, host, _) in learned.floors}
     assert keys == {"n1"}  # two runs on n2 teach nothing
     assert ids and other
+
+
+def test_a_stack_measured_once_takes_the_floor_of_its_hosts_other_stacks(tmp_path) -> None:
+    """A new build, one run: its run-to-run noise is the host's, learned on the old one."""
+    path = tmp_path / "s.sqlite"
+    old = _store(path, RUN_LEVELS)
+    (new,) = _store(path, [0.93], stack="AMD Instinct MI300X | ROCm 6.4 | PyTorch 2.7.0",
+                    start=1.77e9, seed=3)
+    result = _compare(path, old[0], new)
+    (case,) = result.cases
+    assert case.floors[0] is not None and case.floors[1] == case.floors[0]
+    assert case.verdict == INCONCLUSIVE  # -7%, as the old stack moved between its runs
+    with Store.open(path, create=False) as store:
+        bare = compare(select_group(store, old[0]), select_group(store, new))
+    assert bare.cases[0].verdict == SLOWER  # without the floors it would be called
 
 
 def test_the_command_says_a_floor_was_used(tmp_path, capsys) -> None:

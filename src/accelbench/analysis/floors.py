@@ -9,6 +9,10 @@ floor under each side's variance.
 
 Figures measured while the host was contended or the device throttled are left out: their
 spread is not the case's own.
+
+A stack with no repeated runs of its own (a new build, measured once) takes the floor
+its case has on the other stacks of the same host: how much a case moves from run to run
+is the host's and the case's more than the stack's.
 """
 
 from __future__ import annotations
@@ -34,11 +38,19 @@ class Floors:
     def for_case(self, entry: CaseResults,
                  where: Mapping[str, tuple[str, str]]) -> NoiseFloor | None:
         """The largest floor over the hosts and stacks of `entry`'s runs (`where`: run id
-        to its host and generation key), or None where the store taught none."""
-        found = [self.floors.get((entry.key, entry.version, *where[run]))
-                 for run in entry.runs if run in where]
-        known = [f for f in found if f is not None]
+        to its host and generation key), or None where the store taught none; a run
+        whose stack has no floor takes the largest of its host's other stacks."""
+        known = [f for f in (self._floor(entry, *where[run]) for run in entry.runs
+                             if run in where) if f is not None]
         return max(known, key=lambda f: f.rel_sd) if known else None
+
+    def _floor(self, entry: CaseResults, host: str, stack: str) -> NoiseFloor | None:
+        own = self.floors.get((entry.key, entry.version, host, stack))
+        if own is not None:
+            return own
+        others = [f for (key, version, on, _), f in self.floors.items()
+                  if (key, version, on) == (entry.key, entry.version, host)]
+        return max(others, key=lambda f: f.rel_sd) if others else None
 
 
 def learn(pairs: Iterable[tuple[RunRecord, Measurement]], figure: str | None = None) -> Floors:
