@@ -16,9 +16,12 @@ contended figures too: the halved cases must be called slower in every pair. It 
 the smallest change called in every pair. The run ids of each part are kept beside the
 store (`runs.roles.json`), so `--store` analyses them again.
 
+Agreement: for every A/A run and case, the figure and interval `accelbench show`,
+`accelbench history` and `accelbench compare` print for that run must be the same.
+
 Targets: at most 5% of A/A case comparisons called faster or slower on an idle machine,
 none on a busy one (they must be inconclusive), no pair failed by the gate; every halved
-case called slower in every pair.
+case called slower in every pair; show, history and compare agree on every interval.
 
     python bench/aa_compare.py                          # quick suite, 4 runs, A/A only
     python bench/aa_compare.py --runs 4 --power         # and the power check
@@ -31,6 +34,7 @@ from __future__ import annotations
 import argparse
 import itertools
 import json
+import math
 import multiprocessing
 import os
 import shlex
@@ -84,6 +88,7 @@ def _main(args: argparse.Namespace, cli: list[str]) -> int:
     ok = True
     for judge in (False, True):
         ok = _aa(cli, store, roles["aa"], busy=args.busy > 0, judge=judge) and ok
+    ok = _agreement(cli, store, roles["aa"]) and ok
     if args.power:
         if "full" not in roles:
             roles.update(_power_runs(cli, store, args.runs))
@@ -137,6 +142,55 @@ def _aa(cli: list[str], store: Path, ids: Sequence[str], *, busy: bool, judge: b
     for line in sorted(set(called))[:20]:
         print(f"    {line}")
     return total > 0 and n_called <= goal * total and failed_pairs == 0
+
+
+def _agreement(cli: list[str], store: Path, ids: Sequence[str]) -> bool:
+    """The figure and interval of each run's every case, as show, history and compare
+    print them: they must be the same."""
+    said: dict[tuple[str, str], dict[str, tuple[float | None, float | None, float | None]]] = {}
+    for run in ids:
+        shown = _json(cli, ["show", run, "--store", str(store), "--json"])
+        for m in shown["runs"][0]["measurements"]:
+            if m["status"] == "ok" and m["figures"]:
+                f = m["figures"][0]
+                said.setdefault((run, m["case"]["key"]), {})["show"] = (
+                    f["value"], f["low"], f["high"])
+    for key in sorted({key for _, key in said}):
+        history = _json(cli, ["history", key, "--store", str(store), "--json"])
+        for series in history["series"]:
+            for point in series["points"]:
+                if (point["run"], key) in said:
+                    said[(point["run"], key)]["history"] = (point["value"],
+                                                            *(point["ci"] or (None, None)))
+    for a, b in itertools.permutations(ids, 2):
+        _, data = _compare(cli, store, a, b)
+        for case in data["cases"]:
+            for run, side in ((a, case["a"]), (b, case["b"])):
+                if (run, case["key"]) in said:
+                    said[(run, case["key"])][f"compare {a} {b}"] = (
+                        side["value"], *(side["ci"] or (None, None)))
+    differ = [(run, key, got) for (run, key), got in said.items()
+              if not _same(list(got.values())) or {"show", "history"} - set(got)]
+    print(f"\nAgreement: {len(said)} (run, case) figures with their intervals as show, "
+          f"history and compare print them: {len(said) - len(differ)} the same everywhere, "
+          f"{len(differ)} not (target 0)")
+    for run, key, got in differ[:10]:
+        print(f"    {run} {key}: {got}")
+    return not differ
+
+
+def _same(intervals: list[tuple[float | None, float | None, float | None]]) -> bool:
+    """The same figure and interval ends (None where a figure states no interval)."""
+    first = intervals[0]
+    return all(x == y if x is None or y is None else math.isclose(x, y, rel_tol=1e-9)
+               for other in intervals[1:] for x, y in zip(first, other, strict=True))
+
+
+def _json(cli: list[str], args: list[str]) -> Any:
+    done = subprocess.run([*cli, *args], capture_output=True, text=True, check=False)
+    if done.returncode != 0:
+        sys.exit(f"accelbench {args[0]} failed: {done.stderr[-2000:]}")
+    return json.loads(done.stdout)
 
 
 def _power_runs(cli: list[str], store: Path, runs: int) -> dict[str, list[str]]:

@@ -5,7 +5,11 @@ its own `accelbench run`, and prints:
       run's headline figures that fall inside this run's stated 95% interval;
   (b) run-to-run spread: per case, max/min - 1 of its headline figure over the runs;
       the median and the worst, for the micro cases and for all;
-  (c) the wall time of each run.
+  (c) the wall time of each run;
+  (d) where the run-to-run spread comes from: each run's common factor (the median, over
+      its cases, of how far each case's figure lies from that case's geometric mean over
+      the runs) beside the host's speed on the reference work timed around every case
+      (`env.host.reference`), and the spread left once the common factor is taken out.
 
 Goals on a 2-core machine that is otherwise idle, over 4 or more runs of the quick suite:
 (a) at least 90%, (b) a median spread of at most 5% over all cases, (c) each run under 3
@@ -24,6 +28,7 @@ from __future__ import annotations
 import argparse
 import itertools
 import json
+import math
 import shlex
 import statistics
 import subprocess
@@ -121,10 +126,44 @@ def report(store_path: Path) -> int:
     if durations:
         print(f"(c) run wall time: {', '.join(f'{d:.0f} s' for d in durations)} "
               f"(goal: each under {GOAL_RUN_S:.0f} s)")
+    _sources(runs)
     ok = (pairs and covered / pairs >= GOAL_COVERAGE
           and spreads["all"] and statistics.median(spreads["all"]) <= GOAL_SPREAD
           and all(d < GOAL_RUN_S for d in durations))
     return 0 if ok else 1
+
+
+def _sources(runs: list[Any]) -> None:
+    """(d): the common factor of each run against the host's reference speed."""
+    from accelbench.analysis.host_speed import readings
+
+    logs: dict[str, dict[int, float]] = {}
+    for i, run in enumerate(runs):
+        for m in run.measurements:
+            if m.ok and m.primary is not None and m.primary.value > 0:
+                speed = m.primary.value if m.primary.higher_is_better else 1 / m.primary.value
+                logs.setdefault(m.case.key, {})[i] = math.log(speed)
+    full = [v for v in logs.values() if len(v) == len(runs)]
+    if len(runs) < 2 or not full:
+        return
+    centred = [{i: x - statistics.fmean(v.values()) for i, x in v.items()} for v in full]
+    factors = [statistics.median(c[i] for c in centred) for i in range(len(runs))]
+    host = []
+    for run in runs:
+        speeds = [s for m in run.measurements if m.ok and m.case.device == "cpu"
+                  for _, s in readings(m)]
+        host.append(statistics.fmean(map(math.log, speeds)) if speeds else math.nan)
+    known = [h for h in host if math.isfinite(h)]
+    middle = statistics.fmean(known) if known else math.nan
+    print("(d) run: common factor of its cases | host reference speed (both against the "
+          "mean run)")
+    for i, (factor, h) in enumerate(zip(factors, host, strict=True)):
+        shown = f"{math.exp(h - middle) - 1:+.1%}" if math.isfinite(h) else "-"
+        print(f"    run {i + 1}: {math.exp(factor) - 1:+.1%} | {shown}")
+    residual = [math.exp(max(c[i] - factors[i] for i in c) - min(c[i] - factors[i] for i in c))
+                - 1 for c in centred]
+    print(f"    run-to-run spread with the common factor taken out: median "
+          f"{statistics.median(residual):.1%} over {len(residual)} cases")
 
 
 if __name__ == "__main__":

@@ -144,3 +144,30 @@ def test_show_history_and_compare_state_the_same_interval(tmp_path, capsys, wide
 def wide(monkeypatch):
     """A terminal wide enough that no row wraps."""
     monkeypatch.setenv("COLUMNS", "250")
+
+
+def test_a_figure_that_states_no_interval_has_none_in_every_output(tmp_path, capsys) -> None:
+    """A latency percentile from LoadGen states no interval: show, history and compare
+    say none, rather than a zero-wide one that would claim perfect precision."""
+    from accelbench.core.case import Case
+    from accelbench.core.measurement import Figure
+    from fakes import stored_measurement
+
+    path = tmp_path / "s.sqlite"
+    case = Case.make("serve", "s1", "serving", {"scenario": "single-stream"}, "cpu")
+    ids = []
+    with Store.open(path) as store:
+        for i, p90 in enumerate((3.1e-3, 3.2e-3)):
+            m = stored_measurement(case, "ok", samples=(p90,), figures=(
+                Figure("latency_p90", p90, "s", higher_is_better=False),))
+            ids.append(add_run(store, host="vm", stack=FLEET_STACK,
+                               started_at=1.76e9 + 60 * i, measurements=[m]))
+    assert main(["show", ids[0], "--store", str(path), "--json"]) == 0
+    (m,) = json.loads(capsys.readouterr().out)["runs"][0]["measurements"]
+    assert m["figures"][0]["low"] is None and m["figures"][0]["high"] is None
+    assert main(["history", "serve", "--store", str(path), "--json"]) == 0
+    (series,) = json.loads(capsys.readouterr().out)["series"]
+    assert [p["ci"] for p in series["points"]] == [None, None]
+    assert main(["compare", ids[0], ids[1], "--store", str(path), "--json"]) == 0
+    (compared,) = json.loads(capsys.readouterr().out)["cases"]
+    assert compared["a"]["ci"] is None and compared["b"]["ci"] is None

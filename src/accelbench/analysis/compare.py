@@ -126,8 +126,9 @@ class CaseComparison:
 
 
 def _side_dict(entry: CaseResults, floor: NoiseFloor | None) -> dict[str, Any]:
-    low, high = entry.median_ci()
-    return {"value": entry.median, "ci": [low, high], "n": entry.processes,
+    stated = entry.stated_ci()
+    return {"value": entry.median, "ci": list(stated) if stated is not None else None,
+            "n": entry.processes,
             "processes": entry.processes, "runs": entry.runs,
             "contended": entry.contended, "throttled": entry.throttled,
             "noise_floor": floor.to_dict() if floor is not None else None}

@@ -52,12 +52,12 @@ class Cell:
         return self.results.median
 
     def to_dict(self) -> dict[str, Any]:
-        low, high = self.results.median_ci()
+        stated = self.results.stated_ci()
         rel = self.versus_baseline
         return {
             "generation": self.generation,
             "value": self.value,
-            "ci": [low, high],
+            "ci": list(stated) if stated is not None else None,
             "processes": self.results.processes,
             "runs": self.results.runs,
             "speedup": rel.ratio if rel else None,

@@ -25,7 +25,12 @@ from accelbench.analysis import changepoints
 from accelbench.analysis import evidence as ev
 from accelbench.analysis.evidence import NoiseFloor
 from accelbench.analysis.select import CasePattern, parse_case_pattern
-from accelbench.analysis.values import case_sort_key, figure_interval, speed_ratio
+from accelbench.analysis.values import (
+    case_sort_key,
+    figure_interval,
+    speed_ratio,
+    states_interval,
+)
 from accelbench.core.case import Case
 from accelbench.core.measurement import Figure, Measurement
 from accelbench.errors import UserError
@@ -52,10 +57,12 @@ class Point:
     throttled: bool = False
     processes: int = 1
     rel_half_width: float = float("nan")  # of the interval, as `show` prints it
+    stated: bool = True  # False: the figure states no interval (ci_* are the value)
 
     def to_dict(self) -> dict[str, Any]:
         return {"run": self.run_id, "started_at": self.started_at, "host": self.host,
-                "value": self.value, "ci": [self.ci_low, self.ci_high],
+                "value": self.value,
+                "ci": [self.ci_low, self.ci_high] if self.stated else None,
                 "rel_half_width": self.rel_half_width, "samples": self.samples,
                 "processes": self.processes, "noisy": self.noisy,
                 "contended": self.contended, "throttled": self.throttled}
@@ -178,7 +185,7 @@ def _point(run: StoredRun, m: Measurement) -> Point:
     return Point(run.record.id, run.record.started_at, run.record.host, value, low, high,
                  len(m.samples), m.noisy, m.contended, m.throttled,
                  processes=max(1, len([t for t in m.timings if t.samples])),
-                 rel_half_width=float(rel))
+                 rel_half_width=float(rel), stated=states_interval(figure))
 
 
 def _series(case: Case, generation_key: str, figure: Figure, points: list[Point],

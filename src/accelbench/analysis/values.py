@@ -56,6 +56,12 @@ def value_ci(m: Measurement) -> tuple[float, float, float]:
     return figure_interval(figure)
 
 
+def states_interval(figure: Figure) -> bool:
+    """Whether the figure states an interval (a measured figure of one value per process,
+    a latency percentile from LoadGen, states none)."""
+    return figure.low is not None and figure.high is not None
+
+
 def figure_interval(figure: Figure) -> tuple[float, float, float]:
     """A figure with its interval, the figure itself at both ends where it states none."""
     low = figure.low if figure.low is not None else figure.value
@@ -194,6 +200,14 @@ class CaseResults:
         if len(figures) == 1:
             return figures[0].value
         return float(np.median([f.value for f in figures]))
+
+    def stated_ci(self, confidence: float = 0.95) -> tuple[float, float] | None:
+        """`median_ci`, or None where the one run's figure states no interval: what the
+        JSON of `show`, `history` and `compare` says alike."""
+        figures = self.run_figures
+        if len(figures) == 1 and not states_interval(figures[0]):
+            return None
+        return self.median_ci(confidence)
 
     def median_ci(self, confidence: float = 0.95) -> tuple[float, float]:
         """The interval of the figure this selection shows: with one run the run's own,
