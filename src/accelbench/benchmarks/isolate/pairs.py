@@ -1,19 +1,23 @@
-"""`isolate` on every rank of a job: each rank's node, then every pair, round by round.
+"""`isolate` on every rank of a job: each rank's node, then every pair, round by round,
+in passes until the naming holds still.
 
 Each rank says which node it runs on (`runner.nodes.node_name`); every rank then works
-out the same rounds of disjoint pairs (`schedule`). In each round every rank makes the
-round's pair groups, in the same order (`new_subgroups_by_enumeration`, which every rank
-of the job must enter), and the two ranks of each pair, within their group:
+out the same rounds of disjoint pairs (`schedule`) and makes each round's pair groups
+once, in the same order (`new_subgroups_by_enumeration`, which every rank of the job
+must enter). A pass goes through the rounds; in each, the two ranks of each pair, within
+their group:
 1. check, on known data (small integers, exact in float32): a send/recv both ways at
    once, a ping-pong, an all-reduce; every wrong element is counted;
 2. time `samples` samples of each: the ping-pong of `latency_bytes` (one-way latency is
    half the round trip), the send/recv of `bytes` both ways at once (bandwidth = bytes /
    time, nccl-tests' sendrecv), the all-reduce of `bytes` (bus bandwidth with
    nccl-tests' factor for 2 ranks).
-Ranks outside every pair of a round wait for the round to end. At the end every rank
-has every pair's samples: each sample is the slower rank's, and any wrong element
-fails the case. The figures and the verdict (`verdict.judge`) are stored in the case's
-details with every raw sample.
+Ranks outside every pair of a round wait for the round to end. At the end of a pass
+every rank has every pair's samples: each sample is the slower rank's, and any wrong
+element fails the case. Each pass is judged (`verdict.judge`), and passes are made until
+`settle` says stop (the calls per sample found in the first pass are kept). The verdict
+on every pass pooled, with what each pass named, is stored in the case's details with
+every raw sample.
 """
 
 from __future__ import annotations
