@@ -6,12 +6,20 @@ from __future__ import annotations
 
 import json
 import math
+from typing import Any
 
 import numpy as np
 import pytest
 from analysis_data import add_run, in_processes
 
-from accelbench.analysis.compare import FASTER, INCONCLUSIVE, SAME, SLOWER, compare
+from accelbench.analysis.compare import (
+    FASTER,
+    INCONCLUSIVE,
+    SAME,
+    SLOWER,
+    CaseComparison,
+    compare,
+)
 from accelbench.analysis.host_speed import HostShift, host_shift, readings
 from accelbench.analysis.select import select_group
 from accelbench.cli.main import main
@@ -32,7 +40,8 @@ def cpu_case(dtype: str, device: str = "cpu") -> Case:
                                              "threads": 1}, device)
 
 
-def hosts(rng: np.random.Generator, seconds: float, processes: int = 3) -> list[dict]:
+def hosts(rng: np.random.Generator, seconds: float, processes: int = 3
+          ) -> list[dict[str, Any]]:
     """What the sampler stores beside each process: the reference before and after."""
     return [HostReport(reference_s=tuple(seconds * float(np.exp(0.01 * rng.standard_normal()))
                                          for _ in range(2)),
@@ -56,7 +65,7 @@ def store_pair(path, host_b: float, device: str = "cpu") -> tuple[str, str]:
     return ids[0], ids[1]
 
 
-def verdicts(path, a, b) -> tuple[dict, HostShift | None]:
+def verdicts(path, a, b) -> tuple[dict[str, CaseComparison], HostShift | None]:
     with Store.open(path, create=False) as store:
         result = compare(select_group(store, a), select_group(store, b))
     return {c.b.case.param_dict["dtype"]: c for c in result.cases}, result.host
@@ -140,8 +149,9 @@ def test_readings_need_a_named_reference_and_positive_times() -> None:
                             {"reference_s": [0.01, -1.0, "x"], "reference": REFERENCE},
                             {"reference_s": [0.01]}, {}])
     (first, second) = readings(m)
-    assert first == (REFERENCE, pytest.approx(1 / math.sqrt(0.01 * 0.0121)))
-    assert second == (REFERENCE, pytest.approx(100.0))
+    assert first[0] == second[0] == REFERENCE
+    assert first[1] == pytest.approx(1 / math.sqrt(0.01 * 0.0121))
+    assert second[1] == pytest.approx(100.0)
 
 
 def test_sides_that_timed_other_references_are_not_compared(tmp_path) -> None:
