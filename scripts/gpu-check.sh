@@ -3,9 +3,13 @@
 #   1. set up .venv-gpu (requirements-dev.txt and this checkout, as scripts/test.sh does;
 #      a PyTorch that python3 already has and that sees a GPU is used as it is, through
 #      system site packages, as scripts/quickstart.sh does);
-#   2. run the GPU tests: pytest -m gpu tests/gpu;
-#   3. run the quick suite on the GPU into a store;
-#   4. print each headline figure beside plain PyTorch measured now and the range expected
+#   2. run the GPU tests: pytest -m gpu tests/gpu (the node's health and copy matrix
+#      among them, tests/gpu/test_gpu_node_health.py, with the figures expected on an H200);
+#   3. read the node's health (`accelbench health`: ECC, retired pages, PCIe and NVLink or
+#      XGMI links, throttling, firmware, the host's EDAC, NUMA, PCIe and IOMMU) into the
+#      store;
+#   4. run the quick suite on the GPU into the store;
+#   5. print each headline figure beside plain PyTorch measured now and the range expected
 #      for the device (bench/gpu_reference.py), then a summary of every step.
 #
 #   scripts/gpu-check.sh [DIR]    store, report and logs go to DIR (default: a new
@@ -155,6 +159,8 @@ run_step() {
 
 run_step "GPU tests (pytest -m gpu)" 210 "$out/pytest.log" \
   "$py" -m pytest -m gpu tests/gpu -q -p no:cacheprovider
+run_step "node health" 60 "$out/health.log" \
+  "$py" -m accelbench health --device cuda --store "$store" --no-report
 # The quick suite may take what is left but the reference's 45 s. Its headline cases
 # (GEMM, memory, launch) come first: stopped by its limit, it still stores them.
 quick_cap=$((deadline - SECONDS - 45))
@@ -169,8 +175,9 @@ run_step "figures beside plain PyTorch" 120 "$out/reference.log" \
 detail() {  # the line of a log that says how a step went
   case "$1" in
     0) tail -n 1 "$out/pytest.log" 2>/dev/null || true ;;
-    1) grep -E '^[0-9]+ cases, ' "$out/quick.log" 2>/dev/null | tail -n 1 || true ;;
-    2) grep -E '^GPU figures: ' "$out/reference.log" 2>/dev/null | tail -n 1 || true ;;
+    1) grep -E '^[0-9]+ checks: ' "$out/health.log" 2>/dev/null | tail -n 1 || true ;;
+    2) grep -E '^[0-9]+ cases, ' "$out/quick.log" 2>/dev/null | tail -n 1 || true ;;
+    3) grep -E '^GPU figures: ' "$out/reference.log" 2>/dev/null | tail -n 1 || true ;;
   esac
 }
 

@@ -107,15 +107,18 @@ def test_every_suite_asks_only_for_declared_benchmarks_and_valid_values(suite_na
 
 
 def test_every_benchmark_is_in_the_full_suite_and_every_check_in_validate() -> None:
-    measuring = {b.name for b in BENCHES if b.family != "validation"}
-    checks = {b.name for b in BENCHES if b.family == "validation"}
+    measuring = {b.name for b in BENCHES if b.family not in ("validation", "health")}
+    checks = {b.name for b in BENCHES if b.family in ("validation", "health")}
     assert set(load_suite("full").benchmarks()) == measuring
-    # The burn-in runs only when asked for (`accelbench validate --burn SECONDS`).
-    assert set(load_suite("validate").benchmarks()) == checks - {"burn-in"}
+    # The burn-in, the copy matrix and the stress run only when asked for (`accelbench
+    # validate --burn SECONDS`, `--level 2` and `--level 3`).
+    assert set(load_suite("validate").benchmarks()) == checks - {
+        "burn-in", "copy-matrix", "stress"}
+    assert set(load_suite("health").benchmarks()) == {"health"}
 
 
 def test_the_docs_name_every_benchmark_with_its_family() -> None:
-    tables = page("benchmarks.md") + page("validation.md")
+    tables = page("benchmarks.md") + page("validation.md") + page("health.md")
     rows = re.findall(r"^\| (`[^|]+`) \| (\w+) \|", tables, re.M)
     documented = {name: family for names, family in rows
                   for name in re.findall(r"`([^`]+)`", names)}

@@ -2,9 +2,10 @@
 validate`, the reports and `diagnose` show of them. Pure functions of the records; no
 torch.
 
-A check is a measurement of the validation family: status ok is a pass, failed a
-fail, skipped a skip. Its figures `error`, `tolerance` and `margin` (in %) say how close
-it came (benchmarks.validation.verdict writes them).
+A check is a measurement of the validation or the health family: status ok is a pass
+(a health check's warnings are its reason), failed a fail, skipped a skip. Its figures
+`error`, `tolerance` and `margin` (in %) say how close it came
+(benchmarks.validation.verdict writes them; a health check has none).
 """
 
 from __future__ import annotations
@@ -19,6 +20,8 @@ from accelbench.core.names import STATUS_FAILED, STATUS_OK
 from accelbench.core.units import MISSING, format_number, format_pct, format_value
 
 VALIDATION = "validation"
+HEALTH = "health"
+CHECK_FAMILIES = (VALIDATION, HEALTH)  # families whose cases carry a verdict
 PASS, FAIL, SKIP = "pass", "fail", "skip"
 # Parameters the runner adds to every case, which say nothing about what was checked
 # (the backend follows from the device).
@@ -40,6 +43,7 @@ class CheckResult:
     reason: str  # why it failed or was skipped; a pass's warnings
     label: str  # the case label
     key: str
+    family: str = VALIDATION
 
     @property
     def name(self) -> str:
@@ -54,7 +58,7 @@ class CheckResult:
 
 
 def is_check(m: Measurement) -> bool:
-    return m.case.family == VALIDATION
+    return m.case.family in CHECK_FAMILIES
 
 
 def verdict_of(m: Measurement) -> str:
@@ -77,7 +81,7 @@ def check_result(m: Measurement) -> CheckResult:
     dtype = m.case.dtype
     return CheckResult(m.case.benchmark, subject, dtype if isinstance(dtype, str) else None,
                        verdict_of(m), error, tolerance, margin, unit, reason, m.case.label,
-                       m.case.key)
+                       m.case.key, m.case.family)
 
 
 def check_results(measurements: Iterable[Measurement]) -> list[CheckResult]:

@@ -18,9 +18,10 @@ output shows it. The rules shipped with accelbench are exempt: they cover every 
 (GEMM, memory, launch, collectives, models) and a node need not run all of them (a CPU
 node runs no collectives), so their unmatched rules are only noted in the result.
 
-Validation checks (`accelbench validate`) carry their own verdict: each check a node
-failed is a finding like a failed rule (category "validation", the check's error against
-its tolerance), and a check it skipped is none. Rules that name no family leave them
+Validation and health checks (`accelbench validate`, `accelbench health`) carry their
+own verdict: each check a node failed is a finding like a failed rule (category
+"validation" with the check's error against its tolerance, or "health" with the readings
+that failed), and a check it skipped is none. Rules that name no family leave them
 alone (a skipped check is no failed case, and an error is no figure to hold against a
 fleet's); a rule written for `family: validation` applies to them as to any case.
 """
@@ -35,7 +36,7 @@ from typing import Any
 
 from accelbench.analysis import rules as r
 from accelbench.analysis.baseline import Baseline, BaselineCase, node_names, nodes_median
-from accelbench.analysis.checks import FAIL, SKIP, VALIDATION, CheckResult, check_results
+from accelbench.analysis.checks import CHECK_FAMILIES, FAIL, SKIP, CheckResult, check_results
 from accelbench.analysis.latest import NodeState, node_states
 from accelbench.analysis.rules import Rule
 from accelbench.core.measurement import Figure, Measurement
@@ -269,18 +270,18 @@ def _check_measurement(rule: Rule, m: Measurement, baseline: Baseline,
 
 
 def _rule_covers(rule: Rule, family: str) -> bool:
-    """A rule of no family covers every family but validation's (see the module
-    docstring); a rule of a family covers that one."""
-    return rule.family == family or (rule.family is None and family != VALIDATION)
+    """A rule of no family covers every family but the checks' (validation, health: see
+    the module docstring); a rule of a family covers that one."""
+    return rule.family == family or (rule.family is None and family not in CHECK_FAMILIES)
 
 
 def check_finding(result: CheckResult, run: str | None = None) -> Finding:
-    """A failed validation check (measured in `run`) as a finding: its error against its
-    tolerance."""
+    """A failed check (measured in `run`) as a finding: its error against its tolerance,
+    or for a health check the failing readings."""
     tolerance, error = result.tolerance, result.error
     off = (error - tolerance) / tolerance if error is not None and tolerance else None
     limit = f"tolerance {tolerance:.3g}" if tolerance is not None else "pass"
-    return Finding(f"validation {result.check}", VALIDATION, "verdict", result.label,
+    return Finding(f"{result.family} {result.check}", result.family, "verdict", result.label,
                    "error" if error is not None else None, error, limit, off, result.reason,
                    run)
 

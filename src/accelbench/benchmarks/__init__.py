@@ -7,6 +7,8 @@ benchmark's measure function, in the worker that runs it.
 from __future__ import annotations
 
 from accelbench.benchmarks.collectives import declaration as collectives
+from accelbench.benchmarks.health import copy_matrix, stress
+from accelbench.benchmarks.health import declaration as health
 from accelbench.benchmarks.isolate import declaration as isolate
 from accelbench.benchmarks.micro import attention, conv, gemm, launch, memory, unified
 from accelbench.benchmarks.models import generate, infer, infer_engine, train
@@ -56,6 +58,10 @@ REGISTRY = Registry([
     memtest.BENCHMARK,
     burn.BENCHMARK,
     distributed.BENCHMARK,
+    # Node health (`accelbench health`, `validate --level`): readings judged by rules.
+    health.BENCHMARK,
+    copy_matrix.BENCHMARK,
+    stress.BENCHMARK,
 ])
 
 __all__ = ["REGISTRY"]

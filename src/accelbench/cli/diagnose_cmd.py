@@ -45,6 +45,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="'fleet' (default: the fleet median of each stack), a baseline "
                         "file written by `accelbench baseline`, or a run (several runs: their "
                         "median)")
+    parser.add_argument("--drain-list", type=path_arg, metavar="FILE",
+                        help="write the host name of every failing node to FILE, one per "
+                        "line, for `scontrol update NodeName=$(paste -sd, FILE) "
+                        "State=DRAIN` (an empty file when none fails)")
     add_store(parser)
     add_json(parser)
 
@@ -80,8 +84,10 @@ def run(args: argparse.Namespace) -> int:
     result = diagnose(runs, rules, base, strict=strict, allow_unmatched=args.allow_unmatched)
     if strict and result.unmatched:
         print(f"accelbench: warning: {unmatched_message(result.unmatched)}", file=sys.stderr)
+    drain = write_drain(args.drain_list, [n.host for n in result.failing]) if args.drain_list \
+        else None
     if args.json:
-        print_json(result.to_dict())
+        print_json({**result.to_dict(), **({"drain": drain} if drain is not None else {})})
     else:
         from accelbench.report.analysis_tables import diagnosis_tables
         from accelbench.report.tables import render_rich
@@ -89,3 +95,19 @@ def run(args: argparse.Namespace) -> int:
 
         render_rich(diagnosis_tables(result), console())
     return EXIT_CASE_FAILED if result.failing else 0
+
+
+def write_drain(path: str, hosts: list[str]) -> list[str]:
+    """Write the drain list; say on stderr what was written and what was left out."""
+    import sys
+
+    from accelbench.report.text import printable
+    from accelbench.slurm.drain import drain_command, write_drain_list
+
+    written, refused = write_drain_list(path, hosts)
+    for host in refused:
+        print(f"accelbench: warning: {printable(host)!r} is not a plain host name: left out "
+              "of the drain list", file=sys.stderr)
+    print(f"accelbench: {len(written)} node(s) to drain written to {path}"
+          + (f"; drain them with: {drain_command(path)}" if written else ""), file=sys.stderr)
+    return written

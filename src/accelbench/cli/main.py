@@ -15,6 +15,7 @@ from accelbench.cli import (
     env_cmd,
     export_cmd,
     generations_cmd,
+    health_cmd,
     history_cmd,
     isolate_cmd,
     list_cmd,
@@ -40,9 +41,9 @@ from accelbench.report.text import printable
 DEBUG_ENV = "ACCELBENCH_DEBUG"  # set: an unexpected error shows its traceback
 
 # Every command, in the order `accelbench --help` lists them.
-COMMANDS = (run_cmd, validate_cmd, list_cmd, env_cmd, runs_cmd, show_cmd, report_cmd,
-            export_cmd, profile_cmd, compare_cmd, generations_cmd, history_cmd, diagnose_cmd,
-            baseline_cmd, merge_cmd, slurm_cmd, isolate_cmd)
+COMMANDS = (run_cmd, validate_cmd, health_cmd, list_cmd, env_cmd, runs_cmd, show_cmd,
+            report_cmd, export_cmd, profile_cmd, compare_cmd, generations_cmd, history_cmd,
+            diagnose_cmd, baseline_cmd, merge_cmd, slurm_cmd, isolate_cmd)
 
 
 class Parser(argparse.ArgumentParser):

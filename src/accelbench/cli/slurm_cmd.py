@@ -49,6 +49,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                          help="the suite each node runs (default quick)")
     qualify.add_argument("--validate", action="store_true",
                          help="also run `accelbench validate` on each node")
+    qualify.add_argument("--level", type=int, choices=(1, 2, 3), metavar="N",
+                         help="run `accelbench validate --level N` on each node (1: the "
+                         "node's health; 2: with every check, the copy matrix and a short "
+                         "burn-in; 3: a long burn-in)")
+    qualify.add_argument("--drain-list", type=path_arg, metavar="FILE",
+                         help="with --wait, write the nodes whose job failed to FILE, one "
+                         "per line, for `scontrol update ... State=DRAIN`")
     _add_common(qualify)
 
     for name, command in (("collectives", "run --bench collectives"),
@@ -227,7 +234,11 @@ def _qualify(args: argparse.Namespace, slurm: Slurm) -> int:
     script = qualify_script(_directives(args, QUALIFY_JOB, "%x-%N-%j.out"), _launch(args),
                             hostlist=args.nodes, run_args=["--suite", args.suite,
                                                            *args.run_args],
-                            store=store, validate=args.validate)
+                            store=store, validate=args.validate or args.level is not None,
+                            level=args.level)
+    if args.drain_list and not args.wait:
+        raise UserError("--drain-list needs --wait: the failing nodes are known when the "
+                        "jobs end")
     if args.print:
         return _printed(script, env)
     check_partition(slurm, args.partition)
@@ -314,7 +325,19 @@ def _after_submit(args: argparse.Namespace, slurm: Slurm,
         return EXIT_OK
     states, ended = wait_for_jobs(slurm, job_ids, interval=args.poll_interval,
                                   timeout=args.wait_timeout)
+    if getattr(args, "drain_list", None):
+        _drain_failed(args.drain_list, submitted, states)
     return _report(args, states, finished=ended)
+
+
+def _drain_failed(path: str, submitted: list[tuple[str, str]], states: list[JobState]) -> None:
+    """The nodes whose qualification job ended and failed, to the drain list."""
+    from accelbench.cli.diagnose_cmd import write_drain
+
+    by_id = {job.job_id: job for job in states}
+    failed = [node for job_id, node in submitted
+              if job_id in by_id and by_id[job_id].finished and not by_id[job_id].succeeded]
+    write_drain(path, failed)
 
 
 def _report(args: argparse.Namespace, states: list[JobState], finished: bool) -> int:

@@ -33,10 +33,10 @@ if TYPE_CHECKING:
     from accelbench.runner.recorder import Outcome
 
 NAME = "validate"
-HELP = ("check that this stack computes correctly: numerics per precision, mixed "
-        "precision, determinism, compile and export, torchvision/torchaudio/torchtext/"
-        "torchrec, collectives, device memory, and with --burn a burn-in; exit 1 if a "
-        "check fails")
+HELP = ("check that this node and stack are healthy and compute correctly: the node's "
+        "health, numerics per precision, mixed precision, determinism, compile and export, "
+        "torchvision/torchaudio/torchtext/torchrec, collectives, device memory, and with "
+        "--level or --burn the copy matrix and a burn-in; exit 1 if a check fails")
 SUITE = "validate"
 BURN_IN = "burn-in"
 MEMTEST = "memtest"
@@ -44,6 +44,15 @@ DETERMINISM = "determinism"
 # cuBLAS reads its workspace setting once per process: the deterministic one is set
 # before the workers start (PyTorch's reproducibility notes ask for it).
 CUBLAS_CONFIG = ("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
+HEALTH = "health"
+COPY_MATRIX = "copy-matrix"
+STRESS = "stress"
+# --level, as DCGM's diagnostic levels: 1 the node's health only (seconds); 2 that, every
+# check, the copy matrix and a short burn-in (minutes); 3 the same with a long stress
+# (GEMM and memory at once, judged on throttling, clocks and ECC) in place of the burn-in.
+LEVELS = (1, 2, 3)
+LEVEL_LOAD = {2: (BURN_IN, 60.0), 3: (STRESS, 600.0)}
+CHECK_FAMILIES = ("validation", "health")
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -57,6 +66,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--tolerance-scale", type=positive_number, metavar="X",
                         help="multiply every check's tolerance by X, a positive number "
                         "(2 allows twice the error; default 1)")
+    parser.add_argument("--level", type=int, choices=LEVELS, metavar="N",
+                        help="how deep, as DCGM's levels: 1 the node's health only (seconds); "
+                        "2 health, every check, the copy matrix and a 60 s burn-in; 3 the "
+                        "same with a 600 s stress (GEMM and memory at once, failing on "
+                        "throttling, a sagging clock or rising ECC) for the burn-in; --burn "
+                        "sets either's length")
     parser.add_argument("--burn", type=positive_seconds, metavar="SECONDS",
                         help="also run the burn-in: sustained GEMM for SECONDS, checked every "
                         "few calls, with the throughput per interval")
@@ -70,7 +85,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def check_names(registry: Registry) -> list[str]:
-    return [b.name for b in registry if b.family == "validation"]
+    return [b.name for b in registry if b.family in CHECK_FAMILIES]
 
 
 def selected_checks(names: Sequence[str], registry: Registry) -> tuple[str, ...]:
@@ -92,13 +107,17 @@ def build_request(args: argparse.Namespace, registry: Registry) -> Request:
     from accelbench.runner.plan import Request, load_suite
 
     checks = list(selected_checks(split_list(args.check), registry))
+    if checks and args.level is not None:
+        raise UserError("--level chooses the checks: give --level or --check, not both")
     if not checks:
-        checks = load_suite(SUITE).benchmarks()
-    if args.burn is not None and BURN_IN not in checks:
-        checks.append(BURN_IN)
+        checks = level_checks(args.level, load_suite(SUITE).benchmarks())
+    load, seconds = LEVEL_LOAD.get(args.level or 0, (BURN_IN, None))
+    burn = args.burn if args.burn is not None else seconds
+    if burn is not None and load not in checks:
+        checks.append(load)
     values: dict[str, tuple[float]] = {}
-    if args.burn is not None:
-        values["seconds"] = (args.burn,)
+    if burn is not None:
+        values["seconds"] = (burn,)
     if args.tolerance_scale is not None:
         if not any(registry.get(c).param("tolerance_scale") for c in checks):
             raise UserError(f"--tolerance-scale: none of the selected checks "
@@ -112,6 +131,16 @@ def build_request(args: argparse.Namespace, registry: Registry) -> Request:
     return Request(suite=SUITE, benches=tuple(checks), values=values,
                    dtypes=split_list(args.dtype), device=args.device,
                    timing=telemetry_settings(args))
+
+
+def level_checks(level: int | None, suite: Sequence[str]) -> list[str]:
+    """The checks of a level (None: the suite's, every check but the burn-in and the
+    copy matrix)."""
+    if level == 1:
+        return [HEALTH]
+    if level is None:
+        return list(suite)
+    return [*suite, *([COPY_MATRIX] if COPY_MATRIX not in suite else [])]
 
 
 def run(args: argparse.Namespace) -> int:

@@ -5,7 +5,8 @@ for the dashboards a fleet already runs.
 The metrics (the README's `accelbench export` lists them): per node and device, its
 newest run (`accelbench_run_*`); per case, its newest measurement (`accelbench_case_*`),
 each figure of it in a metric named for its unit (`accelbench_figure_*`), and for a
-validation check its verdict (`accelbench_validation_check_*`). Label values are stored
+validation or health check its verdict (`accelbench_validation_check_*`; a health
+check's findings by level in `accelbench_figure_findings`). Label values are stored
 text, written by prometheus-client's escaping; label and metric names are ours only.
 No sample carries a timestamp (node_exporter refuses files that do): the times are
 gauges of their own.
@@ -40,7 +41,8 @@ CHECK_LABELS = ("node", "device", "check", "case")
 # (base units, plural), and what a rate is per; "%" is written as a ratio.
 _UNIT_WORDS = {"s": "seconds", "B": "bytes", "W": "watts", "J": "joules", "FLOP": "flop",
                "OP": "ops", "sample": "samples", "token": "tokens", "tokens": "tokens",
-               "query": "queries", "ranks": "ranks", "elements": "elements"}
+               "query": "queries", "ranks": "ranks", "elements": "elements",
+               "findings": "findings"}
 _PER = {"s": "second", "J": "joule"}
 PERCENT = ("ratio", 0.01)
 

@@ -31,7 +31,7 @@ if sys.version_info >= (3, 11):
 else:  # pragma: no cover
     import tomli as tomllib
 
-SUITES = ("quick", "standard", "full", "generations", "validate")
+SUITES = ("quick", "standard", "full", "generations", "validate", "health")
 DEVICE_CLASSES = ("any", "cpu", "gpu", "cuda", "rocm", "xpu", "mps")
 
 

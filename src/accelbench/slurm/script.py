@@ -85,9 +85,10 @@ def _store_args(store: str | None) -> list[str]:
 
 
 def qualify_script(directives: Directives, launch: Launch, *, hostlist: str,
-                   run_args: Sequence[str], store: str | None, validate: bool) -> str:
-    """One node's qualification: `accelbench run` (and `accelbench validate`), submitted
-    once per node with `sbatch --nodelist=NODE`."""
+                   run_args: Sequence[str], store: str | None, validate: bool,
+                   level: int | None = None) -> str:
+    """One node's qualification: `accelbench run` (and `accelbench validate`, at `level`
+    where given), submitted once per node with `sbatch --nodelist=NODE`."""
     run = [launch.python, "-m", "accelbench", "run", *run_args, *_store_args(store)]
     # It is written in a comment, which a line break would end.
     hostlist = directive_value("--nodes", hostlist)
@@ -109,7 +110,8 @@ def qualify_script(directives: Directives, launch: Launch, *, hostlist: str,
         f"{_quote(run)} || status=$?",
     ]
     if validate:
-        check = [launch.python, "-m", "accelbench", "validate", *_store_args(store)]
+        depth = ["--level", str(level)] if level is not None else []
+        check = [launch.python, "-m", "accelbench", "validate", *depth, *_store_args(store)]
         lines.append(f"{_quote(check)} || status=$?")
     lines += ['exit "$status"', ""]
     return "\n".join(lines)

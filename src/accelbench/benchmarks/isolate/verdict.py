@@ -303,8 +303,17 @@ def _bad_side(z: float, higher_is_better: bool) -> bool:
 
 def _judge_metric(members: tuple[str, ...], results: Sequence[PairFigures], metric: Metric,
                   what: str, min_busbw: float) -> list[Named]:
-    hib = metric.higher_is_better
     value = {(r.pair.a, r.pair.b): r.figures[metric.name] for r in results}
+    return name_slow(members, value, metric, what, min_busbw)
+
+
+def name_slow(members: Sequence[str], value: Mapping[tuple[str, str], float], metric: Metric,
+              what: str, floor: float = 0.0) -> list[Named]:
+    """The module's rule on one metric's figure per pair of `members`: the slow members
+    (`what`: "node", "rank", "device"), then the slow links among the others, then those
+    below `floor` (a bandwidth in B/s; 0: none)."""
+    hib = metric.higher_is_better
+    members = tuple(members)
     mine = {m: [v for (a, b), v in value.items() if m in (a, b)] for m in members}
     named: list[Named] = []
     if len(members) >= 3:
@@ -326,11 +335,11 @@ def _judge_metric(members: tuple[str, ...], results: Sequence[PairFigures], metr
             slow = _slowness(v, center, hib)
             if _bad_side(z, hib) and slow >= MIN_SLOWNESS:
                 links[pair] = Named("link", "-".join(pair), metric.name, v, center, slow, z)
-    if min_busbw > 0 and metric.unit == "B/s":
+    if floor > 0 and metric.unit == "B/s":
         for pair, v in kept:
-            if v < min_busbw and pair not in links:
-                links[pair] = Named("link", "-".join(pair), metric.name, v, min_busbw,
-                                    _slowness(v, min_busbw, hib), None)
+            if v < floor and pair not in links:
+                links[pair] = Named("link", "-".join(pair), metric.name, v, floor,
+                                    _slowness(v, floor, hib), None)
     two = len(members) == 2
     return named + [Named(n.what, n.name, n.metric, n.value, n.center, n.slowness, n.z,
                           ends_unknown=two) for n in links.values()]

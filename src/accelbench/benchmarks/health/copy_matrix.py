@@ -1,0 +1,207 @@
+"""The `copy-matrix` benchmark: does every path between the node's memories carry what it
+should? (TransferBench's question, with `isolate`'s rule for naming what is slow.)
+
+On the CPU: each NUMA node's CPUs copying within each node's memory (`copy_paths.host`),
+the memory placed by first touch and its placement checked with the kernel. On GPUs:
+every ordered pair of devices one way, every pair both ways at once, each NUMA node's
+pinned memory to and from each device, and every device copying to every other at
+once. Every path is checked on known data before it is timed.
+
+Findings: a copy that delivers wrong bytes fails the case before anything is timed. A
+slow device (every path through it slow) or a slow link between two devices is named by
+`isolate`'s rule (median and MAD over the pairs, at least 1.25x slower) and fails; so
+is a device whose host link is that much slower than the other devices'. Memory that
+could not be placed where asked, and a NUMA node whose CPUs copy their own memory that
+much slower than the best node's, warn. Host-to-device paths are rated against the
+device's PCIe link (generation x width, from sysfs) where the kernel reports it.
+"""
+
+from __future__ import annotations
+
+import os
+import statistics
+from collections.abc import Sequence
+from typing import Any
+
+from accelbench.benchmarks.collectives.sweep import SizeParam
+from accelbench.benchmarks.health.copy_paths import CopyPath
+from accelbench.benchmarks.health.findings import FAIL, PASS, WARN, Finding, conclude
+from accelbench.benchmarks.isolate.verdict import MIN_SLOWNESS, Metric, name_slow
+from accelbench.core.context import CaseContext
+from accelbench.core.measurement import CaseResult, Figure
+from accelbench.core.registry import Benchmark
+
+CPU_BYTES, GPU_BYTES = 64 << 20, 256 << 20
+COPY = Metric("copy_bw", "copy bandwidth", "B/s", True)
+# The payload share of a PCIe link's raw rate: 8b/10b encoding up to Gen2, 128b/130b after.
+_ENCODING = {1: 0.8, 2: 0.8}
+
+
+def measure(ctx: CaseContext, params: dict[str, Any]) -> CaseResult:
+    import torch
+
+    from accelbench.benchmarks.health import sysfs
+
+    nodes = [n for n in sysfs.numa_nodes() if n.cpus] or None
+    if ctx.device.type == "cpu":
+        paths = _host_matrix(torch, ctx, nodes, params["bytes"] or CPU_BYTES)
+        findings = host_findings(paths)
+    else:
+        paths, links = _device_matrix(torch, ctx, nodes, params["bytes"] or GPU_BYTES)
+        findings = device_findings(paths, links)
+    values = [p.bandwidth for p in paths if p.kind != "all"]
+    figures = (Figure("min_bandwidth", min(values), "B/s"),
+               Figure("median_bandwidth", statistics.median(values), "B/s"))
+    return conclude(findings, {"paths": [p.to_dict() for p in paths]}, None, figures)
+
+
+def _host_matrix(torch: Any, ctx: CaseContext, nodes: Sequence[Any] | None,
+                 nbytes: int) -> list[CopyPath]:
+    from accelbench.benchmarks.health.copy_paths import host_path
+
+    if nodes is None:  # no NUMA information: the CPUs this process may use, as one node
+        cpus = sorted(os.sched_getaffinity(0))
+        return [host_path(torch, ctx, cpus, 0, cpus, 0, nbytes)]
+    return [host_path(torch, ctx, a.cpus, a.node, b.cpus, b.node, nbytes)
+            for a in nodes for b in nodes]
+
+
+def _device_matrix(torch: Any, ctx: CaseContext, nodes: Sequence[Any] | None,
+                   nbytes: int) -> tuple[list[CopyPath], dict[str, float]]:
+    from accelbench.benchmarks.health import copy_paths
+
+    count = torch.cuda.device_count()
+    devices = list(range(count))
+    out = [copy_paths.device_path(torch, ctx, a, b, nbytes)
+           for a in devices for b in devices if a != b]
+    out += [copy_paths.both_ways(torch, ctx, a, b, nbytes)
+            for a in devices for b in devices if a < b]
+    host_nodes = [(n.node, n.cpus) for n in nodes] if nodes else [
+        (0, sorted(os.sched_getaffinity(0)))]
+    for node, cpus in host_nodes:
+        for d in devices:
+            out.append(copy_paths.host_device_path(torch, ctx, node, cpus, d, True, nbytes))
+            out.append(copy_paths.host_device_path(torch, ctx, node, cpus, d, False, nbytes))
+    if count > 2:
+        out.append(copy_paths.all_to_all(torch, ctx, devices, nbytes))
+    return out, _pcie_rates(torch, devices)
+
+
+def _pcie_rates(torch: Any, devices: Sequence[int]) -> dict[str, float]:
+    """Each GPU's PCIe payload rate per direction in B/s, from its link in sysfs."""
+    from accelbench.benchmarks.health import sysfs
+
+    by_address = {d.address: d for d in sysfs.pci_devices()}
+    out = {}
+    for index in devices:
+        props = torch.cuda.get_device_properties(index)
+        try:
+            address = (f"{props.pci_domain_id:04x}:{props.pci_bus_id:02x}:"
+                       f"{props.pci_device_id:02x}.0")
+        except AttributeError:
+            continue
+        link = by_address[address].link if address in by_address else None
+        rate = link_rate(link.speed_gts, link.width, link.generation) if link else None
+        if rate:
+            out[f"gpu{index}"] = rate
+    return out
+
+
+def link_rate(speed_gts: float | None, width: int | None, generation: int | None) -> float | None:
+    """A PCIe link's payload rate per direction, B/s: transfers x lanes x encoding / 8."""
+    if not speed_gts or not width:
+        return None
+    return speed_gts * 1e9 * width * _ENCODING.get(generation or 3, 128 / 130) / 8
+
+
+def _placement(paths: Sequence[CopyPath]) -> list[Finding]:
+    out = []
+    for p in paths:
+        if p.kind not in ("host", "h2d", "d2h") or p.placed is None:
+            continue
+        asked = p.target if p.kind == "host" else (p.source if p.kind == "h2d" else p.target)
+        if p.placed != asked:
+            out.append(Finding(f"{p.source}->{p.target}", WARN, "memory lands on the NUMA "
+                               "node asked (first touch by that node's CPUs)",
+                               f"{p.kind} path: memory asked on {asked}, found on {p.placed}",
+                               {"asked": asked, "placed": p.placed}))
+    return out
+
+
+def host_findings(paths: Sequence[CopyPath]) -> list[Finding]:
+    """Each node's own-memory bandwidth against the best node's."""
+    local = {p.source: p.bandwidth for p in paths if p.source == p.target}
+    best = max(local.values(), default=0.0)
+    out = []
+    for node, bw in local.items():
+        slow = best / bw if bw > 0 else float("inf")
+        out.append(Finding(
+            node, WARN if slow >= MIN_SLOWNESS else PASS,
+            f"a node copies its own memory at most {MIN_SLOWNESS:g}x slower than the best "
+            "node (slower: a missing or slower DIMM, or a busy node)",
+            f"{bw / 1e9:.1f} GB/s in its own memory"
+            + (f", {slow:.2f}x slower than the best node" if slow > 1.005 else ""),
+            {"bandwidth": bw, "best": best}))
+    remote = [p for p in paths if p.source != p.target]
+    for p in remote:
+        out.append(Finding(f"{p.source}->{p.target}", PASS, "remote copies recorded",
+                           f"{p.bandwidth / 1e9:.1f} GB/s in {p.target}'s memory",
+                           {"bandwidth": p.bandwidth}))
+    return out + _placement(paths)
+
+
+def device_findings(paths: Sequence[CopyPath], pcie: dict[str, float]) -> list[Finding]:
+    """The slow devices and links among the GPU pairs, the slow host links, each path's
+    share of its PCIe link."""
+    one_way = {(p.source, p.target): p.bandwidth for p in paths if p.kind == "d2d"}
+    members = sorted({m for pair in one_way for m in pair})
+    pairs: dict[tuple[str, str], float] = {}
+    for (a, b), bw in one_way.items():
+        key = (a, b) if a < b else (b, a)
+        pairs[key] = min(bw, pairs.get(key, bw))  # a link is as slow as its slower way
+    out = [Finding(n.name, FAIL, f"no device or link is named slow ({COPY.title}, "
+                   f"isolate's rule: at least {MIN_SLOWNESS:g}x slower than the median and "
+                   "an outlier)", f"{n.what} {n.name}: {n.value / 1e9:.1f} GB/s, "
+                   f"{n.slowness:.2f}x slower than the median {n.center / 1e9:.1f} GB/s",
+                   n.to_dict())
+           for n in name_slow(members, pairs, COPY, "device")]
+    for kind in ("h2d", "d2h"):
+        per_device: dict[str, list[float]] = {}
+        for p in paths:
+            if p.kind == kind:
+                gpu = p.target if kind == "h2d" else p.source
+                per_device.setdefault(gpu, []).append(p.bandwidth)
+        best = {g: max(v) for g, v in per_device.items()}
+        center = statistics.median(best.values()) if best else 0.0
+        for gpu, bw in sorted(best.items()):
+            slow = center / bw if bw > 0 else float("inf")
+            link = pcie.get(gpu)
+            share = f", {bw / link:.0%} of its PCIe link" if link else ""
+            out.append(Finding(
+                f"{gpu} {kind}", FAIL if len(best) >= 3 and slow >= MIN_SLOWNESS else PASS,
+                f"a device's host link is at most {MIN_SLOWNESS:g}x slower than the median "
+                "device's (judged with three devices or more)",
+                f"{bw / 1e9:.1f} GB/s from its nearest NUMA node{share}",
+                {"bandwidth": bw, "median": center, "pcie_rate": link}))
+    if not members:
+        out.append(Finding("gpus", PASS, "device pairs copied", "one device: no pair to copy "
+                           "between", {}))
+    return out + _placement(paths)
+
+
+BENCHMARK = Benchmark(
+    name="copy-matrix",
+    family="health",
+    summary="Copy bandwidth over every path of the node, checked on known data: NUMA node "
+    "to node on the CPU; GPU to GPU one way and both ways, host memory of each NUMA node to "
+    "and from each GPU, all GPUs at once; names a slow device or link",
+    entry="accelbench.benchmarks.health.copy_matrix:measure",
+    sources=("accelbench.benchmarks.health.copy_paths", "accelbench.benchmarks.health.numa_place",
+             "accelbench.benchmarks.isolate.verdict", "accelbench.benchmarks.health.findings"),
+    params=(SizeParam("bytes", "int", 0, help=f"bytes per copy; K/M/G suffixes (0: "
+                      f"{CPU_BYTES >> 20} MiB on the CPU, {GPU_BYTES >> 20} MiB on GPUs)",
+                      minimum=0),),
+    devices=("cpu", "cuda"),
+    timeout_s=600.0,
+    views=("accelbench.benchmarks.health.view:sections",),
+)

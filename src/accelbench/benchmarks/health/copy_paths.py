@@ -1,0 +1,162 @@
+"""The copies of the copy matrix: one function per kind of path, each checking that the
+bytes arrived (a known pattern, compared) before it times anything, then timing the copy
+with the case's timing policy.
+
+  host      one NUMA node's CPUs copying within another node's memory (every pair of
+            nodes: local and remote bandwidth, as Intel MLC's matrix)
+  d2d       GPU i to GPU j through the copy engines (`copy_` between devices; PyTorch
+            enables peer access where the driver allows it), one way and both at once
+  h2d, d2h  pinned host memory on each NUMA node to and from each GPU
+  all       every GPU copying to every other at once (the fabric under full load)
+
+A path's figure is bytes copied per second (a copy reads and writes that many bytes).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from types import ModuleType
+from typing import TYPE_CHECKING, Any
+
+from accelbench.benchmarks.health import numa_place
+from accelbench.core.context import CaseContext
+from accelbench.core.measurement import CaseFailed
+
+if TYPE_CHECKING:
+    from torch import Tensor
+
+
+@dataclass(frozen=True)
+class CopyPath:
+    kind: str  # host, d2d, d2d-bidir, h2d, d2h, all
+    source: str  # "node0", "gpu1"
+    target: str
+    nbytes: int  # copied per call
+    seconds: tuple[float, ...]  # per call, one per sample
+    placed: str | None = None  # where the memory was found to be, where it was asked
+
+    @property
+    def bandwidth(self) -> float:
+        ordered = sorted(self.seconds)
+        median = ordered[len(ordered) // 2] if len(ordered) % 2 else (
+            0.5 * (ordered[len(ordered) // 2 - 1] + ordered[len(ordered) // 2]))
+        return self.nbytes / median if median > 0 else 0.0
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"kind": self.kind, "source": self.source, "target": self.target,
+                "bytes": self.nbytes, "bandwidth": self.bandwidth,
+                "seconds": list(self.seconds), "placed": self.placed}
+
+
+def pattern(torch: ModuleType, nbytes: int, device: Any) -> Tensor:
+    """Bytes that are wrong in a telling way if any block is lost, repeated or misplaced."""
+    return (torch.arange(nbytes, dtype=torch.int64, device=device) % 251).to(torch.uint8)
+
+
+def check_arrived(torch: ModuleType, what: str, got: Tensor, expected: Tensor) -> None:
+    """CaseFailed naming the first wrong byte, before anything is timed."""
+    wrong = (got.to(expected.device) != expected).nonzero()
+    if wrong.numel():
+        first = int(wrong[0])
+        raise CaseFailed(f"wrong data: {what}: {wrong.numel()} of {expected.numel()} bytes "
+                         f"differ after the copy, first at byte {first}")
+
+
+def host_path(torch: ModuleType, ctx: CaseContext, cpus: Sequence[int], node: int,
+              memory_cpus: Sequence[int], memory_node: int, nbytes: int) -> CopyPath:
+    """Node `node`'s CPUs copying between two buffers first touched on `memory_node`."""
+    with numa_place.pinned(memory_cpus):
+        src = pattern(torch, nbytes, "cpu")
+        dst = torch.zeros(nbytes, dtype=torch.uint8)
+    placed = numa_place.page_nodes(src.data_ptr(), nbytes)
+    where = None if placed is None else ",".join(
+        f"node{n}" for n in sorted(set(placed)))
+    with numa_place.pinned(cpus):
+        dst.copy_(src)
+        check_arrived(torch, f"node{node} copying in node{memory_node}'s memory", dst,
+                      pattern(torch, nbytes, "cpu"))
+        timing = ctx.time(lambda: dst.copy_(src))
+    return CopyPath("host", f"node{node}", f"node{memory_node}", nbytes, timing.samples, where)
+
+
+def _synced(torch: ModuleType, devices: Sequence[int],
+            fn: Callable[[], None]) -> Callable[[], None]:
+    def call() -> None:
+        fn()
+        for d in devices:
+            torch.cuda.synchronize(d)
+    return call
+
+
+def device_path(torch: ModuleType, ctx: CaseContext, src_dev: int, dst_dev: int,
+                nbytes: int) -> CopyPath:
+    src = pattern(torch, nbytes, f"cuda:{src_dev}")
+    dst = torch.zeros(nbytes, dtype=torch.uint8, device=f"cuda:{dst_dev}")
+    call = _synced(torch, (src_dev, dst_dev), lambda: dst.copy_(src, non_blocking=True))
+    call()
+    check_arrived(torch, f"gpu{src_dev} to gpu{dst_dev}", dst, src.to(dst.device))
+    return CopyPath("d2d", f"gpu{src_dev}", f"gpu{dst_dev}", nbytes, ctx.time(call).samples)
+
+
+def both_ways(torch: ModuleType, ctx: CaseContext, a: int, b: int, nbytes: int) -> CopyPath:
+    """GPU a to b and b to a at once, each on a stream of its source."""
+    xa, xb = pattern(torch, nbytes, f"cuda:{a}"), pattern(torch, nbytes, f"cuda:{b}")
+    ya = torch.zeros(nbytes, dtype=torch.uint8, device=f"cuda:{b}")
+    yb = torch.zeros(nbytes, dtype=torch.uint8, device=f"cuda:{a}")
+    sa, sb = torch.cuda.Stream(device=a), torch.cuda.Stream(device=b)
+
+    def issue() -> None:
+        with torch.cuda.stream(sa):
+            ya.copy_(xa, non_blocking=True)
+        with torch.cuda.stream(sb):
+            yb.copy_(xb, non_blocking=True)
+
+    call = _synced(torch, (a, b), issue)
+    call()
+    check_arrived(torch, f"gpu{a} and gpu{b} both ways", ya, xa.to(ya.device))
+    return CopyPath("d2d-bidir", f"gpu{a}", f"gpu{b}", 2 * nbytes, ctx.time(call).samples)
+
+
+def host_device_path(torch: ModuleType, ctx: CaseContext, node: int, cpus: Sequence[int],
+                     device: int, to_device: bool, nbytes: int) -> CopyPath:
+    """Pinned memory first touched on `node` to GPU `device` (or back)."""
+    with numa_place.pinned(cpus):
+        host = pattern(torch, nbytes, "cpu").pin_memory()
+    placed = numa_place.page_nodes(host.data_ptr(), nbytes)
+    where = None if placed is None else ",".join(f"node{n}" for n in sorted(set(placed)))
+    gpu = torch.zeros(nbytes, dtype=torch.uint8, device=f"cuda:{device}")
+    if to_device:
+        call = _synced(torch, (device,), lambda: gpu.copy_(host, non_blocking=True))
+        call()
+        check_arrived(torch, f"node{node} to gpu{device}", gpu, host.to(gpu.device))
+        return CopyPath("h2d", f"node{node}", f"gpu{device}", nbytes, ctx.time(call).samples,
+                    where)
+    gpu.copy_(host)
+    back = torch.zeros(nbytes, dtype=torch.uint8).pin_memory()
+    call = _synced(torch, (device,), lambda: back.copy_(gpu, non_blocking=True))
+    call()
+    check_arrived(torch, f"gpu{device} to node{node}", back, host)
+    return CopyPath("d2h", f"gpu{device}", f"node{node}", nbytes, ctx.time(call).samples, where)
+
+
+def all_to_all(torch: ModuleType, ctx: CaseContext, devices: Sequence[int],
+               nbytes: int) -> CopyPath:
+    """Every ordered pair of GPUs copying at once, each on a stream of its source."""
+    pairs = [(a, b) for a in devices for b in devices if a != b]
+    src = {a: pattern(torch, nbytes, f"cuda:{a}") for a in devices}
+    dst = {(a, b): torch.zeros(nbytes, dtype=torch.uint8, device=f"cuda:{b}")
+           for a, b in pairs}
+    streams = {(a, b): torch.cuda.Stream(device=a) for a, b in pairs}
+
+    def issue() -> None:
+        for pair in pairs:
+            with torch.cuda.stream(streams[pair]):
+                dst[pair].copy_(src[pair[0]], non_blocking=True)
+
+    call = _synced(torch, devices, issue)
+    call()
+    for a, b in pairs:
+        check_arrived(torch, f"gpu{a} to gpu{b} (all at once)", dst[(a, b)],
+                      src[a].to(dst[(a, b)].device))
+    return CopyPath("all", "every gpu", "every gpu", nbytes * len(pairs), ctx.time(call).samples)

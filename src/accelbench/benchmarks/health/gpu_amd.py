@@ -1,0 +1,276 @@
+"""AMD GPU health through the amdsmi Python binding, as the plain data of
+`gpu.GpuHealth.to_dict()`.
+
+Each reading is one guarded call: amdsmi raises AmdSmiLibraryException (an
+AmdSmiException) for AMDSMI_STATUS_NOT_SUPPORTED and friends, which costs that field only;
+"N/A" strings and all-ones values are its way of saying "no value".
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Mapping
+from typing import Any
+
+from accelbench.env.telemetry.amd import SMU_THROTTLE_NAMES
+from accelbench.env.telemetry.guard import (
+    Guard,
+    Importer,
+    SourceUnavailable,
+    load_binding,
+    number,
+    vendor_errors,
+)
+
+SOURCE = "amdsmi"
+
+# amdsmi_get_pcie_info reports speeds in MT/s (newer releases document GT/s).
+_GEN_BY_GTS = {2.5: 1, 5.0: 2, 8.0: 3, 16.0: 4, 32.0: 5, 64.0: 6}
+
+# amdsmi_get_gpu_xgmi_link_status: one letter per link.
+_XGMI_STATES = {"U": "up", "D": "down", "X": "disabled"}
+
+# amdsmi_get_violation_status (ROCm 6.3 on): the limits active now, as active_<name> flags.
+_VIOLATIONS = ("prochot_thrm", "ppt_pwr", "socket_thrm", "vr_thrm", "hbm_thrm",
+               "gfx_clk_below_host_limit")
+
+# amdsmi_get_gpu_ras_feature_info: the ECC schemes the part implements.
+_ECC_SCHEMAS = ("parity_schema", "single_bit_schema", "double_bit_schema", "poison_schema")
+
+_NO_ADDRESS = "0000:00:00.0"
+
+Raw = dict[str, Any]
+
+
+def read(importer: Importer) -> tuple[str, list[Raw], str | None]:
+    """(source, one raw reading per GPU, why none could be read)."""
+    try:
+        lib = load_binding("amdsmi", importer)
+    except SourceUnavailable as exc:
+        return SOURCE, [], str(exc)
+    errors = vendor_errors(lib, "AmdSmiException")
+    try:
+        lib.amdsmi_init()
+    except errors as exc:
+        return SOURCE, [], f"amdsmi did not start: {_line(exc)}"
+    try:
+        return _read_all(lib, errors)
+    finally:
+        with contextlib.suppress(*errors):
+            lib.amdsmi_shut_down()
+
+
+def _read_all(lib: Any, errors: tuple[type[BaseException], ...]
+              ) -> tuple[str, list[Raw], str | None]:
+    try:
+        handles = list(lib.amdsmi_get_processor_handles())
+    except errors as exc:
+        return SOURCE, [], f"amdsmi found no GPUs: {_line(exc)}"
+    if not handles:
+        return SOURCE, [], "amdsmi found no GPUs"
+    return SOURCE, [_Gpu(lib, errors, h).read(i) for i, h in enumerate(handles)], None
+
+
+def _line(exc: BaseException) -> str:
+    return " ".join(str(exc).split()) or type(exc).__name__
+
+
+class _Gpu:
+    """One processor handle; `ask` is a guarded call of the binding's function by name."""
+
+    def __init__(self, lib: Any, errors: tuple[type[BaseException], ...],
+                 handle: object) -> None:
+        self.lib = lib
+        self.handle = handle
+        self.guard = Guard(errors)
+
+    def ask(self, name: str, *args: object) -> Any:
+        fn = getattr(self.lib, name, None)
+        return None if fn is None else self.guard.call(fn, self.handle, *args)
+
+    def enum(self, enum_name: str, member: str) -> int | None:
+        value = getattr(getattr(self.lib, enum_name, None), member, None)
+        return None if value is None else int(value)
+
+    def read(self, index: int) -> Raw:
+        asic = self.ask("amdsmi_get_gpu_asic_info")
+        mask = _count(self.ask("amdsmi_get_gpu_ecc_enabled"))
+        umc = self.enum("AmdSmiGpuBlock", "UMC")
+        activity = self.ask("amdsmi_get_gpu_activity")
+        return {
+            "index": index,
+            "vendor": "amd",
+            "name": _text(_get(asic, "market_name")),
+            "bus_id": _address(self.ask("amdsmi_get_gpu_device_bdf")),
+            "serial": _text(_get(asic, "asic_serial")),
+            "driver_version": _text(_get(self.ask("amdsmi_get_gpu_driver_info"),
+                                         "driver_version")),
+            "firmware": self._firmware(),
+            "ecc_enabled": None if mask is None or umc is None else bool(mask & umc),
+            "ecc_supported": self._ecc_supported(mask),
+            "ecc": self._ecc(mask),
+            "pages": self._pages(),
+            "pcie": self._pcie(),
+            "links": self._links(),
+            "link_error_status": self._xgmi_error(),
+            "throttle": self._throttle(),
+            "utilization_pct": number(_get(activity, "gfx_activity")),
+        }
+
+    def _firmware(self) -> dict[str, str] | None:
+        found: dict[str, str] = {}
+        listed = _get(self.ask("amdsmi_get_fw_info"), "fw_list")
+        for entry in listed if isinstance(listed, list) else []:
+            name = _get(entry, "fw_name")
+            version = _text(_get(entry, "fw_version"))
+            if name is not None and version is not None:
+                found[str(getattr(name, "name", name)).removeprefix("AMDSMI_FW_ID_")] = version
+        vbios = _text(_get(self.ask("amdsmi_get_gpu_vbios_info"), "version"))
+        if vbios is not None:
+            found["VBIOS"] = vbios
+        return found or None
+
+    def _ecc_supported(self, mask: int | None) -> bool | None:
+        features = self.ask("amdsmi_get_gpu_ras_feature_info")
+        if isinstance(features, Mapping):
+            return any(features.get(schema) is True for schema in _ECC_SCHEMAS)
+        return True if mask else None
+
+    def _ecc(self, mask: int | None) -> list[Raw] | None:
+        counts = []
+        for block in getattr(self.lib, "AmdSmiGpuBlock", ()):
+            if block.name in ("INVALID", "RESERVED") or (mask is not None
+                                                          and not mask & int(block)):
+                continue
+            found = self.ask("amdsmi_get_gpu_ecc_count", block)
+            if isinstance(found, Mapping):
+                counts.append(_ecc_count(block.name, found))
+        total = self.ask("amdsmi_get_gpu_total_ecc_count")
+        if isinstance(total, Mapping):
+            counts.append(_ecc_count("total", total))
+        return counts or None
+
+    def _pages(self) -> Raw | None:
+        pages = self.ask("amdsmi_get_gpu_bad_page_info")
+        if not isinstance(pages, list):
+            return None
+        statuses = [_count(_get(p, "status")) for p in pages]
+
+        def with_status(member: str, default: int) -> int:
+            value = self.enum("AmdSmiMemoryPageStatus", member)
+            return statuses.count(default if value is None else value)
+
+        return {"retired": with_status("RESERVED", 0), "pending": with_status("PENDING", 1),
+                "unrepairable": with_status("UNRESERVABLE", 2)}
+
+    def _pcie(self) -> Raw | None:
+        info = self.ask("amdsmi_get_pcie_info")
+        if not isinstance(info, Mapping):
+            return None
+        static, metric = info.get("pcie_static"), info.get("pcie_metric")
+        speed_max = _gts(number(_get(static, "max_pcie_speed")))
+        speed = _gts(number(_get(metric, "pcie_speed")))
+        gen_max = _GEN_BY_GTS.get(speed_max) if speed_max is not None else None
+        if gen_max is None:
+            version = _count(_get(static, "pcie_interface_version"))
+            gen_max = version if version in _GEN_BY_GTS.values() else None
+        return {
+            "gen": _GEN_BY_GTS.get(speed) if speed is not None else None,
+            "gen_max": gen_max,
+            "gen_gpu_max": None,
+            "width": _count(_get(metric, "pcie_width")),
+            "width_max": _count(_get(static, "max_pcie_width")),
+            "speed_gts": speed,
+            "speed_max_gts": speed_max,
+            "replay": _count(_get(metric, "pcie_replay_count")),
+            "replay_rollover": _count(_get(metric, "pcie_replay_roll_over_count")),
+            "nak_sent": _count(_get(metric, "pcie_nak_sent_count")),
+            "nak_received": _count(_get(metric, "pcie_nak_received_count")),
+            "l0_to_recovery": _count(_get(metric, "pcie_l0_to_recovery_count")),
+        }
+
+    def _links(self) -> list[Raw] | None:
+        """XGMI links: the state from amdsmi_get_gpu_xgmi_link_status, the far end and
+        bit rate from amdsmi_get_link_metrics, matched by link index."""
+        states = _get(self.ask("amdsmi_get_gpu_xgmi_link_status"), "status")
+        metrics = self.ask("amdsmi_get_link_metrics")
+        listed = _get(metrics, "links")
+        per_link = listed if isinstance(listed, list) else []
+        wanted = _count(_get(metrics, "num_links"))
+        if wanted:
+            per_link = per_link[:wanted]
+        if not isinstance(states, list) and not per_link:
+            return None
+        xgmi = self.enum("AmdSmiLinkType", "AMDSMI_LINK_TYPE_XGMI")
+        links = []
+        for index in range(len(states) if isinstance(states, list) else len(per_link)):
+            metric = per_link[index] if index < len(per_link) else {}
+            kind = _count(_get(metric, "link_type"))
+            if not isinstance(states, list) and xgmi is not None and kind != xgmi:
+                continue
+            state = _XGMI_STATES.get(str(states[index])) if isinstance(states, list) else None
+            links.append({"kind": "xgmi", "index": index, "state": state,
+                          "remote": _address(_get(metric, "bdf")), "errors": {},
+                          "speed_gbps": number(_get(metric, "bit_rate"))})
+        return links
+
+    def _xgmi_error(self) -> str | None:
+        status = _count(self.ask("amdsmi_gpu_xgmi_error_status"))
+        if status is None:
+            return None
+        kinds = getattr(self.lib, "AmdSmiXgmiStatus", None)
+        for member in kinds or ():
+            if int(member) == status:
+                return str(member.name).lower()
+        return str(status)
+
+    def _throttle(self) -> list[str] | None:
+        """The limits active now: amdsmi_get_violation_status (ROCm 6.3 on, MI300), else
+        the SMU throttler bits of gpu_metrics where the binding still gives the mask."""
+        status = self.ask("amdsmi_get_violation_status")
+        if isinstance(status, Mapping):
+            flags = {name: status.get(f"active_{name}") for name in _VIOLATIONS}
+            if any(isinstance(flag, bool) for flag in flags.values()):
+                return [name for name, flag in flags.items() if flag is True]
+        bits = _get(self.ask("amdsmi_get_gpu_metrics_info"), "indep_throttle_status")
+        if isinstance(bits, bool) or not isinstance(bits, int) or bits == 0xFFFFFFFFFFFFFFFF:
+            return None
+        return [SMU_THROTTLE_NAMES.get(bit, f"bit{bit}")
+                for bit in range(64) if bits >> bit & 1]
+
+
+def _get(info: object, key: str) -> Any:
+    return info.get(key) if isinstance(info, Mapping) else None
+
+
+def _text(value: object) -> str | None:
+    if isinstance(value, bytes):
+        value = value.decode(errors="replace")
+    if not isinstance(value, str):
+        return None
+    value = value.strip()
+    return value if value and value != "N/A" else None
+
+
+def _count(value: object) -> int | None:
+    """A count or enum value; None for "N/A", booleans and sentinels."""
+    found = number(value)
+    return None if found is None else int(found)
+
+
+def _gts(value: float | None) -> float | None:
+    if value is None or value <= 0:
+        return None
+    return value / 1000.0 if value >= 1000 else value
+
+
+def _address(value: object) -> str | None:
+    text = _text(value)
+    return None if text is None or text == _NO_ADDRESS else text.lower()
+
+
+def _ecc_count(block: str, found: Mapping[str, Any]) -> Raw:
+    return {"block": block, "scope": None,
+            "correctable": _count(found.get("correctable_count")),
+            "uncorrectable": _count(found.get("uncorrectable_count")),
+            "deferred": _count(found.get("deferred_count"))}

@@ -1,0 +1,146 @@
+"""The health checks through the commands: `accelbench health` on this machine, bad input,
+`validate --level`, and a fleet in which one node's health check failed: `diagnose` names
+it and writes it to the drain list; `slurm qualify --level` runs the level on each node."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from sysfs_tree import GPU1, gpu_node
+
+from accelbench.benchmarks.health import host_checks
+from accelbench.benchmarks.health.findings import conclude
+from accelbench.cli.main import main
+from accelbench.core.case import Case
+from accelbench.core.measurement import CaseFailed, Measurement, from_result
+from accelbench.errors import EXIT_CASE_FAILED, EXIT_OK, EXIT_USAGE
+from accelbench.slurm.drain import write_drain_list
+from accelbench.store import Store
+
+NODES = ("gpu-a01", "gpu-a02", "gpu-a03", "gpu-a04")
+BAD = "gpu-a03"
+
+
+def _one_line_error(capsys: pytest.CaptureFixture[str]) -> str:
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1, err
+    assert err[0].startswith("accelbench: error: ")
+    return err[0]
+
+
+@pytest.mark.parametrize(("argv", "fragment"), [
+    (["health", "--check", "ecc"], "unknown health check 'ecc' (did you mean gpu-ecc?)"),
+    (["health", "--check", ""], "--check: expected a name"),
+    (["validate", "--level", "4"], "--level: invalid choice: 4"),
+    (["validate", "--level", "1", "--check", "numerics"],
+     "--level chooses the checks: give --level or --check, not both"),
+    (["validate", "--check", "pcie"], "unknown check 'pcie'"),
+    (["slurm", "qualify", "--nodes", "n1", "--partition", "p", "--drain-list", "bad.txt"],
+     "--drain-list needs --wait"),
+])
+def test_bad_input_is_one_line(argv, fragment, capsys, tmp_path) -> None:
+    store = tmp_path / "results.sqlite"
+    assert main([*argv, "--store", str(store)]) == EXIT_USAGE
+    assert fragment in _one_line_error(capsys)
+    assert not store.exists()
+
+
+@pytest.mark.slow
+def test_health_reads_this_machine_and_stores_every_check(tmp_path) -> None:
+    store = tmp_path / "results.sqlite"
+    result = subprocess.run([sys.executable, "-m", "accelbench", "health", "--device", "cpu",
+                             "--json", "--no-report", "--store", str(store)],
+                            capture_output=True, text=True, timeout=600, check=False)
+    data = json.loads(result.stdout)
+    checks = {c["subject"]: c for c in data["checks"]}
+    assert len(checks) == 13 and {c["check"] for c in checks.values()} == {"health"}
+    # This host's state decides the verdicts; each is stated, and the exit code follows.
+    failed = [c for c in checks.values() if c["verdict"] == "fail"]
+    assert result.returncode == (EXIT_CASE_FAILED if failed else EXIT_OK), result.stderr
+    assert checks["check=numa"]["verdict"] in ("pass", "fail")
+    assert data["findings"] and all(
+        f["rule"] and f["level"] in ("pass", "warn", "fail")
+        for found in data["findings"].values() for f in found)
+    for c in checks.values():
+        assert c["verdict"] == "pass" or c["reason"], c
+        # A check that ran judged what it read: its findings are stored (an error inside
+        # a check would leave none).
+        assert c["verdict"] == "skip" or data["findings"][c["case"]], c
+    with Store.open(store, create=False) as opened:
+        stored = opened.load_run("latest")
+    assert {m.case.family for m in stored.measurements} == {"health"}
+
+
+def _health(tmp_path: Path, broken: bool) -> Measurement:
+    """A node's pcie check as the worker stores it, from a fake sysfs tree."""
+    node = gpu_node(tmp_path)
+    if broken:
+        node.set(GPU1, "current_link_width", "8")
+    case = Case.make("health", "h1", "health", {"check": "pcie"}, "cuda:0")
+    checked = host_checks.pcie(str(node.sys))
+    try:
+        return from_result(case, conclude(checked.findings, checked.details, None), (),
+                           1.8e9, 0.1)
+    except CaseFailed as failed:
+        return Measurement(case, "failed", str(failed), measured=tuple(failed.figures),
+                           time_name="", details=dict(failed.details))
+
+
+def _fleet(store_path: Path, tmp_path: Path) -> None:
+    with Store.open(store_path) as store:
+        for i, host in enumerate(NODES):
+            run_id = store.begin_run(
+                fingerprint={"format_version": 1, "platform": "cuda",
+                             "device": {"name": "NVIDIA H200", "type": "cuda"},
+                             "host": {"hostname": host}},
+                fingerprint_id=f"fp-{host}", generation_key="NVIDIA H200 | CUDA 12.6",
+                device="cuda:0", suite="health", argv=["health"], host=host,
+                accelbench_version="0.1.0", started_at=1.8e9 + i)
+            store.add_measurement(run_id, _health(tmp_path / host, broken=host == BAD))
+            store.finish_run(run_id, "complete", finished_at=1.8e9 + i + 1)
+
+
+def test_diagnose_names_the_unhealthy_node_and_writes_the_drain_list(tmp_path, capsys) -> None:
+    store_path, drain = tmp_path / "fleet.sqlite", tmp_path / "drain.txt"
+    _fleet(store_path, tmp_path)
+    code = main(["diagnose", "--store", str(store_path), "--json", "--drain-list", str(drain)])
+    captured = capsys.readouterr()
+    assert code == EXIT_CASE_FAILED
+    data = json.loads(captured.out)
+    assert data["failing"] == [BAD] and data["drain"] == [BAD]
+    [node] = [n for n in data["nodes"] if n["failed"]]
+    [finding] = node["findings"]
+    assert finding["category"] == "health" and finding["rule"] == "health health"
+    assert f"{GPU1}" in finding["detail"] and "PCIe x8, both ends support x16" in (
+        finding["detail"])
+    assert drain.read_text() == f"{BAD}\n"
+    assert "State=DRAIN" in captured.err
+
+
+def test_health_verdicts_and_findings_are_exported_as_metrics(tmp_path, capsys) -> None:
+    store_path = tmp_path / "fleet.sqlite"
+    _fleet(store_path, tmp_path)
+    assert main(["export", "--format", "openmetrics", "--store", str(store_path)]) == 0
+    text = capsys.readouterr().out
+    assert ('accelbench_validation_check_passed{case="health check=pcie",check="health",'
+            f'device="cuda:0",node="{BAD}"}} 0.0') in text
+    assert ('accelbench_figure_findings{benchmark="health",case="health check=pcie",'
+            f'device="cuda:0",figure="failed",node="{BAD}"}} 1.0') in text
+
+
+def test_a_drain_list_keeps_only_plain_host_names(tmp_path) -> None:
+    path = tmp_path / "drain.txt"
+    written, refused = write_drain_list(path, ["n1", "n1", "n2;rm -rf /", "n3\nn4", "n5"])
+    assert written == ["n1", "n5"] and refused == ["n2;rm -rf /", "n3\nn4"]
+    assert path.read_text() == "n1\nn5\n"
+
+
+def test_qualify_runs_the_level_on_each_node(capsys) -> None:
+    assert main(["slurm", "qualify", "--nodes", "n[1-2]", "--partition", "p", "--level", "2",
+                 "--print"]) == 0
+    script = capsys.readouterr().out
+    assert "-m accelbench validate --level 2" in script
