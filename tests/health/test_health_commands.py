@@ -7,12 +7,13 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 from sysfs_tree import GPU1, gpu_node
 
-from accelbench.benchmarks.health import host_checks
+from accelbench.benchmarks.health import host_checks, sysfs, topology
 from accelbench.benchmarks.health.findings import conclude
 from accelbench.cli.main import main
 from accelbench.core.case import Case
@@ -90,7 +91,10 @@ def _health(tmp_path: Path, broken: bool) -> Measurement:
                            time_name="", details=dict(failed.details))
 
 
-def _fleet(store_path: Path, tmp_path: Path) -> None:
+def _fleet(store_path: Path, tmp_path: Path,
+           measured: Callable[[str], Measurement] | None = None) -> None:
+    """One run on each node: its pcie check (the BAD node's link narrowed), or what
+    `measured` gives for the host."""
     with Store.open(store_path) as store:
         for i, host in enumerate(NODES):
             run_id = store.begin_run(
@@ -100,7 +104,8 @@ def _fleet(store_path: Path, tmp_path: Path) -> None:
                 fingerprint_id=f"fp-{host}", generation_key="NVIDIA H200 | CUDA 12.6",
                 device="cuda:0", suite="health", argv=["health"], host=host,
                 accelbench_version="0.1.0", started_at=1.8e9 + i)
-            store.add_measurement(run_id, _health(tmp_path / host, broken=host == BAD))
+            store.add_measurement(run_id, measured(host) if measured else
+                                  _health(tmp_path / host, broken=host == BAD))
             store.finish_run(run_id, "complete", finished_at=1.8e9 + i + 1)
 
 
@@ -119,6 +124,32 @@ def test_diagnose_names_the_unhealthy_node_and_writes_the_drain_list(tmp_path, c
         finding["detail"])
     assert drain.read_text() == f"{BAD}\n"
     assert "State=DRAIN" in captured.err
+
+
+def _wiring(tmp_path: Path, odd: bool) -> Measurement:
+    """A node's topology check from a fake sysfs tree; `odd`: GPU1 gone from the bus."""
+    node = gpu_node(tmp_path)
+    if odd:
+        (node.sys / "bus" / "pci" / "devices" / GPU1).unlink()
+    wiring = topology.topology(sysfs.pci_devices(node.sys))
+    case = Case.make("health", "h1", "health", {"check": "topology"}, "cuda:0")
+    return from_result(case, conclude([topology.visible_gpus(3, 3, {})],
+                                      {"topology": wiring.to_dict()}, None), (), 1.8e9, 0.1)
+
+
+def test_a_node_wired_unlike_its_peers_is_a_finding(tmp_path) -> None:
+    from accelbench.analysis.diagnose import diagnose
+    from accelbench.analysis.rules import load_rules
+    from accelbench.analysis.select import select_runs
+
+    store_path = tmp_path / "fleet.sqlite"
+    _fleet(store_path, tmp_path, lambda host: _wiring(tmp_path / host, odd=host == BAD))
+    with Store.open(store_path, create=False) as store:
+        result = diagnose(select_runs(store, []), load_rules())
+    assert [n.node for n in result.failing] == [BAD]
+    [finding] = result.failing[0].findings
+    assert finding.rule == "health wiring" and finding.category == "health"
+    assert "GPU0: X PIX SYS PIX" in finding.detail and "GPU2" in finding.detail
 
 
 def test_health_verdicts_and_findings_are_exported_as_metrics(tmp_path, capsys) -> None:

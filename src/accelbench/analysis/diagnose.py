@@ -31,7 +31,7 @@ from __future__ import annotations
 import fnmatch
 import math
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from accelbench.analysis import rules as r
@@ -171,8 +171,30 @@ def diagnose(
         notes += _stack_notes(nodes, names, baseline)
     results = [check_node(names[n.run.record.id], n, rules, baselines[n.generation_key])
                for n in nodes]
+    results = _with_wiring(results, nodes, names)
     unique = list({id(b): b for b in baselines.values()}.values())
     return Diagnosis(results, unique, list(rules), notes, unmatched)
+
+
+def _with_wiring(results: list[NodeResult], nodes: Sequence[NodeState],
+                 names: dict[str, str]) -> list[NodeResult]:
+    """Each node wired unlike most nodes of its stack, with a finding that says how."""
+    from accelbench.analysis.wiring import RULE, odd_wiring
+
+    named = [(names[n.run.record.id], n) for n in nodes]
+    odd = odd_wiring(named)
+    out = []
+    for result, (_, state) in zip(results, named, strict=True):
+        if result.node in odd:
+            own, common, label, key = odd[result.node]
+            finding = Finding(RULE, "health", "wiring", label, None, None,
+                              "wired as most nodes of its stack", None,
+                              f"GPU/NIC wiring {own}; most nodes: {common}",
+                              state.run_by_case().get(key))
+            result = replace(result, findings=[*result.findings, finding],
+                             checks=result.checks + 1)
+        out.append(result)
+    return out
 
 
 def _fleet_baselines(nodes: Sequence[NodeState], notes: list[str]) -> dict[str, Baseline]:
