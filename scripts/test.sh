@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Set up the pinned development environment in .venv, then lint, type-check, build the
-# documentation site and run the whole test suite: what CI runs.
+# Set up the pinned development environment in .venv, then lint, and run the whole test
+# suite while the types are checked and the documentation site is built: what CI runs.
 #
 #   scripts/test.sh [--fast] [PYTEST_ARGS...]
 #
@@ -47,18 +47,37 @@ if [ "$fast" = 1 ]; then
   exec .venv/bin/python -m pytest "${parallel[@]}" \
     -m "not (slow or multinode or server or browser or gpu)" "$@"
 fi
-.venv/bin/mypy  # src/ and bench/, strict (pyproject.toml)
-# tests/: strict too, except that tests and fixtures may leave their parameters
-# unannotated; their bodies are checked all the same. The test folders are not packages
-# (pytest puts each test's folder on the path), so the conftest.py files, which would
-# share one module name, are checked one at a time, and the frozen generators of the
-# committed fixtures (tests/fixtures/) are left as they were written.
-tests_mypy=(--allow-untyped-defs --allow-incomplete-defs --allow-untyped-calls
-  --check-untyped-defs)
-.venv/bin/mypy "${tests_mypy[@]}" --exclude '(^|/)conftest\.py$' --exclude '^tests/fixtures/' \
-  tests
-for conftest in tests/conftest.py tests/*/conftest.py; do
-  MYPYPATH="src:tests:$(dirname "$conftest")" .venv/bin/mypy "${tests_mypy[@]}" "$conftest"
-done
-NO_MKDOCS_2_WARNING=1 .venv/bin/mkdocs build --strict --quiet --site-dir "$(mktemp -d)"
-.venv/bin/python -m pytest "${parallel[@]}" "$@"
+
+# The types and the documentation site are checked while the suite runs: mypy takes one
+# core for minutes, and the suite's workers spend much of their time waiting on the
+# processes and servers they start. What they print comes after the suite's result, and
+# either failing fails the command.
+static_checks() {
+  .venv/bin/mypy  # src/ and bench/, strict (pyproject.toml)
+  # tests/: strict too, except that tests and fixtures may leave their parameters
+  # unannotated; their bodies are checked all the same. The test folders are not packages
+  # (pytest puts each test's folder on the path), so the conftest.py files, which would
+  # share one module name, are checked one at a time, and the frozen generators of the
+  # committed fixtures (tests/fixtures/) are left as they were written.
+  local tests_mypy=(--allow-untyped-defs --allow-incomplete-defs --allow-untyped-calls
+    --check-untyped-defs)
+  .venv/bin/mypy "${tests_mypy[@]}" --exclude '(^|/)conftest\.py$' \
+    --exclude '^tests/fixtures/' tests
+  local conftest
+  for conftest in tests/conftest.py tests/*/conftest.py; do
+    MYPYPATH="src:tests:$(dirname "$conftest")" .venv/bin/mypy "${tests_mypy[@]}" "$conftest"
+  done
+  NO_MKDOCS_2_WARNING=1 .venv/bin/mkdocs build --strict --quiet --site-dir "$(mktemp -d)"
+}
+static_log=$(mktemp)
+(set -euo pipefail; static_checks) >"$static_log" 2>&1 &
+static=$!
+suite=0
+.venv/bin/python -m pytest "${parallel[@]}" "$@" || suite=$?
+if ! wait "$static"; then
+  cat "$static_log"
+  echo "test.sh: the type check or the documentation build failed (above)" >&2
+  exit 1
+fi
+cat "$static_log"
+exit "$suite"

@@ -164,3 +164,9 @@ def test_this_machine_is_read_without_error() -> None:
                     host_checks.iommu(), host_checks.hugepages()):
         assert checked.findings or checked.unchecked
     assert sysfs.numa_nodes(), "every Linux host lists at least node0"
+
+
+def test_the_gpu_checks_are_the_gpu_readers_areas() -> None:
+    from accelbench.benchmarks.health import declaration, gpu
+
+    assert declaration.GPU_AREAS == gpu.CHECKS
