@@ -76,6 +76,22 @@ def test_health_reads_this_machine_and_stores_every_check(tmp_path) -> None:
     assert {m.case.family for m in stored.measurements} == {"health"}
 
 
+@pytest.mark.slow
+def test_the_stress_and_the_copy_matrix_run_in_workers(tmp_path) -> None:
+    store = tmp_path / "results.sqlite"
+    result = subprocess.run([sys.executable, "-m", "accelbench", "run", "--bench", "stress",
+                             "copy-matrix", "-p", "seconds=2", "-p", "size=128", "-p",
+                             "copy_bytes=1M", "-p", "bytes=1M", "-p", "max_sag=0.99",
+                             "--device", "cpu", "--json", "--no-report",
+                             "--store", str(store)],
+                            capture_output=True, text=True, timeout=600, check=False)
+    assert result.returncode == EXIT_OK, result.stderr
+    measured = {m["case"]["benchmark"]: m for m in json.loads(result.stdout)["measurements"]}
+    assert set(measured) == {"stress", "copy-matrix"}
+    assert all(m["status"] == "ok" for m in measured.values())
+    assert measured["stress"]["details"]["seconds"] >= 2
+
+
 def _health(tmp_path: Path, broken: bool) -> Measurement:
     """A node's pcie check as the worker stores it, from a fake sysfs tree."""
     node = gpu_node(tmp_path)

@@ -72,11 +72,17 @@ def host_path(torch: ModuleType, ctx: CaseContext, cpus: Sequence[int], node: in
     placed = numa_place.page_nodes(src.data_ptr(), nbytes)
     where = None if placed is None else ",".join(
         f"node{n}" for n in sorted(set(placed)))
+    threads = torch.get_num_threads()
     with numa_place.pinned(cpus):
-        dst.copy_(src)
-        check_arrived(torch, f"node{node} copying in node{memory_node}'s memory", dst,
-                      pattern(torch, nbytes, "cpu"))
-        timing = ctx.time(lambda: dst.copy_(src))
+        # The case's threads, but no more than the node has CPUs: more would only queue.
+        torch.set_num_threads(max(1, min(threads, len(cpus))))
+        try:
+            dst.copy_(src)
+            check_arrived(torch, f"node{node} copying in node{memory_node}'s memory", dst,
+                          pattern(torch, nbytes, "cpu"))
+            timing = ctx.time(lambda: dst.copy_(src))
+        finally:
+            torch.set_num_threads(threads)
     return CopyPath("host", f"node{node}", f"node{memory_node}", nbytes, timing.samples, where)
 
 

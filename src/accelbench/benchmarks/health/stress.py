@@ -23,9 +23,10 @@ from __future__ import annotations
 
 import statistics
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
+from accelbench.benchmarks.collectives.sweep import SizeParam
 from accelbench.benchmarks.health.findings import FAIL, PASS, WARN, Finding, conclude
 from accelbench.core.context import CaseContext
 from accelbench.core.measurement import CaseResult, Figure
@@ -241,6 +242,10 @@ class _Copier:
         return self._copied
 
 
+def _stress_time(params: Mapping[str, Any]) -> float:
+    return float(params.get("seconds", 0.0))
+
+
 def _fraction(value: Any) -> str | None:
     return None if 0 <= value < 1 else "must be a fraction from 0 to below 1"
 
@@ -258,8 +263,8 @@ BENCHMARK = Benchmark(
         Param("dtype", "str", "bf16", help="precision of the GEMM",
               choices=("fp32", "tf32", "fp16", "bf16")),
         Param("size", "int", 0, help="n of the n x n x n GEMM (0: the burn-in's)", minimum=0),
-        Param("copy_bytes", "int", 0, help="bytes of the buffer copied beside it (0: 64 MiB "
-              "on the CPU, 1 GiB on GPUs)", minimum=0),
+        SizeParam("copy_bytes", "int", 0, help="bytes of the buffer copied beside it; K/M/G "
+                  "suffixes (0: 64 MiB on the CPU, 1 GiB on GPUs)", minimum=0),
         Param("max_throttled", "float", 0.1, help="share of the readings that may show "
               "throttling", check=_fraction),
         Param("max_clock_sag", "float", 0.1, help="fall of the GFX clock, last fifth against "
@@ -268,6 +273,6 @@ BENCHMARK = Benchmark(
     ),
     devices=("cpu", "cuda"),
     timeout_s=300.0,
-    extra_time=lambda params: float(params.get("seconds", 0.0)),
+    extra_time=_stress_time,
     views=("accelbench.benchmarks.health.view:sections",),
 )
