@@ -50,6 +50,30 @@ def test_bad_input_is_one_line(argv, fragment, capsys, tmp_path) -> None:
     assert not store.exists()
 
 
+@pytest.mark.parametrize(("argv", "benches", "seconds"), [
+    ([], None, None),
+    (["--level", "1"], ("health",), None),
+    (["--level", "2"], "suite+copy-matrix+burn-in", 60.0),
+    (["--level", "3"], "suite+copy-matrix+stress", 600.0),
+    (["--level", "3", "--burn", "900"], "suite+copy-matrix+stress", 900.0),
+])
+def test_a_level_chooses_the_checks_and_the_load(argv, benches, seconds) -> None:
+    from accelbench.benchmarks import REGISTRY
+    from accelbench.cli.main import build_parser
+    from accelbench.cli.validate_cmd import build_request
+    from accelbench.runner.plan import load_suite
+
+    suite = tuple(load_suite("validate").benchmarks())
+    request = build_request(build_parser().parse_args(["validate", *argv]), REGISTRY)
+    if benches is None:
+        assert request.benches == suite and "health" in suite
+    elif isinstance(benches, str):
+        assert request.benches == (*suite, *benches.split("+")[1:])
+    else:
+        assert request.benches == benches
+    assert request.values.get("seconds") == (None if seconds is None else (seconds,))
+
+
 @pytest.mark.slow
 def test_health_reads_this_machine_and_stores_every_check(tmp_path) -> None:
     store = tmp_path / "results.sqlite"
