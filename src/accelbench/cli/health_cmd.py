@@ -74,28 +74,10 @@ def run(args: argparse.Namespace) -> int:
 
 def _finish(args: argparse.Namespace, outcome: Outcome, store_location: str,
             report: Path | None) -> int:
-    from accelbench.analysis.checks import check_results, tally
     from accelbench.benchmarks.health.view import findings_of
-    from accelbench.benchmarks.validation.view import summary_line
-    from accelbench.cli.options import print_json
-    from accelbench.cli.run_cmd import outcome_json
-    from accelbench.report.run_view import run_sections
-    from accelbench.report.terminal import console, print_sections
-    from accelbench.report.text import text
+    from accelbench.cli.validate_cmd import print_checks
 
-    if args.json:
-        results = check_results(outcome.measurements)
-        findings = {m.case.label: [f.to_dict() for f in findings_of(m)]
-                    for m in outcome.measurements}
-        print_json(outcome_json(outcome, store_location, report, summary=tally(results),
-                                checks=[r.to_dict() for r in results], findings=findings))
-    else:
-        out = console()
-        out.print(text(f"Health {outcome.run_id}: {outcome.fingerprint.generation_key}"))
-        print_sections(run_sections(outcome.measurements), out)
-        out.print(text(summary_line(outcome.measurements)
-                       + (" (interrupted)" if outcome.interrupted else "")))
-        out.print(text(f"Stored in {store_location} as run {outcome.run_id}"))
-        if report:
-            out.print(text(f"Report: {report}"))
-    return outcome.exit_code
+    findings = {m.case.label: [f.to_dict() for f in findings_of(m)]
+                for m in outcome.measurements} if args.json else {}
+    return print_checks(args, outcome, store_location, report, "Health",
+                        **({"findings": findings} if args.json else {}))

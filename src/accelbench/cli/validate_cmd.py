@@ -9,7 +9,7 @@ import difflib
 import os
 from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from accelbench.cli.options import (
     add_device,
@@ -157,6 +157,14 @@ def run(args: argparse.Namespace) -> int:
 
 def _finish(args: argparse.Namespace, outcome: Outcome, store_location: str,
             report: Path | None) -> int:
+    return print_checks(args, outcome, store_location, report, "Validation")
+
+
+def print_checks(args: argparse.Namespace, outcome: Outcome, store_location: str,
+                 report: Path | None, title: str, **extra: Any) -> int:
+    """A run of checks as `validate` and `health` print it: with --json the run, a tally,
+    every check and `extra`; else the run's sections and a summary line. Returns the
+    run's exit code."""
     from accelbench.analysis.checks import check_results, tally
     from accelbench.benchmarks.validation.view import summary_line
     from accelbench.cli.run_cmd import outcome_json
@@ -167,10 +175,10 @@ def _finish(args: argparse.Namespace, outcome: Outcome, store_location: str,
     if args.json:
         results = check_results(outcome.measurements)
         print_json(outcome_json(outcome, store_location, report, summary=tally(results),
-                                checks=[r.to_dict() for r in results]))
+                                checks=[r.to_dict() for r in results], **extra))
     else:
         out = console()
-        out.print(text(f"Validation {outcome.run_id}: {outcome.fingerprint.generation_key}"))
+        out.print(text(f"{title} {outcome.run_id}: {outcome.fingerprint.generation_key}"))
         print_sections(run_sections(outcome.measurements), out)
         out.print(text(summary_line(outcome.measurements)
                        + (" (interrupted)" if outcome.interrupted else "")))

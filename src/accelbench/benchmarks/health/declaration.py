@@ -101,10 +101,9 @@ BENCHMARK = Benchmark(
     "IOMMU, hugepages and the GPU/NIC topology from sysfs; each GPU's ECC, retired pages, "
     "PCIe link, XGMI/NVLink links, throttling and firmware from amdsmi or NVML",
     entry="accelbench.benchmarks.health.declaration:measure",
-    sources=("accelbench.benchmarks.health.findings", "accelbench.benchmarks.health.sysfs",
-             "accelbench.benchmarks.health.host_checks", "accelbench.benchmarks.health.topology",
-             "accelbench.benchmarks.health.gpu", "accelbench.benchmarks.health.gpu_amd",
-             "accelbench.benchmarks.health.gpu_nvidia", "accelbench.benchmarks.health.kernel_log"),
+    sources=tuple(f"accelbench.benchmarks.health.{m}" for m in (
+        "findings", "sysfs", "host_checks", "topology", "gpu", "gpu_amd", "gpu_nvidia",
+        "vendor_session", "kernel_log")),
     params=(Param("check", "str", "pcie", choices=CHECKS,
                   help="what to check: " + ", ".join(CHECKS)),),
     devices=("cpu", "cuda"),

@@ -8,18 +8,15 @@ AmdSmiException) for AMDSMI_STATUS_NOT_SUPPORTED and friends, which costs that f
 
 from __future__ import annotations
 
-import contextlib
 from collections.abc import Mapping
 from typing import Any
 
+from accelbench.benchmarks.health.vendor_session import line, read_with
 from accelbench.env.telemetry.amd import SMU_THROTTLE_NAMES
 from accelbench.env.telemetry.guard import (
     Guard,
     Importer,
-    SourceUnavailable,
-    load_binding,
     number,
-    vendor_errors,
 )
 
 SOURCE = "amdsmi"
@@ -44,20 +41,8 @@ Raw = dict[str, Any]
 
 def read(importer: Importer) -> tuple[str, list[Raw], str | None]:
     """(source, one raw reading per GPU, why none could be read)."""
-    try:
-        lib = load_binding("amdsmi", importer)
-    except SourceUnavailable as exc:
-        return SOURCE, [], str(exc)
-    errors = vendor_errors(lib, "AmdSmiException")
-    try:
-        lib.amdsmi_init()
-    except errors as exc:
-        return SOURCE, [], f"amdsmi did not start: {_line(exc)}"
-    try:
-        return _read_all(lib, errors)
-    finally:
-        with contextlib.suppress(*errors):
-            lib.amdsmi_shut_down()
+    return read_with(SOURCE, "amdsmi", "amdsmi", "AmdSmiException", "amdsmi_init",
+                     "amdsmi_shut_down", importer, _read_all)
 
 
 def _read_all(lib: Any, errors: tuple[type[BaseException], ...]
@@ -65,14 +50,10 @@ def _read_all(lib: Any, errors: tuple[type[BaseException], ...]
     try:
         handles = list(lib.amdsmi_get_processor_handles())
     except errors as exc:
-        return SOURCE, [], f"amdsmi found no GPUs: {_line(exc)}"
+        return SOURCE, [], f"amdsmi found no GPUs: {line(exc)}"
     if not handles:
         return SOURCE, [], "amdsmi found no GPUs"
     return SOURCE, [_Gpu(lib, errors, h).read(i) for i, h in enumerate(handles)], None
-
-
-def _line(exc: BaseException) -> str:
-    return " ".join(str(exc).split()) or type(exc).__name__
 
 
 class _Gpu:

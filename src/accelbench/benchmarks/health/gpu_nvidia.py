@@ -12,13 +12,11 @@ import contextlib
 from collections.abc import Mapping
 from typing import Any
 
+from accelbench.benchmarks.health.vendor_session import read_with
 from accelbench.env.telemetry.guard import (
     Guard,
     Importer,
-    SourceUnavailable,
-    load_binding,
     number,
-    vendor_errors,
 )
 
 SOURCE = "nvml"
@@ -47,20 +45,8 @@ Raw = dict[str, Any]
 
 def read(importer: Importer) -> tuple[str, list[Raw], str | None]:
     """(source, one raw reading per GPU, why none could be read)."""
-    try:
-        nvml = load_binding("pynvml", importer)
-    except SourceUnavailable as exc:
-        return SOURCE, [], str(exc)
-    errors = vendor_errors(nvml, "NVMLError")
-    try:
-        nvml.nvmlInit()
-    except errors as exc:
-        return SOURCE, [], f"NVML did not start: {exc}"
-    try:
-        return _read_all(nvml, errors)
-    finally:
-        with contextlib.suppress(*errors):
-            nvml.nvmlShutdown()
+    return read_with(SOURCE, "NVML", "pynvml", "NVMLError", "nvmlInit", "nvmlShutdown",
+                     importer, _read_all)
 
 
 def _read_all(nvml: Any, errors: tuple[type[BaseException], ...]
