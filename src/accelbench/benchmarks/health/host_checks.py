@@ -110,8 +110,9 @@ def pcie(root: str = "/sys", devices: Sequence[sysfs.PciDevice] | None = None) -
         errors = tuple(f for d in judged_here for f in _aer(d))
         return Checked(errors, details, None if errors else why)
     out: list[Finding] = []
-    for d in linked:
-        out.extend(_link_findings(d, by_address.get(d.parent or "")))
+    for d in judged_here:
+        if d.link is not None:
+            out.extend(_link_findings(d, by_address.get(d.parent or "")))
         out.extend(_aer(d))
     out.extend(_acs(devices, by_address))
     return Checked(tuple(out), details)
