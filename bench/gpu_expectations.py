@@ -201,14 +201,72 @@ class Judgement:
     product: str | None  # None: no range applies (an unknown device)
     rows: tuple[Row, ...]
     notes: tuple[str, ...] = field(default=())
+    energy: tuple[Row, ...] = ()  # the energy counter against the power integrals
 
     @property
     def ok(self) -> bool:
-        return all(r.ok for r in self.rows)
+        return self.failed == 0
 
     @property
     def failed(self) -> int:
-        return sum(not r.ok for r in self.rows)
+        return sum(not r.ok for r in (*self.rows, *self.energy))
+
+    @property
+    def judged(self) -> int:
+        return len(self.rows) + len(self.energy)
+
+
+# The energy counter against the integral of power sampled every 10 ms over the same
+# window of bf16 GEMM load (gpu_energy.py), on every GPU: counter / integral.
+# - Instantaneous power is the board power the counter accumulates, read at another rate:
+#   within 7% on both windows.
+# - Power averaged over one second (what nvmlDeviceGetPowerUsage returns on recent NVIDIA
+#   GPUs) lags the step up from idle at a window's start by about half a second and gives
+#   the window's last half second to the idle after it: from about 100 W idle to 700 W,
+#   the integral misses 0.5 x 600 J, 4% of a 10 s window's 7 kJ (held within 12%) and 21%
+#   of a 2 s window's 1.4 kJ. On the short window the counter is then expected to read at
+#   least 5% above the averaged integral; that row says whether this GPU confirms it and is
+#   not a failure either way, since a driver whose reading is not averaged refutes it.
+ENERGY_INSTANT = Range(0.93, 1.07)
+ENERGY_AVERAGE_LONG = Range(0.88, 1.12)
+ENERGY_AVERAGE_SHORT = Range(1.05, None)
+SHORT_WINDOW_S = 5.0  # windows shorter than this are the short ones
+
+
+def judge_energy(windows: Sequence[Any], why_none: str | None = None) -> tuple[Row, ...]:
+    """One row per window and power reading: the counter's joules, the integral's and
+    their ratio, judged against the ranges above. `windows` are gpu_energy.EnergyWindow
+    values; none, with `why_none`, is one failing row."""
+    if not windows:
+        return (Row("energy counter / power integral", "J", None, None, None,
+                    ENERGY_INSTANT.describe(""), (why_none or "no energy readings",)),)
+    rows = []
+    for window in windows:
+        short = window.seconds < SHORT_WINDOW_S
+        span = f"{window.seconds:.0f} s"
+        for reading, integral in (("instant", window.instant_j),
+                                  ("averaged", window.average_j)):
+            wanted = (ENERGY_INSTANT if reading == "instant" else
+                      ENERGY_AVERAGE_SHORT if short else ENERGY_AVERAGE_LONG)
+            ratio = window.over(integral)
+            problems: tuple[str, ...] = ()
+            notes: tuple[str, ...] = ()
+            if window.counter_j is None:
+                problems = ("the device gave no energy counter",)
+            elif ratio is None:
+                if reading == "instant":
+                    notes = ("the driver gives no instantaneous power",)
+                else:
+                    problems = ("the device gave no averaged power",)
+            elif reading == "averaged" and short:
+                notes = (("confirms" if wanted.holds(ratio) else "refutes")
+                         + " a reading averaged over about a second",)
+            elif not wanted.holds(ratio):
+                problems = (f"counter / integral {ratio:.3f} outside "
+                            f"{wanted.describe('')}",)
+            rows.append(Row(f"{reading} power, {span}", "J", window.counter_j, integral,
+                            ratio, wanted.describe(""), problems, notes))
+    return tuple(rows)
 
 
 def _finite(value: float | None) -> bool:
@@ -273,21 +331,30 @@ HEADER = ("figure", "accelbench", "plain PyTorch", "ratio", "expected", "verdict
 
 def render(judgement: Judgement, title: str) -> str:
     """The verdict as a Markdown table (it reads as well in a terminal), with notes."""
-    body = []
-    for row in judgement.rows:
-        verdict = "ok" if row.ok else "FAIL: " + "; ".join(row.problems)
-        if row.notes:
-            verdict += " (" + "; ".join(row.notes) + ")"
-        body.append((row.label, _shown(row.ours, row.unit), _shown(row.plain, row.unit),
-                     format_ratio(row.ratio), row.expected, verdict))
+    body = [(row.label, _shown(row.ours, row.unit), _shown(row.plain, row.unit),
+             format_ratio(row.ratio), row.expected, _verdict(row)) for row in judgement.rows]
     lines = [title, "", *markdown_table(HEADER, body, numeric=(1, 2, 3)), ""]
     lines += [f"- {note}" for note in judgement.notes]
     lines.append(f"- ratio: accelbench / plain PyTorch, expected within [{RATIO_LOW}, "
                  f"{RATIO_HIGH}]")
+    if judgement.energy:
+        energy = [(row.label, _shown(row.ours, row.unit), _shown(row.plain, row.unit),
+                   format_ratio(row.ratio), row.expected, _verdict(row))
+                  for row in judgement.energy]
+        lines += ["", *markdown_table(ENERGY_HEADER, energy, numeric=(1, 2, 3)), ""]
     failed = judgement.failed
-    lines.append(f"GPU figures: {len(judgement.rows) - failed} of {len(judgement.rows)} pass"
+    lines.append(f"GPU figures: {judgement.judged - failed} of {judgement.judged} pass"
                  + ("" if judgement.ok else f", {failed} FAIL"))
     return "\n".join(lines)
+
+
+ENERGY_HEADER = ("power reading, window", "energy counter", "power integral",
+                 "counter / integral", "expected", "verdict")
+
+
+def _verdict(row: Row) -> str:
+    verdict = "ok" if row.ok else "FAIL: " + "; ".join(row.problems)
+    return verdict + (" (" + "; ".join(row.notes) + ")" if row.notes else "")
 
 
 def _shown(value: float | None, unit: str) -> str:
@@ -305,4 +372,8 @@ def to_dict(judgement: Judgement) -> dict[str, Any]:
                   "reference": r.plain, "ratio": r.ratio, "expected": r.expected,
                   "ok": r.ok, "problems": list(r.problems), "notes": list(r.notes)}
                  for r in judgement.rows],
+        "energy": [{"reading": r.label, "counter_j": r.ours, "integral_j": r.plain,
+                    "ratio": r.ratio, "expected": r.expected, "ok": r.ok,
+                    "problems": list(r.problems), "notes": list(r.notes)}
+                   for r in judgement.energy],
     }

@@ -10,7 +10,10 @@ their ratio and the range expected for the device (gpu_expectations.py):
 - device-to-device copy of 1 GiB (tensor.copy_; read and write both counted), B/s;
 - pinned host-to-device copy of 256 MiB (tensor.copy_, non_blocking), B/s;
 - eager launch latency (x.add_(1) on a one-element tensor), s per launch;
-- CUDA/HIP graph replay latency (the same op captured in a graph), s per replay.
+- CUDA/HIP graph replay latency (the same op captured in a graph), s per replay;
+
+and then the device's energy counter against the integral of its power readings on a 2 s
+and a 10 s window of bf16 GEMM load (gpu_energy.py; skipped by --no-energy).
 
     python bench/gpu_reference.py --store RESULTS.sqlite [--run latest] [--json FILE]
 
@@ -22,6 +25,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import dataclasses
 import json
 import math
 import statistics
@@ -30,12 +34,14 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from gpu_energy import measure_energy
 from gpu_expectations import (
     COPY_MIB,
     GEMM_N,
     H2D_MIB,
     accelbench_figures,
     judge,
+    judge_energy,
     product_for,
     render,
     to_dict,
@@ -151,6 +157,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--store", required=True, help="the store the quick suite ran into")
     parser.add_argument("--run", default="latest", help="the run to check (default latest)")
     parser.add_argument("--json", metavar="FILE", help="also write the verdict as JSON")
+    parser.add_argument("--no-energy", action="store_true",
+                        help="skip the energy counter's check (about 20 s of load)")
     args = parser.parse_args(argv)
 
     from accelbench.core.device import DeviceInfo
@@ -187,6 +195,9 @@ def main(argv: list[str] | None = None) -> int:
     both = {key: "; ".join(n for n in (notes.get(key), plain_notes.get(key)) if n)
             for key in {*notes, *plain_notes}}
     judgement = judge(product_for(device), ours, plain, both)
+    if not args.no_energy:
+        windows, why_none = measure_energy(torch, index)
+        judgement = dataclasses.replace(judgement, energy=judge_energy(windows, why_none))
     product = judgement.product or "no expected ranges"
     print(render(judgement, f"accelbench run {stored.record.id} on {device.name} "
                             f"({device.torch_device}; {product}) beside plain PyTorch "

@@ -22,6 +22,7 @@ from fakes import stored_measurement
 
 sys.path.insert(0, str(Path(__file__).parents[2] / "bench"))
 
+import gpu_energy
 import gpu_expectations as ge
 import gpu_reference
 
@@ -255,3 +256,99 @@ def test_each_headline_is_one_case_of_the_quick_suites_gpu_grid():
         matching = [p for p in planned if p.case.benchmark == headline.benchmark and all(
             p.case.param_dict.get(k) == v for k, v in headline.params.items())]
         assert len(matching) == 1, (headline.key, [p.case.label for p in matching])
+
+
+# --- the energy counter against the power integrals ------------------------------------------
+
+def test_the_power_integral_is_the_trapezoid_over_the_window_with_its_ends_held():
+    samples = [(0.5, 100.0), (1.0, 300.0), (1.5, 300.0), (9.0, 0.0)]
+    # [0, 0.5] at the first sample's 100 W, then trapezoids up to the window's end at 1.5.
+    assert gpu_energy.integrate(samples, 0.0, 1.5) == pytest.approx(50 + 100 + 150)
+    assert gpu_energy.integrate(samples[:1], 0.0, 1.5) is None
+
+
+def windows(short_average=1650.0, long_average=6900.0, instant=1395.0):
+    return [gpu_energy.EnergyWindow(2.0, 1400.0, instant, short_average),
+            gpu_energy.EnergyWindow(10.0, 7000.0, 6990.0, long_average)]
+
+
+def test_a_counter_that_agrees_with_instant_power_passes_and_the_short_average_is_told():
+    rows = {r.label: r for r in ge.judge_energy(windows(short_average=1150.0))}
+    assert all(r.ok for r in rows.values())
+    assert rows["instant power, 2 s"].ratio == pytest.approx(1400 / 1395)
+    # 1400 J on the counter over 1150 J of averaged power: the lag of a 1 s average.
+    assert rows["averaged power, 2 s"].notes == ("confirms a reading averaged over about a "
+                                                 "second",)
+
+
+def test_a_short_averaged_window_that_agrees_refutes_the_averaging_without_failing():
+    row = {r.label: r for r in ge.judge_energy(windows(short_average=1400.0))}[
+        "averaged power, 2 s"]
+    assert row.ok and row.notes == ("refutes a reading averaged over about a second",)
+
+
+@pytest.mark.parametrize("change, label", [
+    ({"instant": 1200.0}, "instant power, 2 s"),
+    ({"long_average": 5900.0}, "averaged power, 10 s"),
+])
+def test_a_counter_off_its_power_integral_fails(change, label):
+    rows = {r.label: r for r in ge.judge_energy(windows(**change))}
+    assert not rows[label].ok and "outside" in rows[label].problems[0]
+    judgement = ge.Judgement("NVIDIA H200 SXM", (), energy=tuple(rows.values()))
+    assert judgement.failed == 1 and "1 FAIL" in ge.render(judgement, "t")
+
+
+def test_no_instant_power_is_said_but_no_energy_counter_fails():
+    rows = ge.judge_energy([gpu_energy.EnergyWindow(10.0, 7000.0, None, 6950.0)])
+    assert rows[0].ok and rows[0].notes == ("the driver gives no instantaneous power",)
+    assert ge.judge_energy([gpu_energy.EnergyWindow(10.0, None, 7000.0, 6950.0)])[0].problems
+    (none,) = ge.judge_energy([], "no energy readings: ModuleNotFoundError: pynvml")
+    assert none.problems == ("no energy readings: ModuleNotFoundError: pynvml",)
+
+
+class FakeNvml:
+    """nvidia-ml-py's calls the energy check makes, on a GPU that gives instant power only
+    on request of its field."""
+
+    NVML_SUCCESS, NVML_ERROR_NOT_SUPPORTED = 0, 3
+
+    def __init__(self, instant_supported=True):
+        self.instant_supported = instant_supported
+        self.opened_by = None
+
+    def nvmlInit(self):
+        pass
+
+    def nvmlShutdown(self):
+        pass
+
+    def nvmlDeviceGetHandleByUUID(self, uuid):
+        self.opened_by = uuid
+        return "h"
+
+    def nvmlDeviceGetTotalEnergyConsumption(self, handle):
+        return 123_456  # mJ
+
+    def nvmlDeviceGetPowerUsage(self, handle):
+        return 650_000  # mW
+
+    def nvmlDeviceGetFieldValues(self, handle, fields):
+        assert fields == [gpu_energy.NVML_FI_DEV_POWER_INSTANT]
+        value = type("V", (), {})()
+        value.nvmlReturn = self.NVML_SUCCESS if self.instant_supported else 3
+        value.value = type("U", (), {"uiVal": 700_500})()
+        return [value]
+
+
+@pytest.mark.parametrize("supported, instant", [(True, 700.5), (False, None)])
+def test_nvml_is_read_for_the_torch_device_by_its_uuid(monkeypatch, supported, instant):
+    fake = FakeNvml(supported)
+    monkeypatch.setitem(sys.modules, "pynvml", fake)
+    props = type("P", (), {"uuid": "8c2f-uuid"})()
+    torch = type("T", (), {"cuda": type("C", (), {
+        "get_device_properties": staticmethod(lambda i: props)})})
+    source = gpu_energy.nvml_source(torch, 0)
+    assert fake.opened_by == "GPU-8c2f-uuid"
+    assert source.energy_j() == pytest.approx(123.456)
+    assert source.average_w() == pytest.approx(650.0)
+    assert source.instant_w() == (pytest.approx(instant) if instant else None)
