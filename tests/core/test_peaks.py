@@ -6,14 +6,17 @@ import pytest
 
 from accelbench.core.device import DeviceInfo
 from accelbench.core.dtypes import DTYPES
-from accelbench.core.peaks import PRECISIONS, DevicePeaks, all_peaks, lookup
+from accelbench.core.peaks import PRECISIONS, DevicePeaks, all_peaks, explain, lookup
+from accelbench.core.product import SIGNATURES
 
 
 def gpu(
-    name: str, platform: str = "cuda", arch: str | None = None, cus: int | None = None
+    name: str, platform: str = "cuda", arch: str | None = None, cus: int | None = None,
+    memory: int | None = None,
 ) -> DeviceInfo:
     return DeviceInfo(
-        type="cuda", index=0, platform=platform, name=name, arch=arch, compute_units=cus
+        type="cuda", index=0, platform=platform, name=name, arch=arch, compute_units=cus,
+        memory_bytes=memory,
     )
 
 
@@ -195,6 +198,44 @@ def test_h200_computes_like_h100_sxm_with_more_bandwidth():
 
 def _entry(name: str) -> DevicePeaks:
     return next(p for p in all_peaks() if p.name == name)
+
+
+@pytest.mark.parametrize(
+    ("name", "arch", "wgps", "gib", "entry"),
+    [
+        # What ROCm reports: work-group processors (two CUs each) and a little under the
+        # nominal memory.
+        ("AMD Radeon RX 7900 XTX", "gfx1100", 48, 23.98, "AMD Radeon RX 7900 XTX"),
+        ("AMD Radeon Graphics", "gfx1100", 48, 23.98, "AMD Radeon RX 7900 XTX"),
+        ("AMD Radeon PRO W7900", "gfx1100", 48, 47.98, "AMD Radeon PRO W7900"),
+        ("AMD Radeon Pro V620", "gfx1030", 36, 31.98, "AMD Radeon PRO V620"),
+        ("AMD Radeon Graphics", "gfx1030", 36, 31.98, "AMD Radeon PRO V620"),
+    ],
+)
+def test_rdna_gpus_as_rocm_reports_them_get_their_peaks(name, arch, wgps, gib, entry):
+    peaks = lookup(gpu(name, "rocm", arch, cus=wgps, memory=int(gib * 2**30)))
+    assert peaks is not None and peaks.name == entry
+    assert peaks.devices_per_package == 1  # a WGP count is not a compute partition
+    fp16 = peaks.dense_flops("fp16")
+    assert fp16 is not None and fp16 == pytest.approx(peaks.dense["fp16"] * 1e12)
+
+
+def test_a_7900_xt_gets_no_7900_xtx_peaks():
+    device = gpu("AMD Radeon Graphics", "rocm", "gfx1100", cus=42, memory=int(19.98 * 2**30))
+    assert lookup(device) is None
+    assert "gfx1100, 42 WGPs, 20 GiB fits no product" in (explain(device) or "")
+
+
+@pytest.mark.parametrize("sig", [s for s in SIGNATURES if s.unified_memory and
+                                 s.arch.startswith("gfx11")], ids=lambda s: s.name)
+def test_an_amd_apu_gpu_has_no_made_up_peaks(sig):
+    """AMD gives a Ryzen processor's GPU a model, a CU count and a clock, but no peak
+    figures: the table holds none, and says so, rather than a figure of its own making."""
+    assert sig.name not in {p.name for p in all_peaks()}
+    device = gpu(sig.name + " Graphics", "rocm", sig.arch, cus=sig.compute_units // 2,
+                 memory=96 << 30)
+    assert lookup(device) is None
+    assert f"no published figures for {sig.name}" in (explain(device) or "")
 
 
 def test_the_cpu_has_no_published_peak():

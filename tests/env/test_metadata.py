@@ -25,7 +25,7 @@ def fingerprints(fakes):
         ).to_dict(),
         # A GPU accelbench cannot identify.
         "unknown": collect(
-            "cuda", torch_module=fakes.rocm("AMD Radeon Graphics", "gfx1151", 96 << 30, 40),
+            "cuda", torch_module=fakes.rocm("AMD Radeon Graphics", "gfx1100", 20 << 30, 42),
             run=fakes.no_tools, environ=env,
         ).to_dict(),
     }
@@ -91,9 +91,9 @@ def test_rows_say_what_a_gpu_was_identified_as_and_why_it_has_no_peaks(fingerpri
     assert rocm["Published peaks"] == "AMD Instinct MI250X"
     assert "No published peaks" not in rocm
     unknown = dict(rows(fingerprints["unknown"]))
-    assert unknown["Identified as"] == "AMD Radeon Graphics (gfx1151, 40 CUs, 96 GiB)"
+    assert unknown["Identified as"] == "AMD Radeon Graphics (gfx1100, 42 WGPs, 20 GiB)"
     assert unknown["No published peaks"] == (
-        "gfx1151, 40 CUs, 96 GiB fits no product in the peak table")
+        "gfx1100, 42 WGPs, 20 GiB fits no product in the peak table")
     assert "Identified as" not in dict(rows(fingerprints["cpu"]))
 
 

@@ -27,7 +27,9 @@ class DeviceInfo:
     name: str
     arch: str | None = None  # gcnArchName without its features ("gfx90a"), "sm_90"; None on CPU
     memory_bytes: int | None = None  # total_memory: what this device (or partition) sees
-    compute_units: int | None = None  # multi_processor_count: SMs (CUDA), CUs (ROCm)
+    # multi_processor_count: SMs (CUDA); CUs on CDNA; on RDNA, WGPs (two CUs each), or
+    # CUs when HIP runs in CU mode (GPU_ENABLE_WGP_MODE=0)
+    compute_units: int | None = None
     l2_cache_bytes: int | None = None
     # The product name the vendor tool gives (amd-smi's market_name), when every GPU of the
     # node has the same one: a second opinion where PyTorch's name says too little.

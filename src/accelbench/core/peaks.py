@@ -15,10 +15,20 @@ compute partition of an MI300-class GPU gets its share the same way.
 RDNA GPUs (Radeon PRO V620, W7900, RX 7900 XTX) have no fp32 or fp64 matrix units: their
 fp32 is the vector figure, and a precision their data sheet gives no figure for (fp64,
 int8, and tf32 and fp8, which they do not support) is absent. RDNA 3's fp16 and bf16 are
-the WMMA figures.
+the WMMA figures. The CU counts in their sources are AMD's; ROCm reports half as many
+work-group processors, which core.product reads as such.
+
+The GPUs of AMD's Ryzen processors (Radeon 8060S and its Strix Halo siblings, the 890M
+and 880M of Strix Point, the 860M to 820M of Krackan Point, the 780M to 740M of Phoenix
+and Hawk Point) are identified but have no entry: AMD's processor pages give their
+graphics model, compute units and clock, and its GPU specification table their
+architecture and compute units, but neither gives a peak TFLOP/s or a memory bandwidth
+for them, and one graphics model is sold in several processors. A figure worked out from
+those parameters would be accelbench's estimate, not a published peak. RDNA 4 (Radeon RX
+9070 XT, Radeon AI PRO R9700) is not in the table yet.
 
 Which entry applies to a device is decided by core.product, from its name, architecture,
-compute units and memory; `explain` says why a device has none.
+compute-unit (or WGP) count and memory; `explain` says why a device has none.
 """
 
 from __future__ import annotations

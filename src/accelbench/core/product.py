@@ -4,12 +4,30 @@ On ROCm, PyTorch's device name comes from the driver stack's table of marketing 
 (libdrm's amdgpu.ids). That table can lack a device, which is then called "AMD Radeon
 Graphics" (an MI300X on an older install), and it gives some products one name ("AMD
 Instinct MI250X / MI250"). So an AMD device is identified by its architecture
-(gcnArchName), compute-unit count and memory, matched against the products in AMD's GPU
-specification table (ROCm documentation, "AMD GPU specifications"), with the device name
-and amd-smi's market name as evidence. A compute partition of an MI300-class GPU (SPX,
-DPX, TPX, QPX, CPX) reports its share of the compute units and is recognised as such.
-Where the evidence leaves more than one product, the device is not identified and says
-so; its `label`, which names it in generation keys, is never one product's name.
+(gcnArchName), its count of compute units or work-group processors and its memory,
+matched against the products in AMD's GPU specification table (ROCm documentation, "AMD
+GPU specifications"), with the device name and amd-smi's market name as evidence. A
+compute partition of an MI300-class GPU (SPX, DPX, TPX, QPX, CPX) reports its share of
+the compute units and is recognised as such. Where the evidence leaves more than one
+product, the device is not identified and says so; its `label`, which names it in
+generation keys, is never one product's name.
+
+What the count counts. On CDNA (gfx9) HIP's multiProcessorCount is the compute-unit
+count. On RDNA (gfx10, gfx11, gfx12) HIP runs kernels in work-group-processor mode by
+default and counts work-group processors (WGPs), two CUs each: a Radeon RX 7900 XTX, 96
+CUs in AMD's table, reports 48. With GPU_ENABLE_WGP_MODE=0 (CU mode) the same device
+reports 96, as rocminfo always does. An RDNA signature therefore accepts both counts of
+the whole device, WGPs and CUs, so the result does not depend on a runtime setting. This
+costs nothing where no two products of one architecture share a count, and where they do
+(an 8050S's 16 WGPs are an 8040S's 16 CUs) the device is not taken for either: it is "one
+or the other" until its name says which. A count that fits no product is described as
+WGPs, the default reading. Whether a count was read as WGPs or CUs is said in `basis`.
+
+AMD's APUs (the MI300A; the Radeon graphics of Ryzen processors) have no memory of their
+own: their GPU sees what the OS lends it, a carve-out or a share of system memory that a
+BIOS or kernel setting sizes. So an APU's memory never rules it out; the MI300A's is only
+checked not to exceed its 128 GB, and a Ryzen processor's GPU, which can be lent any
+share of whatever memory the system has, is identified by architecture and count alone.
 
 A CUDA device's name names one product and is taken as it is.
 """
@@ -33,6 +51,27 @@ V620 = "AMD Radeon PRO V620"
 W7900 = "AMD Radeon PRO W7900"
 W7900_DUAL_SLOT = "AMD Radeon PRO W7900 Dual Slot"
 RX_7900_XTX = "AMD Radeon RX 7900 XTX"
+# The GPUs of Ryzen processors, named by AMD's graphics model: one model is in several
+# processors (the Radeon 8060S in the Ryzen AI Max+ 395 and 392 among others).
+RADEON_8060S = "AMD Radeon 8060S"
+RADEON_8065S = "AMD Radeon 8065S"
+RADEON_8050S = "AMD Radeon 8050S"
+RADEON_8040S = "AMD Radeon 8040S"
+RADEON_890M = "AMD Radeon 890M"
+RADEON_880M = "AMD Radeon 880M"
+RADEON_860M = "AMD Radeon 860M"
+RADEON_840M = "AMD Radeon 840M"
+RADEON_820M = "AMD Radeon 820M"
+RADEON_780M = "AMD Radeon 780M"
+RADEON_760M = "AMD Radeon 760M"
+RADEON_740M = "AMD Radeon 740M"
+
+_RDNA = re.compile(r"^gfx1[0-2][0-9a-f]{2}$")
+
+
+def is_rdna(arch: str) -> bool:
+    """Whether an LLVM target ("gfx1100") is RDNA, whose GPUs are built of WGPs."""
+    return bool(_RDNA.match(arch))
 
 
 @dataclass(frozen=True)
@@ -41,17 +80,30 @@ class Signature:
 
     name: str
     arch: str  # LLVM target, as gcnArchName gives it
-    compute_units: int
-    memory_gib: float
+    compute_units: int  # CUs, as AMD's table counts them; ROCm reports half on RDNA
+    memory_gib: float | None  # None: an APU whose GPU can be lent any amount
     unified_memory: bool = False  # an APU: its GPU sees what the OS lends it, up to this
     partitions: tuple[tuple[int, str], ...] = ()  # compute partitions: (count, mode name)
+
+    @property
+    def wgps(self) -> int | None:
+        """Work-group processors, two CUs each, on RDNA; None elsewhere."""
+        return self.compute_units // 2 if is_rdna(self.arch) else None
+
+
+def reported_count(sig: Signature) -> int:
+    """What ROCm's multi_processor_count says of a whole device of `sig` by default:
+    WGPs on RDNA, CUs elsewhere."""
+    return sig.compute_units if sig.wgps is None else sig.wgps
 
 
 _MI300X_MODES = ((2, "DPX"), (4, "QPX"), (8, "CPX"))
 
 # From AMD's GPU specification table: LLVM target, compute units and VRAM per device.
 # The W7900 Dual Slot has no published peaks here; it is listed so that a W7900-shaped
-# device with a generic name is not taken for a W7900.
+# device with a generic name is not taken for a W7900. For the same reason every
+# graphics model the table lists for an APU architecture is here, though the peak table
+# has figures for none of them.
 SIGNATURES: tuple[Signature, ...] = (
     Signature(MI100, "gfx908", 120, 32),
     Signature(MI210, "gfx90a", 104, 64),
@@ -66,6 +118,19 @@ SIGNATURES: tuple[Signature, ...] = (
     Signature(W7900, "gfx1100", 96, 48),
     Signature(W7900_DUAL_SLOT, "gfx1100", 96, 48),
     Signature(RX_7900_XTX, "gfx1100", 96, 24),
+    # Ryzen processors' GPUs ("Dynamic + carveout" memory in the table).
+    Signature(RADEON_8060S, "gfx1151", 40, None, unified_memory=True),  # Strix Halo
+    Signature(RADEON_8065S, "gfx1151", 40, None, unified_memory=True),
+    Signature(RADEON_8050S, "gfx1151", 32, None, unified_memory=True),
+    Signature(RADEON_8040S, "gfx1151", 16, None, unified_memory=True),
+    Signature(RADEON_890M, "gfx1150", 16, None, unified_memory=True),  # Strix Point
+    Signature(RADEON_880M, "gfx1150", 12, None, unified_memory=True),
+    Signature(RADEON_860M, "gfx1152", 8, None, unified_memory=True),  # Krackan Point
+    Signature(RADEON_840M, "gfx1152", 4, None, unified_memory=True),
+    Signature(RADEON_820M, "gfx1152", 2, None, unified_memory=True),
+    Signature(RADEON_780M, "gfx1103", 12, None, unified_memory=True),  # Phoenix, Hawk Point
+    Signature(RADEON_760M, "gfx1103", 8, None, unified_memory=True),
+    Signature(RADEON_740M, "gfx1103", 4, None, unified_memory=True),
 )
 _BY_NAME = {s.name: s for s in SIGNATURES}
 
@@ -146,6 +211,17 @@ def _normalise(name: str) -> str:
     return " ".join(w for w in words if w not in _NOISE_WORDS)
 
 
+def _ryzen_gpu_names() -> dict[str, tuple[str, ...]]:
+    """amdgpu.ids names a Ryzen processor's GPU by its graphics model ("AMD Radeon 8060S
+    Graphics"): both spellings, normalised as the names in _NAMES are."""
+    names = (s.name for s in SIGNATURES if s.unified_memory and is_rdna(s.arch))
+    return {key: (name,) for name in names
+            for key in (_normalise(name), _normalise(f"{name} Graphics"))}
+
+
+_NAMES.update(_ryzen_gpu_names())
+
+
 def _arch(device: DeviceInfo) -> str:
     """ "gfx90a" from "gfx90a:sramecc+:xnack-": the target without its features."""
     return (device.arch or "").split(":", 1)[0]
@@ -155,21 +231,38 @@ def _gib(device: DeviceInfo) -> float | None:
     return None if device.memory_bytes is None else device.memory_bytes / 2**30
 
 
-def _properties(device: DeviceInfo) -> str:
-    """ "gfx942, 304 CUs, 192 GiB": what the device reports of itself."""
+def _properties(device: DeviceInfo, unit: str = "CUs") -> str:
+    """ "gfx942, 304 CUs, 192 GiB": what the device reports of itself, its count read as
+    `unit`."""
     gib = _gib(device)
     parts = [
         _arch(device),
-        f"{device.compute_units} CUs" if device.compute_units is not None else "",
+        f"{device.compute_units} {unit}" if device.compute_units is not None else "",
         f"{gib:.0f} GiB" if gib is not None else "",
     ]
     return ", ".join(p for p in parts if p) or "no architecture, compute units or memory"
 
 
+def _unit(device: DeviceInfo, fits: tuple[Fit, ...] = ()) -> str:
+    """What the device's count counts: CUs on CDNA; on RDNA WGPs, HIP's default, unless
+    the products it fits have that many CUs (HIP in CU mode)."""
+    if not is_rdna(_arch(device)):
+        return "CUs"
+    as_cus = [_BY_NAME[f.name].compute_units == device.compute_units for f in fits]
+    if as_cus and all(as_cus):
+        return "CUs"
+    return "WGPs or CUs" if any(as_cus) else "WGPs"
+
+
 def _partitions(sig: Signature, compute_units: int | None) -> tuple[int, str | None] | None:
     """Into how many compute partitions the package is split, judged by the CU count."""
     full = sig.compute_units
-    if compute_units is None or _WHOLE_CUS * full <= compute_units <= full:
+    if compute_units is None:
+        return 1, None
+    if sig.wgps is not None:
+        # RDNA: the whole device, counted in WGPs (WGP mode) or CUs (CU mode), exactly.
+        return (1, None) if compute_units in (sig.wgps, full) else None
+    if _WHOLE_CUS * full <= compute_units <= full:
         return 1, None
     for count, mode in sig.partitions:
         if compute_units * count == full:
@@ -178,7 +271,7 @@ def _partitions(sig: Signature, compute_units: int | None) -> tuple[int, str | N
 
 
 def _memory_fits(sig: Signature, partitions: int, memory_bytes: int | None) -> bool:
-    if memory_bytes is None:
+    if memory_bytes is None or sig.memory_gib is None:
         return True
     gib = memory_bytes / 2**30
     if sig.unified_memory:
@@ -232,7 +325,7 @@ def identify(device: DeviceInfo) -> Product:
 
 def _identify_amd(device: DeviceInfo, named: tuple[str, ...] | None, source: str | None,
                   unknown: str | None) -> Product:
-    properties = _properties(device)
+    properties = _properties(device, _unit(device))
     if named is None and unknown is not None:
         return Product(device.name, reason=f"{unknown!r} is not a GPU in the peak table")
     generic_label = f"{device.name or 'AMD GPU'} ({properties})"
@@ -255,6 +348,7 @@ def _identify_amd(device: DeviceInfo, named: tuple[str, ...] | None, source: str
         return Product(device.name, reason=f"the {source} says {' or '.join(pool)}, "
                                            f"which is not a ROCm device")
     fits = tuple(f for name in pool if (f := _fit(_BY_NAME[name], device)) is not None)
+    properties = _properties(device, _unit(device, fits))
     if len(fits) == 1:
         narrowed = named is not None and len(named) > 1
         basis = f"{source} and {properties}" if narrowed else (source or properties)
@@ -278,7 +372,7 @@ def generation_name(device: DeviceInfo) -> str:
 
 def shares_host_memory(device: DeviceInfo) -> str | None:
     """The product, when `device` is identified as an APU whose CPU and GPU share one
-    memory (the MI300A); None otherwise."""
+    memory (the MI300A, a Ryzen processor's Radeon graphics); None otherwise."""
     found = identify(device).fit
     if found is None or found.name not in _BY_NAME:
         return None

@@ -47,7 +47,7 @@ KEYS: tuple[MetadataKey, ...] = (
     MetadataKey("device.index", "Device index"),
     MetadataKey("device.arch", "Architecture"),
     MetadataKey("device.memory_bytes", "Device memory", unit="B", kind=BYTES),
-    MetadataKey("device.compute_units", "Compute units"),
+    MetadataKey("device.compute_units", "Multiprocessors (SMs, CUs; WGPs on RDNA)"),
     MetadataKey("device.l2_cache_bytes", "L2 cache", unit="B", kind=BYTES),
     MetadataKey("devices.names", "Devices visible", kind=COUNTED),
     MetadataKey("product.label", "Identified as"),
