@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Callable
 from types import ModuleType, SimpleNamespace
+from typing import Any
 
 import pytest
 import torch
@@ -101,6 +102,35 @@ def test_an_attention_that_ignores_the_mask_does_not_score(
     monkeypatch.setattr(torch.nn.functional, "scaled_dot_product_attention", unmasked)
     with pytest.raises(CaseFailed, match=r"wrong result: relative error .* for fp32"):
         run_case(BENCH, ctx, **TINY, dtype="fp32", causal=True)
+
+
+def test_fp32_attention_under_a_tf32_default_runs_and_says_fp32(
+    ctx: CaseContext, run_case: RunCase, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """TORCH_ALLOW_TF32_CUBLAS_OVERRIDE=1 starts PyTorch with TF32 matmuls allowed, and
+    the math backend's products then round their inputs to TF32. An fp32 case sets fp32
+    matmuls for itself, records it, and leaves the default as it found it."""
+    real = torch.nn.functional.scaled_dot_product_attention
+
+    def cublas_like(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, **kwargs: Any):
+        if torch.backends.cuda.matmul.fp32_precision == "tf32":  # 10 mantissa bits left
+            q, k, v = (t.view(torch.int32).bitwise_and(~0x1FFF).view(torch.float32)
+                       for t in (q, k, v))
+        return real(q, k, v, **kwargs)
+
+    monkeypatch.setattr(torch.nn.functional, "scaled_dot_product_attention", cublas_like)
+    saved = torch.backends.cuda.matmul.fp32_precision
+    torch.backends.cuda.matmul.allow_tf32 = True  # the state the override starts in
+    try:
+        result, _ = run_case(BENCH, ctx, **TINY, backend="math", dtype="fp32")
+        assert torch.backends.cuda.matmul.allow_tf32 is True
+    finally:
+        torch.backends.cuda.matmul.allow_tf32 = False
+        torch.backends.cuda.matmul.fp32_precision = saved
+    assert result.details["matmul_fp32_precision"] == "ieee"
+    assert result.details["tf32_in_effect"] is False
+    half, _ = run_case(BENCH, ctx, **TINY, backend="math", dtype="bf16")
+    assert "tf32_in_effect" not in half.details  # no float32 products to speak of
 
 
 def test_a_case_larger_than_the_device_is_skipped_before_allocating(run_case: RunCase) -> None:

@@ -237,7 +237,10 @@ def test_a_rocm_result_carries_the_miopen_settings(
     assert "MIOPEN_API_TOKEN" not in result.details["miopen_env"]
     assert result.details["flags"]["cudnn.benchmark"] is True
     assert measurement.figure("search_time") is not None
-    assert result.details["algorithm_cache"] == "cold" and not result.warnings
+    assert result.details["algorithm_cache"] == "cold"
+    # The user's FAST find mode is kept, and the result says what it means for a search.
+    assert result.warnings == (conv.search_warning(MI300X, True, ROCM_ENV),)
+    assert "MIOPEN_FIND_MODE=FAST may answer from" in result.warnings[0]
 
     # The same problem again in this process: PyTorch's cache, not the search flag, decides.
     again, measurement = run_case(BENCH, ctx, layer=SMALL, batch=1, dtype="bf16",
@@ -420,10 +423,11 @@ def test_suites_hold_the_layer_sets() -> None:
 def test_rocm_conv_workers_start_with_empty_miopen_databases() -> None:
     env = conv.miopen_worker_env({"search": True}, MI300X)
     assert env.fresh_dirs == ("MIOPEN_CUSTOM_CACHE_DIR", "MIOPEN_USER_DB_PATH")
-    assert conv.miopen_worker_env({"search": False}, MI300X) == env
+    assert conv.miopen_worker_env({"search": False}, MI300X).fresh_dirs == env.fresh_dirs
     assert not conv.miopen_worker_env({"search": True}, H100)
     # A database the user names is theirs: the worker keeps it.
-    assert not env.for_user({"MIOPEN_USER_DB_PATH": "/db", "MIOPEN_CUSTOM_CACHE_DIR": "/c"})
+    assert not env.for_user({"MIOPEN_USER_DB_PATH": "/db", "MIOPEN_CUSTOM_CACHE_DIR": "/c"}
+                            ).fresh_dirs
 
 
 def test_the_state_of_each_miopen_database_is_recorded(tmp_path) -> None:
@@ -443,3 +447,46 @@ def test_the_state_of_each_miopen_database_is_recorded(tmp_path) -> None:
     users = conv.miopen_databases({"MIOPEN_USER_DB_PATH": "/scratch/db"})
     assert users["MIOPEN_USER_DB_PATH"] == "user's, reused: /scratch/db"
     assert users["MIOPEN_CUSTOM_CACHE_DIR"].startswith("unset: MIOpen's default folder")
+
+
+# --- what "search" means on ROCm ----------------------------------------------------------
+
+
+def test_rocm_search_workers_start_in_miopens_normal_find_mode() -> None:
+    """MIOpen's default find mode (DYNAMIC_HYBRID) answers a problem from the find
+    database, the system one installed with MIOpen included, without benchmarking: a
+    search case would measure no search. NORMAL benchmarks every applicable solution."""
+    search = conv.miopen_worker_env({"search": True}, MI300X)
+    assert dict(search.values) == {"MIOPEN_FIND_MODE": "NORMAL"}
+    assert conv.miopen_worker_env({"search": False}, MI300X).values == ()
+    assert conv.miopen_worker_env({"search": True}, H100).values == ()
+    # The user's own find mode is kept, and the case says what it means.
+    assert not search.for_user({"MIOPEN_FIND_MODE": "FAST"}).values
+    bench = REGISTRY.get("conv")
+    on, off = (bench.resolve({"search": value}) for value in (True, False))
+    assert bench.worker_identity(on, MI300X) != bench.worker_identity(off, MI300X)
+
+
+@pytest.mark.parametrize(("environ", "warned"), [
+    ({"MIOPEN_FIND_MODE": "NORMAL"}, False),
+    ({"MIOPEN_FIND_MODE": "1"}, False),
+    ({"MIOPEN_FIND_MODE": "normal"}, False),
+    ({"MIOPEN_FIND_MODE": "FAST"}, True),
+    ({"MIOPEN_FIND_MODE": "5"}, True),
+    ({}, True),  # MIOpen's default: DYNAMIC_HYBRID
+])
+def test_a_rocm_search_outside_the_normal_find_mode_is_flagged(
+    environ: dict[str, str], warned: bool
+) -> None:
+    note = conv.search_warning(MI300X, True, environ)
+    assert (note is not None) == warned
+    if note:
+        assert "may answer from MIOpen's find database without searching" in note
+    assert conv.search_warning(MI300X, False, {}) is None  # no search asked for
+    assert conv.search_warning(H100, True, {}) is None  # cuDNN times its candidates
+
+
+def test_the_algorithm_selection_names_the_find_mode_of_a_rocm_search() -> None:
+    out = conv.library_settings(MI300X, FLAGS, {"MIOPEN_FIND_MODE": "NORMAL"})
+    assert "find mode NORMAL" in out["algorithm_selection"]
+    assert "tuned kernel parameters" in out["algorithm_selection"]

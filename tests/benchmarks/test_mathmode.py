@@ -286,3 +286,81 @@ def test_rocm_tf32_gemm_with_the_variable_records_what_was_in_effect(
     fp32, _ = run_benchmark(gemm.BENCHMARK, rocm_ctx, shape="32", dtype="fp32")
     assert fp32.details["tf32_in_effect"] is False
     assert fp32.details["matmul_fp32_precision"] == "ieee"
+
+
+# --- environment switches that override the flags ---------------------------------------
+
+
+def test_nvidia_tf32_override_0_means_no_tf32_whatever_the_flags_say() -> None:
+    """cuBLAS and cuDNN read NVIDIA_TF32_OVERRIDE=0 themselves and never use TF32 then:
+    a tf32 case is not measured as tf32, an fp32 case is fp32."""
+    ctx = FakeMathContext()
+    environ = {"NVIDIA_TF32_OVERRIDE": "0"}
+    with math_mode(as_module(ctx), True, ("matmul", "conv"), "cuda", environ) as mode:
+        assert mode.precisions["matmul"] == "tf32"  # PyTorch asks for it ...
+        assert not mode.in_effect("matmul") and not mode.in_effect("conv")  # ... in vain
+        assert mode.problem() == (
+            "TF32 is not in effect: NVIDIA_TF32_OVERRIDE=0 is set in the worker (cuBLAS and "
+            "cuDNN then never use TF32, whatever PyTorch asks)")
+        assert mode.details(("matmul",))["tf32_env"] == {"NVIDIA_TF32_OVERRIDE": "0"}
+    with math_mode(as_module(ctx), False, ("matmul",), "cuda", environ) as mode:
+        assert mode.problem() is None and not mode.in_effect()
+
+
+def test_tf32_switches_in_the_environment_are_recorded_with_the_mode() -> None:
+    """TORCH_ALLOW_TF32_CUBLAS_OVERRIDE=1 makes TF32 PyTorch's default for matmuls; a
+    case sets its own mode over it, and the record says the switch was there."""
+    ctx = FakeMathContext()
+    ctx.torch.backends.cuda.matmul.allow_tf32 = True  # the state the override starts in
+    environ = {"TORCH_ALLOW_TF32_CUBLAS_OVERRIDE": "1", "NVIDIA_TF32_OVERRIDE": "1",
+               "CUDA_VISIBLE_DEVICES": "0"}
+    with math_mode(as_module(ctx), False, ("matmul",), "cuda", environ) as mode:
+        assert mode.precisions["matmul"] == "ieee" and mode.problem() is None
+        assert mode.details(("matmul",))["tf32_env"] == {
+            "NVIDIA_TF32_OVERRIDE": "1", "TORCH_ALLOW_TF32_CUBLAS_OVERRIDE": "1"}
+    assert ctx.torch.backends.cuda.matmul.allow_tf32 is True  # the default is back
+    with math_mode(as_module(ctx), False, ("matmul",), "cuda", {}) as mode:
+        assert "tf32_env" not in mode.details(("matmul",))
+
+
+def test_on_rocm_the_blas_preference_is_recorded_too() -> None:
+    environ = {HIPBLASLT_ALLOW_TF32: "1", "TORCH_BLAS_PREFER_HIPBLASLT": "0"}
+    with math_mode(as_module(FakeMathContext()), True, ("matmul",), "rocm",
+                   environ) as mode:
+        assert mode.details(("matmul",))["tf32_env"] == {
+            HIPBLASLT_ALLOW_TF32: "1", "TORCH_BLAS_PREFER_HIPBLASLT": "0"}
+
+
+# --- ROCm: how TF32 runs depends on the architecture ------------------------------------
+
+
+def rocm_torch(gcn_arch: str) -> ModuleType:
+    """A fake ROCm build of torch whose device 0 reports `gcn_arch` as gcnArchName."""
+    from types import SimpleNamespace
+
+    module = as_module(FakeMathContext())
+    module.version = SimpleNamespace(hip="7.0.51831", cuda=None)  # type: ignore[attr-defined]
+    props = SimpleNamespace(gcnArchName=gcn_arch, name="AMD Instinct")
+    module.cuda = SimpleNamespace(  # type: ignore[attr-defined]
+        is_available=lambda: True, current_device=lambda: 0,
+        get_device_properties=lambda index: props)
+    return module
+
+
+def test_tf32_on_gfx950_is_recorded_as_hipblaslt_emulation() -> None:
+    """gfx950 (MI350X, MI355X) has no xf32 matrix instructions: hipBLASLt runs a TF32
+    GEMM there as bf16 passes, which the record says instead of implying xf32 hardware."""
+    environ = {HIPBLASLT_ALLOW_TF32: "1"}
+    with math_mode(rocm_torch("gfx950:sramecc+:xnack-"), True, ("matmul",), "rocm",
+                   environ) as mode:
+        assert mode.arch == "gfx950" and mode.in_effect()
+        details = mode.details(("matmul",))
+        assert details["tf32_implementation"].startswith(
+            "emulated: gfx950 has no xf32 matrix instructions")
+    with math_mode(rocm_torch("gfx942:sramecc+:xnack-"), True, ("matmul",), "rocm",
+                   environ) as mode:
+        assert mode.details(("matmul",))["tf32_implementation"] == (
+            "xf32 matrix instructions (gfx942)")
+    with math_mode(rocm_torch("gfx950:sramecc+:xnack-"), False, ("matmul",), "rocm",
+                   environ) as mode:  # fp32 asked: nothing about TF32 to say
+        assert "tf32_implementation" not in mode.details(("matmul",))

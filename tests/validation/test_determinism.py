@@ -7,9 +7,11 @@ import os
 
 import pytest
 import torch
-from validation_helpers import figures, run_check
+from validation_helpers import CPU, figures, run_check
 
+from accelbench.benchmarks import REGISTRY
 from accelbench.benchmarks.validation import determinism
+from accelbench.core.device import DeviceInfo
 
 BENCH = determinism.BENCHMARK
 
@@ -60,3 +62,55 @@ def test_pytorch_reason_keeps_its_first_sentence():
     error = RuntimeError("op does not have a deterministic implementation, but you set "
                          "'torch.use_deterministic_algorithms(True)'. You can turn off ...")
     assert determinism.pytorch_reason(error).endswith("(True)'.")
+
+
+# --- cuBLAS's workspace setting, read when a handle is made -------------------------------
+
+H100 = DeviceInfo("cuda", 0, "cuda", "NVIDIA H100 80GB HBM3", "sm_90", 80 * 2**30)
+MI300X = DeviceInfo("cuda", 0, "rocm", "AMD Instinct MI300X", "gfx942", 192 * 2**30)
+
+
+def test_cuda_determinism_workers_start_with_the_cublas_workspace_setting():
+    """cuBLAS reads CUBLAS_WORKSPACE_CONFIG when it creates a handle, and a worker may
+    have made one in an earlier case: the setting is in the worker's environment from
+    its start, in a worker of its own."""
+    params = BENCH.resolve({"op": "matmul"})
+    env = BENCH.environment(params, H100)
+    assert dict(env.values) == {determinism.CUBLAS_CONFIG: ":4096:8"}
+    assert not BENCH.environment(params, MI300X) and not BENCH.environment(params, CPU)
+    numerics = REGISTRY.get("numerics")
+    assert BENCH.worker_identity(params, H100) != numerics.worker_identity(
+        numerics.resolve({"op": "matmul"}), H100)
+    # The user's own value is kept; the check says whether it is a deterministic one.
+    assert not env.for_user({determinism.CUBLAS_CONFIG: ":0:0"})
+
+
+def test_the_check_never_sets_the_cublas_setting_itself(monkeypatch):
+    """Set inside the case it would come after cuBLAS read it (the check would pass
+    PyTorch's own test of the variable and run with the old workspace)."""
+    monkeypatch.delenv(determinism.CUBLAS_CONFIG, raising=False)
+    monkeypatch.setattr(torch.version, "cuda", "12.8")
+    with determinism.deterministic(torch) as settings:
+        assert determinism.CUBLAS_CONFIG not in os.environ
+        assert settings[determinism.CUBLAS_CONFIG] is None
+
+
+@pytest.mark.parametrize(("value", "status"), [
+    (None, "skipped"), (":0:0", "skipped"), (":4096:8", "ok"), (":16:8", "ok")])
+def test_on_cuda_a_workspace_setting_that_is_not_deterministic_skips_with_the_reason(
+        monkeypatch, value, status):
+    if value is None:
+        monkeypatch.delenv(determinism.CUBLAS_CONFIG, raising=False)
+    else:
+        monkeypatch.setenv(determinism.CUBLAS_CONFIG, value)
+    cuda_on_cpu = DeviceInfo("cpu", None, "cuda", "NVIDIA H100 (on the CPU)", "sm_90")
+    m = run_check(BENCH, device=cuda_on_cpu, op="matmul")
+    assert m.status == status, m.reason
+    if status == "skipped":
+        assert m.reason is not None
+        assert m.reason.startswith(f"{determinism.CUBLAS_CONFIG} is "
+                                   f"{'unset' if value is None else repr(value)} in this "
+                                   "worker")
+        assert "cuBLAS reads it when it creates a handle" in m.reason
+    else:
+        assert m.details["settings"][determinism.CUBLAS_CONFIG] == value

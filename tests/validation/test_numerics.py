@@ -3,6 +3,9 @@ an op monkeypatched to return a perturbed result fails its check with the reason
 
 from __future__ import annotations
 
+import itertools
+import math
+
 import pytest
 import torch
 from validation_helpers import figures, run_check
@@ -150,3 +153,82 @@ def test_a_larger_tolerance_scale_lets_the_same_error_pass(monkeypatch):
 def test_the_default_tolerance_scale_is_not_shown():
     params = BENCH.resolve({"op": "exp"})
     assert "tolerance_scale" not in BENCH.case(params, "cpu").shown
+
+
+# --- fp32 convolutions through Winograd, as cuDNN and MIOpen may run them -----------------
+
+MI300X_ON_CPU = DeviceInfo("cpu", None, "rocm", "AMD Instinct MI300X (on the CPU)", "gfx942")
+H100_ON_CPU = DeviceInfo("cpu", None, "cuda", "NVIDIA H100 (on the CPU)", "sm_90")
+
+
+def _winograd_matrices(tile: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """B^T, G, A^T of Winograd's F(tile, 3) on the points 0, +-1, +-2, +-1/2, ... and
+    infinity (Toom-Cook), built in float64 and rounded to float32 as a library holds
+    them; B^T solves A^T[(G g) * (B^T d)] = the 3-tap correlation of d with g."""
+    points = [0.0, 1.0, -1.0, 2.0, -2.0, 0.5, -0.5][:tile + 1]
+    n = tile + 2
+    at = torch.zeros(tile, n, dtype=torch.float64)
+    g = torch.zeros(n, 3, dtype=torch.float64)
+    for j, p in enumerate(points):
+        at[:, j] = torch.tensor([p ** i for i in range(tile)])
+        denominator = math.prod(p - q for q in points if q != p)
+        g[j] = torch.tensor([p ** k / denominator for k in range(3)])
+    at[tile - 1, n - 1] = g[n - 1, 2] = 1.0
+    system = torch.zeros(tile * 3 * n, n * n, dtype=torch.float64)
+    target = torch.zeros(tile * 3 * n, dtype=torch.float64)
+    for row, (i, k, col) in enumerate(itertools.product(range(tile), range(3), range(n))):
+        for j in range(n):
+            system[row, j * n + col] = at[i, j] * g[j, k]
+        target[row] = float(col == i + k)
+    bt = torch.linalg.lstsq(system, target.unsqueeze(1)).solution.reshape(n, n)
+    assert torch.allclose(system @ bt.reshape(-1), target, atol=1e-9)
+    return bt.float(), g.float(), at.float()
+
+
+def winograd_conv2d(tile: int):
+    """F.conv2d for 3x3, stride 1, padding 1 in float32 through Winograd's F(tile, 3),
+    as a library's fast path computes it; every other call goes to the real conv2d."""
+    real = torch.nn.functional.conv2d
+    bt, g, at = _winograd_matrices(tile)
+
+    def conv2d(x, w, bias=None, stride=1, padding=0, *args):
+        if x.dtype != torch.float32 or bias is not None or (stride, padding) != (1, 1):
+            return real(x, w, bias, stride, padding, *args)
+        n, _, height, width = x.shape
+        tiles_h, tiles_w = -(-height // tile), -(-width // tile)
+        pad = torch.nn.functional.pad(
+            x, (1, 1 + tiles_w * tile - width, 1, 1 + tiles_h * tile - height))
+        u = g @ w @ g.T
+        v = bt @ pad.unfold(2, tile + 2, tile).unfold(3, tile + 2, tile) @ bt.T
+        y = at @ torch.einsum("kcij,nchwij->nkhwij", u, v) @ at.T
+        out = y.permute(0, 1, 2, 4, 3, 5).reshape(n, w.shape[0], tiles_h * tile,
+                                                 tiles_w * tile)
+        return out[:, :, :height, :width].contiguous()
+
+    return conv2d
+
+
+def test_the_winograd_stand_in_is_a_correct_convolution():
+    x, w = torch.randn(2, 8, 10, 10, dtype=torch.float64), torch.randn(4, 8, 3, 3)
+    want = torch.nn.functional.conv2d(x.float(), w, None, 1, 1).double()
+    for tile in (2, 4, 6):
+        got = winograd_conv2d(tile)(x.float(), w, None, 1, 1).double()
+        assert torch.allclose(got, want, rtol=0, atol=1e-3), tile
+
+
+@pytest.mark.parametrize("device", [MI300X_ON_CPU, H100_ON_CPU])
+@pytest.mark.parametrize("tile", [4, 6])
+def test_an_fp32_winograd_convolution_passes_on_a_gpu_and_a_wrong_one_still_fails(
+        monkeypatch, device, tile):
+    """MIOpen and cuDNN run fp32 3x3 convolutions through Winograd, whose rounding error
+    grows with the tile: F(4,3) and F(6,3), correct, miss torch.testing's fp32 tolerance
+    on this check's own inputs. On a GPU the fp32 convolution checks allow for it; on the
+    CPU, whose oneDNN path PyTorch runs direct, they stay strict."""
+    monkeypatch.setattr(torch.nn.functional, "conv2d", winograd_conv2d(tile))
+    m = run_check(BENCH, device=device, op="conv-fwd", dtype="fp32")
+    assert m.status == "ok", m.reason
+    assert "Winograd" in m.details["tolerance"]["basis"]
+    assert run_check(BENCH, op="conv-fwd", dtype="fp32").status == "failed"  # the CPU
+    monkeypatch.setattr(torch.nn.functional, "conv2d",
+                        _perturbed(winograd_conv2d(tile), 1 + 1e-4))
+    assert run_check(BENCH, device=device, op="conv-fwd", dtype="fp32").status == "failed"

@@ -29,6 +29,27 @@ matmuls on ROCm only when the worker has it exactly so. (The later sources, whos
 precisions are enums, have no such gate: there the variable is harmless.) A tf32 case
 whose TF32 is not in effect is skipped (see `MathMode.problem`), so it is never set
 against the TF32 peak.
+
+The environment can override the flags, so the worker's TF32 switches are recorded with
+the mode (`tf32_env`) and, where they decide, read into it:
+
+- NVIDIA_TF32_OVERRIDE=0 makes cuBLAS and cuDNN never use TF32, whatever PyTorch asks
+  (NVIDIA's libraries read it themselves; only the value 0 is documented to act): TF32
+  is then not in effect on CUDA, and a tf32 case is skipped.
+- TORCH_ALLOW_TF32_CUBLAS_OVERRIDE=1 makes TF32 PyTorch's starting matmul precision:
+  in the PyTorch versions accelbench supports, ATen's Context initialises
+  `float32_matmul_precision` from it and a precision set later wins (older releases
+  OR-ed it into every `allowTF32CuBLAS()`). A case that goes through `math_mode` sets
+  its own precision over it; code that does not silently runs fp32 matmuls as TF32.
+- On ROCm, HIPBLASLT_ALLOW_TF32 (above) and TORCH_BLAS_PREFER_HIPBLASLT, which picks
+  hipBLASLt or hipBLAS/rocBLAS for GEMMs (only hipBLASLt has a TF32 path), are recorded.
+
+How TF32 runs on ROCm depends on the architecture (the device's gcnArchName, read here):
+gfx942 (MI300 series) has xf32 matrix instructions; gfx950 (MI350X, MI355X) has none,
+and hipBLASLt runs a TF32 GEMM there as several bf16 passes (hipBLASLt's "TF32 emulation
+for gfx950"). PyTorch asks hipBLASLt for TF32 on both alike (its ROCm TF32 gate has no
+architecture list), so a tf32 case runs on both, and the record says which of the two
+(`tf32_implementation`) rather than implying xf32 hardware on gfx950.
 """
 
 from __future__ import annotations
@@ -36,7 +57,7 @@ from __future__ import annotations
 import os
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from types import ModuleType
 from typing import Any
 
@@ -44,6 +65,12 @@ from accelbench.core.device import DeviceInfo
 from accelbench.core.worker_env import NONE, WorkerEnv
 
 HIPBLASLT_ALLOW_TF32 = "HIPBLASLT_ALLOW_TF32"
+NVIDIA_TF32_OVERRIDE = "NVIDIA_TF32_OVERRIDE"
+TORCH_ALLOW_TF32_CUBLAS_OVERRIDE = "TORCH_ALLOW_TF32_CUBLAS_OVERRIDE"
+TORCH_BLAS_PREFER_HIPBLASLT = "TORCH_BLAS_PREFER_HIPBLASLT"
+# Environment switches that decide or change TF32 use, recorded with every mode.
+TF32_ENV = (HIPBLASLT_ALLOW_TF32, NVIDIA_TF32_OVERRIDE, TORCH_ALLOW_TF32_CUBLAS_OVERRIDE,
+            TORCH_BLAS_PREFER_HIPBLASLT)
 OPS = ("matmul", "conv", "rnn")
 NEW_API = "fp32_precision"
 LEGACY_API = "allow_tf32 (legacy)"
@@ -58,13 +85,20 @@ class MathMode:
     api: str  # NEW_API or LEGACY_API
     platform: str  # the device's: "cuda", "rocm", "cpu", ...
     hipblaslt_allow_tf32: str | None = None  # the worker's value, on ROCm
+    tf32_env: Mapping[str, str] = field(default_factory=dict)  # TF32_ENV found set
+    arch: str | None = None  # the ROCm device's gcnArchName without features
 
     def in_effect(self, op: str = "matmul") -> bool:
         """Whether `op` runs float32 math as TF32."""
         tf32 = self.precisions[op] == "tf32"
+        if self.platform == "cuda" and self._nvidia_off():
+            return False
         if op == "matmul" and self.platform == "rocm":
             return tf32 and self.hipblaslt_allow_tf32 == "1"
         return tf32
+
+    def _nvidia_off(self) -> bool:
+        return self.tf32_env.get(NVIDIA_TF32_OVERRIDE) == "0"
 
     def problem(self, op: str = "matmul") -> str | None:
         """Why the case cannot be measured as asked for (TF32 asked for and not in effect,
@@ -75,6 +109,9 @@ class MathMode:
         read = self.precisions[op]
         if not self.tf32:
             return f"TF32 could not be switched off: {setting} reads back {read!r}"
+        if self.platform == "cuda" and self._nvidia_off():
+            return (f"TF32 is not in effect: {NVIDIA_TF32_OVERRIDE}=0 is set in the worker "
+                    "(cuBLAS and cuDNN then never use TF32, whatever PyTorch asks)")
         if op == "matmul" and self.platform == "rocm" and self.hipblaslt_allow_tf32 != "1":
             value = self.hipblaslt_allow_tf32
             how = "is not set" if value is None else f"is {value!r}, not 1,"
@@ -90,7 +127,24 @@ class MathMode:
         out["fp32_precision_api"] = self.api
         if self.platform == "rocm" and "matmul" in ops:
             out["hipblaslt_allow_tf32"] = self.hipblaslt_allow_tf32
+            how = rocm_tf32_implementation(self.arch)
+            if self.tf32 and how:
+                out["tf32_implementation"] = how
+        if self.tf32_env:
+            out["tf32_env"] = dict(self.tf32_env)
         return out
+
+
+def rocm_tf32_implementation(arch: str | None) -> str | None:
+    """How hipBLASLt runs a TF32 GEMM on `arch`, where accelbench knows it."""
+    if arch is None:
+        return None
+    if arch == "gfx950":
+        return ("emulated: gfx950 has no xf32 matrix instructions; hipBLASLt runs a TF32 "
+                "GEMM as several bf16 passes")
+    if arch.startswith("gfx94"):
+        return f"xf32 matrix instructions ({arch})"
+    return None
 
 
 @contextmanager
@@ -119,6 +173,8 @@ def math_mode(
             platform=platform,
             hipblaslt_allow_tf32=environ.get(HIPBLASLT_ALLOW_TF32) if platform == "rocm"
             else None,
+            tf32_env={name: environ[name] for name in sorted(TF32_ENV) if name in environ},
+            arch=gcn_arch(torch) if platform == "rocm" else None,
         )
     finally:
         # The legacy flags first (each also sets its per-op precisions), then the per-op
@@ -128,6 +184,21 @@ def math_mode(
             setting.restore_legacy(saved)
         for setting, saved in reversed(pairs):
             setting.restore_precision(saved)
+
+
+def gcn_arch(torch: ModuleType) -> str | None:
+    """The current ROCm device's gcnArchName without its features ("gfx950"), or None
+    where this torch is no ROCm build or has no device."""
+    if not getattr(getattr(torch, "version", None), "hip", None):
+        return None
+    try:
+        cuda = torch.cuda
+        if not cuda.is_available():
+            return None
+        name = getattr(cuda.get_device_properties(cuda.current_device()), "gcnArchName", "")
+    except (AttributeError, RuntimeError):
+        return None
+    return str(name).split(":", 1)[0] or None
 
 
 def read_precision(torch: ModuleType, op: str) -> str:

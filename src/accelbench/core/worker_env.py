@@ -1,9 +1,13 @@
 """The environment a case's worker process starts with.
 
-Some libraries read their switches from the environment once, when they load: ROCm's
-hipBLASLt takes TF32 only with HIPBLASLT_ALLOW_TF32=1 set before torch is imported,
-and MIOpen keeps its find and tuning databases in folders named by MIOPEN_USER_DB_PATH
-and MIOPEN_CUSTOM_CACHE_DIR. A benchmark states what its case needs as a WorkerEnv;
+Some libraries read their switches from the environment once, when they load or first
+make a handle: ROCm's hipBLASLt takes TF32 only with HIPBLASLT_ALLOW_TF32=1 set before
+torch is imported, cuBLAS reads CUBLAS_WORKSPACE_CONFIG when it creates a handle (any
+earlier case in the worker may have made one), and MIOpen keeps its find and tuning
+databases in folders named by MIOPEN_USER_DB_PATH and MIOPEN_CUSTOM_CACHE_DIR and
+searches only in the find mode MIOPEN_FIND_MODE names. Setting such a variable inside a
+case is too late, or silently ineffective. A benchmark states what its case needs as a
+WorkerEnv;
 the runner starts the worker (or the ranks) with it, and cases that need different
 environments never share a process.
 

@@ -7,10 +7,21 @@ direction does 2 * N * K * prod(output size) * (C / groups) * prod(kernel) FLOP.
 Algorithm selection is a parameter. With `search` on, `torch.backends.cudnn.benchmark`
 is set for the case: cuDNN times its candidate algorithms, and PyTorch's ROCm build calls
 MIOpen's find step with exhaustive search (unless `torch.backends.miopen.immediate` is
-set). The search happens on the first call of each problem in a process, so that call is
-timed on its own, and the search time (first call minus one steady-state call) is
-reported apart from the steady-state throughput; with search off the first call is
-reported too, for contrast (on ROCm it includes compiling or loading MIOpen's kernels).
+set). On ROCm that alone is no search: in MIOpen's default find mode (DYNAMIC_HYBRID;
+FAST and HYBRID alike) a problem the find database knows is answered from it without
+benchmarking anything, and the system find database installed with MIOpen knows the
+common layers. Only the NORMAL find mode benchmarks every applicable solution. So a
+search case's worker starts with MIOPEN_FIND_MODE=NORMAL (PyTorch 2.7 and later also set
+NORMAL on the convolution when benchmark is on, with MIOpen 3.4 or later; the variable
+covers older stacks too), next to fresh user databases (below); a find mode the user set
+is kept, recorded, and warned about. MIOPEN_FIND_ENFORCE is left alone: its SEARCH
+values tune every tunable solver's kernel parameters, which can take far longer than a
+case may run, so a searched algorithm's tuned kernel parameters may still come from
+MIOpen's system performance database. The search happens on the first call of each
+problem in a process, so that call is timed on its own, and the search time (first call
+minus one steady-state call) is reported apart from the steady-state throughput; with
+search off the first call is reported too, for contrast (on ROCm it includes compiling
+or loading MIOpen's kernels).
 The library flags in force, and on ROCm the MIOpen environment settings, are recorded.
 PyTorch keeps the algorithm it chose for a problem until the process ends, whatever
 cudnn.benchmark says later, so a GPU case whose problem this worker already ran is
@@ -188,6 +199,7 @@ def measure(ctx: CaseContext, params: dict[str, Any]) -> CaseResult:
     })
     if mode is not None:
         details.update(mode.details(("conv",)))
+    search_note = search_warning(ctx.device, search, os.environ)
     if search:
         details["search_time_s"] = search_time
         details["search_time_formula"] = "first call - median steady-state call"
@@ -202,7 +214,7 @@ def measure(ctx: CaseContext, params: dict[str, Any]) -> CaseResult:
         rates=(Rate("throughput", flop, "FLOP/s", ctx.peak_flops(dtype)),),
         figures=tuple(figures),
         details=details,
-        warnings=(cache_note,) if cache_note else (),
+        warnings=tuple(note for note in (cache_note, search_note) if note),
     )
 
 
@@ -291,7 +303,7 @@ def library_settings(
             for name, value in flags.items()
             if platform == "rocm" or not name.startswith("miopen.")
         },
-        "algorithm_selection": _selection(platform, flags),
+        "algorithm_selection": _selection(platform, flags, environ),
     }
     if platform == "rocm":
         miopen = {
@@ -308,16 +320,18 @@ def library_settings(
     return out
 
 
-def _selection(platform: str, flags: Mapping[str, Any]) -> str:
+def _selection(platform: str, flags: Mapping[str, Any], environ: Mapping[str, str]) -> str:
     benchmark = bool(flags.get("cudnn.benchmark"))
     if platform == "rocm":
         if flags.get("miopen.immediate"):
             return ("MIOpen immediate mode: a solution from the find database or heuristics, "
                     "no search (torch.backends.miopen.immediate)")
         if benchmark:
+            mode = environ.get(FIND_MODE, "unset (MIOpen's default, DYNAMIC_HYBRID)")
             return ("MIOpen find with exhaustive search, once per problem per process "
-                    "(torch.backends.cudnn.benchmark); results also go to MIOpen's user "
-                    "find database")
+                    f"(torch.backends.cudnn.benchmark), in find mode {mode}; results also "
+                    "go to MIOpen's user find database; tuned kernel parameters come from "
+                    "MIOpen's performance databases where they hold the problem")
         return ("MIOpen find without exhaustive search (the find mode decides; answers "
                 "from the find database when it has them)")
     if platform == "cuda":
@@ -450,11 +464,36 @@ def _check(error: float, tolerance: float, dtype: str, where: str) -> None:
 MIOPEN_DATABASES = ("MIOPEN_USER_DB_PATH", "MIOPEN_CUSTOM_CACHE_DIR")
 
 
+FIND_MODE = "MIOPEN_FIND_MODE"
+# MIOpen's names and numbers for the find mode that benchmarks every solution.
+NORMAL_FIND_MODES = ("normal", "1")
+
+
 def miopen_worker_env(params: Mapping[str, Any], device: DeviceInfo) -> WorkerEnv:
     """On ROCm, each conv worker starts with MIOpen's databases in fresh empty folders:
     otherwise one search run's tuned kernels serve every later case, searched or not,
-    and a rerun's search costs nothing. A database the user names is theirs to reuse."""
-    return WorkerEnv.of(fresh_dirs=MIOPEN_DATABASES) if device.platform == "rocm" else NONE
+    and a rerun's search costs nothing. A search worker also starts in the NORMAL find
+    mode, in which MIOpen benchmarks rather than answers from its (system) find database.
+    What the user sets is theirs: their databases and find mode are kept."""
+    if device.platform != "rocm":
+        return NONE
+    values = {FIND_MODE: "NORMAL"} if params.get("search") else {}
+    return WorkerEnv.of(values, fresh_dirs=MIOPEN_DATABASES)
+
+
+def search_warning(device: DeviceInfo, search: bool, environ: Mapping[str, str]
+                   ) -> str | None:
+    """A warning when a ROCm search ran outside MIOpen's NORMAL find mode (the user's
+    setting, or no worker of accelbench's), else None."""
+    if not search or device.platform != "rocm":
+        return None
+    mode = environ.get(FIND_MODE)
+    if mode is not None and mode.strip().lower() in NORMAL_FIND_MODES:
+        return None
+    said = f"{FIND_MODE}={mode}" if mode is not None else \
+        f"{FIND_MODE} unset (MIOpen's default, DYNAMIC_HYBRID)"
+    return (f"search in {said} may answer from MIOpen's find database without searching; "
+            f"set {FIND_MODE}=NORMAL for a searched result")
 
 
 def miopen_databases(environ: Mapping[str, str]) -> dict[str, str]:

@@ -2,10 +2,14 @@
 twice gives bit-identical results.
 
 torch.use_deterministic_algorithms(True), cudnn.deterministic and no cuDNN benchmark are
-in force while the check runs (and restored after), and on CUDA cuBLAS gets the
-workspace setting PyTorch's reproducibility notes ask for (CUBLAS_WORKSPACE_CONFIG
-:4096:8, unless one of the deterministic settings is there already; `accelbench
-validate` sets it before its workers start, since cuBLAS may read it once). The ops are
+in force while the check runs (and restored after). On CUDA cuBLAS needs the workspace
+setting PyTorch's reproducibility notes ask for (CUBLAS_WORKSPACE_CONFIG :4096:8 or
+:16:8), and it reads it when it creates a handle: setting it inside a case would come
+after any handle the worker already made (an earlier case, in a worker that runs many)
+while PyTorch's own test of the variable, which reads it afresh, would pass. So a CUDA
+determinism worker starts with :4096:8 in its environment (`cublas_worker_env`), the
+check never sets it itself, and a value that is not deterministic (the user's own,
+which is kept) skips the check with the reason. The ops are
 those whose fast paths accumulate in an order that can vary from run to run on a GPU:
 products, convolution gradients, index_add, embedding-bag gradients, attention and its
 gradients. An op that PyTorch has no deterministic implementation of here is skipped
@@ -18,16 +22,18 @@ from __future__ import annotations
 
 import contextlib
 import os
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
 from accelbench.benchmarks.validation.modes import math_mode, require_precision, storage
 from accelbench.benchmarks.validation.verdict import conclude, exact_verdict
 from accelbench.core.context import CaseContext
+from accelbench.core.device import DeviceInfo
 from accelbench.core.measurement import CaseResult, CaseSkipped, Figure
 from accelbench.core.params import Param
 from accelbench.core.registry import Benchmark
+from accelbench.core.worker_env import NONE, WorkerEnv
 
 if TYPE_CHECKING:
     import torch
@@ -43,6 +49,9 @@ _NO_DETERMINISTIC = "does not have a deterministic implementation"
 def measure(ctx: CaseContext, params: dict[str, Any]) -> CaseResult:
     op, dtype = params["op"], params["dtype"]
     require_precision(ctx.device, dtype)
+    reason = cublas_config_problem(ctx.device, os.environ)
+    if reason:
+        raise CaseSkipped(reason)
     import torch
 
     device = torch.device(ctx.device.torch_device)
@@ -81,16 +90,36 @@ def pytorch_reason(exc: BaseException) -> str:
     return text[:end + len("True)'.")] if end >= 0 else text[:300]
 
 
+def cublas_worker_env(params: Mapping[str, Any], device: DeviceInfo) -> WorkerEnv:
+    """A CUDA determinism worker starts with cuBLAS's deterministic workspace setting,
+    before anything in it can create a cuBLAS handle; the user's own value is kept."""
+    if device.platform != "cuda":
+        return NONE
+    return WorkerEnv.of({CUBLAS_CONFIG: CUBLAS_DETERMINISTIC[0]})
+
+
+def cublas_config_problem(device: DeviceInfo, environ: Mapping[str, str]) -> str | None:
+    """Why a CUDA check cannot expect deterministic cuBLAS results here, or None."""
+    value = environ.get(CUBLAS_CONFIG)
+    if device.platform != "cuda" or value in CUBLAS_DETERMINISTIC:
+        return None
+    said = "unset" if value is None else repr(value)
+    return (f"{CUBLAS_CONFIG} is {said} in this worker, not one of the deterministic "
+            f"settings {' or '.join(CUBLAS_DETERMINISTIC)}: cuBLAS reads it when it creates "
+            "a handle, so it must be in the worker's environment from its start (accelbench "
+            f"starts determinism workers with {CUBLAS_DETERMINISTIC[0]} unless the variable "
+            "is already set)")
+
+
 @contextlib.contextmanager
 def deterministic(torch: ModuleType) -> Iterator[dict[str, Any]]:
-    """Deterministic algorithms, cuDNN's deterministic mode and no cuDNN search, and on
-    CUDA the cuBLAS workspace setting; everything is restored after."""
+    """Deterministic algorithms, cuDNN's deterministic mode and no cuDNN search; all
+    restored after. The cuBLAS workspace setting is recorded, never set here: cuBLAS
+    may have read it already (see `cublas_worker_env`)."""
     cudnn = torch.backends.cudnn
     previous = (torch.are_deterministic_algorithms_enabled(),
                 torch.is_deterministic_algorithms_warn_only_enabled(),
-                cudnn.deterministic, cudnn.benchmark, os.environ.get(CUBLAS_CONFIG))
-    if torch.version.cuda and previous[4] not in CUBLAS_DETERMINISTIC:
-        os.environ[CUBLAS_CONFIG] = CUBLAS_DETERMINISTIC[0]
+                cudnn.deterministic, cudnn.benchmark)
     torch.use_deterministic_algorithms(True)
     cudnn.deterministic, cudnn.benchmark = True, False
     try:
@@ -99,10 +128,6 @@ def deterministic(torch: ModuleType) -> Iterator[dict[str, Any]]:
     finally:
         torch.use_deterministic_algorithms(previous[0], warn_only=previous[1])
         cudnn.deterministic, cudnn.benchmark = previous[2], previous[3]
-        if previous[4] is None:
-            os.environ.pop(CUBLAS_CONFIG, None)
-        else:
-            os.environ[CUBLAS_CONFIG] = previous[4]
 
 
 def _bits(torch: ModuleType, t: Tensor) -> Tensor:
@@ -196,5 +221,6 @@ BENCHMARK = Benchmark(
     ),
     devices=("cpu", "cuda"),
     timeout_s=120.0,
+    worker_env=cublas_worker_env,
     views=("accelbench.benchmarks.validation.view:sections",),
 )
