@@ -56,6 +56,17 @@ def test_the_schema_is_draft_2020_12_and_accepts_what_accelbench_writes(export) 
         validate_export(json.loads(json.dumps(export_json(load_json(data)))), corpus.name)
 
 
+def test_telemetry_of_a_shared_package_round_trips_through_an_export(export) -> None:
+    from accelbench.core.telemetry import POWER_AVG_S, POWER_W, Series
+
+    series = Series(0.05, (0.0, 0.05), {POWER_W: (410.0, 415.0), POWER_AVG_S: (1.0, 1.0)},
+                    shared_by={POWER_W: ("0000:c1:00.0", "0000:c2:00.0")})
+    export["runs"][0]["measurements"][0]["telemetry"] = [series.to_dict()]
+    validate_export(export, "node.json")
+    (back,) = load_json(export)[0].measurements[0].telemetry
+    assert Series.from_dict(back).shared_by == series.shared_by
+
+
 @pytest.mark.parametrize(
     ("mutate", "message"),
     [

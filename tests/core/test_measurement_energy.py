@@ -3,6 +3,7 @@ the record keeps the time series, the figures follow from it when read."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 
 import pytest
@@ -145,3 +146,94 @@ def test_a_copied_context_still_marks_the_timed_part() -> None:
     copy = dataclasses.replace(ctx, flush=None)  # as collectives do with their own clock
     copy.time(lambda: None)
     assert len(marks) == 1 and marks[0][0] <= marks[0][1]
+
+
+def _step_series(seconds: float, window: tuple[float, float], counter_scale: float = 1.0,
+                 averaging: float | None = 1.0) -> Series:
+    """A load stepping from 100 W to 700 W at 1 s, read every 0.1 s as a 1 s average (as
+    nvmlDeviceGetPowerUsage on Hopper, MI200's average socket power), with an energy
+    counter that integrates the true power (times `counter_scale`)."""
+    from accelbench.core.telemetry import ENERGY_J, POWER_AVG_S
+
+    t = tuple(round(0.1 * i, 1) for i in range(round(seconds * 10) + 1))
+    averaged = tuple(100.0 + 600.0 * min(max(x - 1.0, 0.0), 1.0) for x in t)
+    counter = tuple(counter_scale * (100.0 * x if x < 1 else 100.0 + 700.0 * (x - 1.0))
+                    for x in t)
+    channels = {POWER_W: averaged, ENERGY_J: counter}
+    if averaging is not None:
+        channels[POWER_AVG_S] = (averaging,) * len(t)
+    return Series(interval_s=0.1, t=t, channels=channels, sources=("nvml",), window=window)
+
+
+def test_a_sound_counter_is_not_suspect_for_the_lag_of_averaged_power() -> None:
+    from accelbench.core.energy import ENERGY_DISAGREEMENT, summarize
+
+    energy = summarize(_step_series(5.0, (1.0, 4.0)))
+    # The averaged power ramps for a second after the step: its integral is 1800 J where
+    # 2100 J were drawn, 17% apart, all of it lag.
+    assert energy.disagreement == pytest.approx(1 / 6, rel=1e-3)
+    assert energy.disagreement is not None and energy.disagreement > ENERGY_DISAGREEMENT
+    assert energy.counter_suspect is False and energy.energy_j == pytest.approx(2100.0)
+    assert energy.power_averaging_s == 1.0
+    assert energy.tolerance is not None and energy.tolerance > energy.disagreement
+    assert any("power read as a 1 s average" in n for n in energy.notes)
+
+
+def test_a_wrong_counter_is_still_suspect_beside_averaged_power() -> None:
+    from accelbench.core.energy import summarize
+
+    short = summarize(_step_series(5.0, (1.0, 4.0), counter_scale=1.3))
+    assert short.counter_suspect is True and short.energy_j == short.energy_integral_j
+    long = summarize(_step_series(20.0, (1.0, 20.0), counter_scale=1.3))
+    assert long.tolerance is not None and long.tolerance < 0.2  # the lag is small here
+    assert long.counter_suspect is True
+
+
+def test_instantaneous_power_keeps_the_plain_tolerance() -> None:
+    from accelbench.core.energy import ENERGY_DISAGREEMENT, summarize
+
+    energy = summarize(_step_series(5.0, (1.0, 4.0), averaging=0.0))
+    assert energy.tolerance == ENERGY_DISAGREEMENT and energy.counter_suspect is True
+    old = summarize(_step_series(5.0, (1.0, 4.0), averaging=None))  # a format-1 series
+    assert old.tolerance == ENERGY_DISAGREEMENT and old.power_averaging_s is None
+
+
+def _package_series(power: float) -> Series:
+    gcds = ("0000:c1:00.0", "0000:c6:00.0")
+    return dataclasses.replace(_series(power), shared_by={POWER_W: gcds})
+
+
+def test_a_package_shared_by_two_ranks_is_counted_once_and_credited_to_neither() -> None:
+    case = Case.make("train-ddp", "v", "model",
+                     {"model": "bert", "world_size": 2, "backend": "nccl"}, "cuda:0")
+    parts = [Measurement(case, "ok", timings=(Timing((1.0,) * 5, 1, 0, "converged"),),
+                         rates=(Rate("throughput", 64.0, "sample/s"),),
+                         telemetry=(_package_series(520.0).to_dict(),)) for _ in range(2)]
+    merged = merge_processes(parts)
+    energy = merged.energy
+    assert energy is not None and len(merged.series) == 2
+    assert energy.package_power_w == pytest.approx(520.0)  # the package once, not twice
+    assert energy.package_devices == ("0000:c1:00.0", "0000:c6:00.0")
+    assert energy.mean_power_w is None and energy.energy_j is None
+    assert merged.figure("power") is None and merged.figure("energy_per_call") is None
+
+
+def test_a_single_gcd_case_gets_no_per_device_figure_from_its_package() -> None:
+    from accelbench.report.energy import counter_cell, energy_table
+
+    m = _measurement(_package_series(520.0))
+    assert m.figure("power") is None and m.figure("throughput_per_joule") is None
+    table = energy_table([m])
+    assert table is not None and table.rows[0][1] == "520 W (package)"
+    again = Measurement.from_dict(json.loads(json.dumps(m.to_dict())))
+    assert again.series[0].shared_by == {POWER_W: ("0000:c1:00.0", "0000:c6:00.0")}
+    assert counter_cell(None) == "-"
+
+
+def test_a_counter_too_short_to_check_says_so_in_the_table() -> None:
+    from accelbench.core.energy import summarize
+    from accelbench.report.energy import counter_cell
+
+    energy = summarize(_step_series(2.0, (1.0, 2.0)))  # a 1 s window of 1 s averages
+    assert energy.counter_suspect is None and energy.energy_j == pytest.approx(700.0)
+    assert counter_cell(energy).endswith("unchecked")

@@ -104,3 +104,75 @@ AMD_SMI_METRIC_JSON = "WARNING: User is missing the following required groups: r
                       "free_vram": {"value": 171_726, "unit": "MB"}},
     }]}, indent=4)
 )
+
+
+# ------------------------------------------------------------- H100, a power step
+
+# A GEMM starting on an idle H100 SXM: 70 W until 0.5 s, 700 W after, 0.1 s apart.
+# NVML_FI_DEV_POWER_INSTANT follows it; nvmlDeviceGetPowerUsage (driver 550, Hopper)
+# is its average over the last second, so it ramps for a second after the step.
+H100_STEP_TRUE_MW = [70_000] * 5 + [700_000] * 21
+
+
+def h100_step_average_mw() -> list[int]:
+    """nvmlDeviceGetPowerUsage: the mean of the last 1 s (ten 0.1 s steps) of power."""
+    history = [H100_STEP_TRUE_MW[0]] * 10 + H100_STEP_TRUE_MW
+    return [round(sum(history[i + 1:i + 11]) / 10) for i in range(len(H100_STEP_TRUE_MW))]
+
+
+def h100_step_energy_mj(start_mj: int = 8_812_345_678) -> list[int]:
+    """The energy counter, which integrates the true power (a step at each sample)."""
+    mj, out = float(start_mj), []
+    for i, power in enumerate(H100_STEP_TRUE_MW):
+        if i:
+            mj += power * INTERVAL_S  # the power of the step that ends at this sample
+        out.append(round(mj))
+    return out
+
+
+# ------------------------------------------------------------------ MI250X, 2 GCDs
+
+# amdsmi (ROCm 6.2) on one MI250X: its two GCDs are two processors, on PCI buses c1 and
+# c6, with the board's one serial. The primary GCD reports the package's average socket
+# power (1 s average; no current_socket_power on MI200) and its 64-bit energy count; the
+# secondary reports 0 for both, as amdgpu's aldebaran code sets them.
+MI250X_BDF = ("0000:c1:00.0", "0000:c6:00.0")
+MI250X_SERIAL = "692251001234"
+MI250X_POWER_W = [96.0, 388.0, 512.0, 515.0, 514.0, 516.0, 515.0, 513.0, 514.0, 402.0, 97.0]
+MI250X_RESOLUTION_UJ = 15.259
+
+
+def mi250x_gcd_samples(gcd: int, start_ticks: int = 61_234_567_890_123
+                       ) -> list[dict[str, object]]:
+    """What amdsmi answers for GCD `gcd` (0: primary) at each 0.1 s sample."""
+    ticks, out = float(start_ticks), []
+    for i, power in enumerate(MI250X_POWER_W):
+        if i:
+            joules = 0.5 * (power + MI250X_POWER_W[i - 1]) * INTERVAL_S
+            ticks += joules / (MI250X_RESOLUTION_UJ * 1e-6)
+        primary = gcd == 0
+        out.append({
+            "power": {"current_socket_power": "N/A",
+                      "average_socket_power": int(power) if primary else 0,
+                      "gfx_voltage": 812, "power_limit": 560},
+            "energy": {"energy_accumulator": round(ticks) if primary else 0,
+                       "counter_resolution": MI250X_RESOLUTION_UJ,
+                       "timestamp": 1_700_000_000_000 + i * 100_000_000},
+            "gfx_clk": {"clk": 1700, "min_clk": 500, "max_clk": 1700, "clk_locked": False,
+                        "clk_deep_sleep": False},
+            "mem_clk": {"clk": 1600, "min_clk": 400, "max_clk": 1600},
+            "hotspot_c": 40 + i * 2 + gcd,
+            "activity": {"gfx_activity": 0 if i in (0, 10) else 100, "umc_activity": 40,
+                         "mm_activity": 0},
+            "vram_b": 10_485_760 + (i > 0) * 17_179_869_184,
+            "violation": {"active_prochot_thrm": 0, "active_ppt_pwr": 0,
+                          "active_socket_thrm": 0, "active_vr_thrm": 0,
+                          "active_hbm_thrm": 0, "active_gfx_clk_below_host_limit": 0},
+        })
+    return out
+
+
+MI250X_ASIC = {"market_name": "AMD Instinct MI250X", "vendor_id": "0x1002",
+               "device_id": "0x740c", "rev_id": "0x01", "asic_serial": "0x4C6A1B2C3D4E5F60",
+               "oam_id": "N/A", "num_of_compute_units": 110,
+               "target_graphics_version": "gfx90a"}

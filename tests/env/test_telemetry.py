@@ -3,6 +3,7 @@ real host trees. No test sleeps or times anything: the sampler is ticked by hand
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import json
 import threading
@@ -14,7 +15,7 @@ from typing import Any
 import pytest
 import telemetry_recordings as rec
 
-from accelbench.core.telemetry import MEM_USED_B, TEMP_C, UTIL_PCT
+from accelbench.core.telemetry import MEM_USED_B, POWER_AVG_S, TEMP_C, UTIL_PCT
 from accelbench.env.telemetry import (
     CPU_ENERGY_J,
     ENERGY_DISAGREEMENT,
@@ -22,6 +23,7 @@ from accelbench.env.telemetry import (
     GFX_CLOCK_MHZ,
     LOAD1,
     POWER_W,
+    SERIES_FORMAT,
     SOURCE_NAMES,
     THROTTLE,
     Energy,
@@ -33,6 +35,7 @@ from accelbench.env.telemetry import (
 from accelbench.env.telemetry.amd import AmdSmiCliSource, AmdSmiSource, parse_metric
 from accelbench.env.telemetry.host import HostSource
 from accelbench.env.telemetry.nvidia import NvmlSource
+from accelbench.env.telemetry.sources import DeviceAddress, vendor_index
 
 # ---------------------------------------------------------------------------- fakes
 
@@ -176,16 +179,17 @@ def importer_of(modules: dict[str, object]) -> Callable[[str], object]:
 
 
 def drive(sampler: TelemetrySampler, clock: FakeClock, fakes: Sequence[Any],
-          samples: int) -> Series:
-    """Start at sample 0, tick through the rest, 0.1 s apart; mark samples 2..8 timed."""
+          samples: int, window: tuple[int, int] = (2, 8)) -> Series:
+    """Start at sample 0, tick through the rest, 0.1 s apart; mark samples `window`
+    (2..8 unless told) timed."""
     sampler.start(background=False)
     for i in range(1, samples):
         clock.now += rec.INTERVAL_S
         for fake in fakes:
             fake.i = i
-        if i == 2:
+        if i == window[0]:
             began = clock.now
-        if i == 8:
+        if i == window[1]:
             sampler.mark_window(began, clock.now)
         if i < samples - 1:
             sampler.tick()
@@ -513,7 +517,8 @@ def test_the_background_thread_ticks_through_the_sleep_seam() -> None:
 def test_series_round_trips_and_malformed_or_newer_dicts_are_refused() -> None:
     series, _ = amd_series(rec.mi300x_samples())
     stored = json.loads(json.dumps(series.to_dict()))
-    assert stored["format_version"] == 1 and "cpu_freq_mhz" not in stored["channels"]
+    assert stored["format_version"] == SERIES_FORMAT
+    assert "cpu_freq_mhz" not in stored["channels"]
     again = Series.from_dict(stored)
     assert again.channel(POWER_W) == series.channel(POWER_W)
     assert again.throttle_names == series.throttle_names
@@ -522,7 +527,7 @@ def test_series_round_trips_and_malformed_or_newer_dicts_are_refused() -> None:
     assert summarize(again).energy_j == pytest.approx(summarize(series).energy_j, rel=1e-6)
     assert summarize(again).throttle_reasons == summarize(series).throttle_reasons
     with pytest.raises(ValueError, match="newer"):
-        Series.from_dict({**stored, "format_version": 2})
+        Series.from_dict({**stored, "format_version": SERIES_FORMAT + 1})
     with pytest.raises(ValueError, match="values for"):
         Series.from_dict({**stored, "t": stored["t"][:-1]})
     with pytest.raises(TypeError):
@@ -535,6 +540,9 @@ def test_series_round_trips_and_malformed_or_newer_dicts_are_refused() -> None:
         Series.from_dict({**stored, "throttle_names": {"x": "y"}})
     energy = summarize(series)
     assert Energy.from_dict(json.loads(json.dumps(energy.to_dict()))) == energy
+    older = {k: v for k, v in energy.to_dict().items()
+             if k not in ("package_devices", "package_power_w", "tolerance")}
+    assert Energy.from_dict(older) == dataclasses.replace(energy, tolerance=None)
     with pytest.raises(TypeError):
         Energy.from_dict({**energy.to_dict(), "energy_j": "lots"})
 
@@ -550,3 +558,294 @@ def test_summarize_over_the_window_and_over_the_whole_series() -> None:
     assert whole.energy_j > timed.energy_j
     assert whole.mean_power_w < timed.mean_power_w
     assert whole.clock_min_mhz == 132.0 and timed.clock_min_mhz == 1650.0
+
+
+# ------------------------------------------------------------ NVML: instant power
+
+
+class FakeNvmlStep(FakeNvml):
+    """An H100 through a power step: the instant power field answers (unless `instant` is
+    False, as before driver 530), while nvmlDeviceGetPowerUsage lags by its 1 s average."""
+
+    def __init__(self, instant: bool = True, arch: int | None = 9,
+                 name: str = "NVIDIA H100 80GB HBM3") -> None:
+        super().__init__()
+        self.instant, self.arch, self.name = instant, arch, name
+        self.energy = rec.h100_step_energy_mj()
+        self.average = rec.h100_step_average_mw()
+
+    def nvmlDeviceGetFieldValues(self, h: str, fields: list[int]) -> list[SimpleNamespace]:
+        assert fields == [186]  # NVML_FI_DEV_POWER_INSTANT
+        if not self.instant:  # NVML sets NOT_SUPPORTED in the value, it does not raise
+            return [SimpleNamespace(fieldId=186, scopeId=0, nvmlReturn=3, valueType=0,
+                                    value=SimpleNamespace(dVal=0.0))]
+        return [SimpleNamespace(fieldId=186, scopeId=0, nvmlReturn=0, valueType=1,
+                                value=SimpleNamespace(uiVal=self._at(rec.H100_STEP_TRUE_MW)))]
+
+    def nvmlDeviceGetPowerUsage(self, h: str) -> int:
+        return self._at(self.average)
+
+    def nvmlDeviceGetArchitecture(self, h: str) -> int:
+        if self.arch is None:
+            raise NVMLError_NotSupported("Not Supported")
+        return self.arch
+
+    def nvmlDeviceGetName(self, h: str) -> str:
+        return self.name
+
+
+def nvml_step_series(nvml: FakeNvml) -> Series:
+    """The step sampled every 0.1 s, timed from the step (0.5 s) to 2.5 s."""
+    source = NvmlSource.open(0, importer=importer_of({"pynvml": nvml}))
+    clock = FakeClock()
+    return drive(TelemetrySampler([source], {}, rec.INTERVAL_S, clock=clock), clock, [nvml],
+                 len(rec.H100_STEP_TRUE_MW), window=(5, 25))
+
+
+def test_nvml_instant_power_keeps_a_sound_counter_trusted_after_a_power_step() -> None:
+    series = nvml_step_series(FakeNvmlStep())
+    assert series.channel(POWER_W)[5] == 700.0  # the step, at once
+    assert set(series.channel(POWER_AVG_S)) == {0.0}
+    energy = summarize(series)
+    assert energy.power_averaging_s == 0.0
+    assert energy.disagreement is not None and energy.disagreement < 0.01
+    assert energy.counter_suspect is False and energy.energy_j == energy.energy_counter_j
+
+
+def test_without_the_instant_field_the_averaged_power_is_recorded_and_allowed_for() -> None:
+    series = nvml_step_series(FakeNvmlStep(instant=False))
+    assert series.channel(POWER_W)[5] == 133.0  # a 1 s average, still mostly idle
+    assert set(series.channel(POWER_AVG_S)) == {1.0}
+    energy = summarize(series)
+    # The integral of the ramping average is 20-30% short of the counter over this 2 s
+    # window, all of it the average's lag: the counter is used, not called suspect.
+    assert energy.disagreement is not None and energy.disagreement > ENERGY_DISAGREEMENT
+    assert energy.counter_suspect is None and energy.energy_j == energy.energy_counter_j
+    assert energy.power_averaging_s == 1.0
+    assert any("averaged over 1 s, too long for a 2 s window" in n for n in energy.notes)
+
+
+@pytest.mark.parametrize(("arch", "name", "averaging"), [
+    (5, "Tesla V100-SXM2-32GB", 0.0),  # before Ampere: instantaneous
+    (7, "NVIDIA A100-SXM4-80GB", 0.0),  # GA100: instantaneous
+    (7, "NVIDIA A40", 1.0),  # other Ampere: 1 s average
+    (9, "NVIDIA H100 80GB HBM3", 1.0),
+    (None, "NVIDIA H100 80GB HBM3", 1.0),  # architecture unknown: the longer window
+])
+def test_the_averaging_of_power_usage_follows_the_architecture(arch: int | None, name: str,
+                                                               averaging: float) -> None:
+    series = nvml_step_series(FakeNvmlStep(instant=False, arch=arch, name=name))
+    assert set(series.channel(POWER_AVG_S)) == {averaging}
+
+
+class FakeNvmlMig(FakeNvml):
+    """An H100 in MIG mode with two instances."""
+
+    def nvmlDeviceGetMigMode(self, h: str) -> list[int]:
+        return [1, 1]
+
+    def nvmlDeviceGetMaxMigDeviceCount(self, h: str) -> int:
+        return 7
+
+    def nvmlDeviceGetMigDeviceHandleByIndex(self, h: str, i: int) -> str:
+        if i >= 2:
+            raise NVMLError("Not Found")
+        return f"mig{i}"
+
+    def nvmlDeviceGetUUID(self, h: str) -> str:
+        return {"mig0": "MIG-5a1c", "mig1": "MIG-77e0"}[h]
+
+
+def test_a_gpu_in_mig_mode_is_read_as_the_gpu_and_shared_by_its_instances() -> None:
+    series = drive_nvml(FakeNvmlMig())
+    assert series.shared_by == {POWER_W: ("MIG-5a1c", "MIG-77e0"),
+                                ENERGY_J: ("MIG-5a1c", "MIG-77e0")}
+    energy = summarize(series)
+    assert energy.mean_power_w is None and energy.energy_j is None
+    assert energy.package_power_w is not None and energy.package_power_w > 600
+    assert energy.package_devices == ("MIG-5a1c", "MIG-77e0")
+    assert drive_nvml(FakeNvml()).shared_by == {}
+
+
+def drive_nvml(nvml: FakeNvml) -> Series:
+    source = NvmlSource.open(0, importer=importer_of({"pynvml": nvml}))
+    clock = FakeClock()
+    return drive(TelemetrySampler([source], {}, rec.INTERVAL_S, clock=clock), clock, [nvml], 11)
+
+
+# ------------------------------------------------------------- AMD: packages, widths
+
+
+class FakeMi250x(FakeAmdSmi):
+    """amdsmi on one MI250X: two GCDs, the package's power and energy on the first."""
+
+    def __init__(self, serial: bool = True) -> None:
+        self.gcds = [rec.mi250x_gcd_samples(0), rec.mi250x_gcd_samples(1)]
+        super().__init__(self.gcds[0])
+        self.serial = serial
+
+    def _of(self, h: str) -> dict[str, Any]:
+        self._now()
+        return self.gcds[int(h[-1])][min(self.i, len(self.gcds[0]) - 1)]
+
+    def amdsmi_get_processor_handles(self) -> list[str]:
+        return ["gcd0", "gcd1"]
+
+    def amdsmi_get_gpu_device_bdf(self, h: str) -> str:
+        return rec.MI250X_BDF[int(h[-1])]
+
+    def amdsmi_get_gpu_asic_info(self, h: str) -> dict[str, Any]:
+        return dict(rec.MI250X_ASIC)
+
+    def amdsmi_get_gpu_board_info(self, h: str) -> dict[str, Any]:
+        return {"model_number": "102-D65209-00", "product_name": "Instinct MI250X",
+                "product_serial": rec.MI250X_SERIAL if self.serial else "N/A",
+                "manufacturer_name": "AMD"}
+
+    def amdsmi_get_power_info(self, h: str) -> dict[str, Any]:
+        return dict(self._of(h)["power"])
+
+    def amdsmi_get_energy_count(self, h: str) -> dict[str, Any]:
+        return dict(self._of(h)["energy"])
+
+    def amdsmi_get_temp_metric(self, h: str, sensor: int, metric: int) -> int:
+        return int(self._of(h)["hotspot_c"])
+
+
+def mi250x_series(index: int, **fake: Any) -> Series:
+    lib = FakeMi250x(**fake)
+    source = AmdSmiSource.open(index, importer=importer_of({"amdsmi": lib}))
+    clock = FakeClock()
+    return drive(TelemetrySampler([source], {}, rec.INTERVAL_S, clock=clock), clock, [lib],
+                 len(rec.MI250X_POWER_W))
+
+
+@pytest.mark.parametrize("gcd", [0, 1])
+def test_each_mi250x_gcd_reads_the_package_power_as_the_packages(gcd: int) -> None:
+    series = mi250x_series(gcd)
+    assert series.shared_by == {POWER_W: rec.MI250X_BDF, ENERGY_J: rec.MI250X_BDF}
+    # The secondary GCD reads 0 W itself: the package's power is read on the primary.
+    assert series.channel(POWER_W) == tuple(rec.MI250X_POWER_W)
+    assert series.channel(TEMP_C)[0] == 40.0 + gcd  # the device's own channels stay its own
+    assert set(series.channel(POWER_AVG_S)) == {1.0}  # MI200: average socket power
+    energy = summarize(series)
+    assert energy.mean_power_w is None and energy.peak_power_w is None
+    assert energy.energy_j is None  # nothing credited to the GCD alone
+    assert energy.package_power_w is not None and 510 < energy.package_power_w < 520
+    assert energy.package_energy_j == pytest.approx(energy.package_power_w * 0.6, rel=0.01)
+    assert energy.package_devices == rec.MI250X_BDF
+    assert any("the package that 0000:c1:00.0, 0000:c6:00.0 share" in n for n in energy.notes)
+
+
+def test_a_gcd_whose_partner_is_not_found_is_still_read_as_its_packages() -> None:
+    alone = ("0000:c6:00.0", "the other GCD of its package (not found)")
+    secondary = mi250x_series(1, serial=False)
+    assert secondary.shared_by[POWER_W] == alone
+    # Its own 0 W and 0 J are not the package's, and no primary is known: nothing read.
+    assert set(secondary.channel(POWER_W)) == {None}
+    assert set(secondary.channel(ENERGY_J)) == {None}
+    primary = mi250x_series(0, serial=False)
+    assert primary.shared_by[POWER_W][0] == "0000:c1:00.0"
+    assert primary.channel(POWER_W) == tuple(rec.MI250X_POWER_W)
+    assert summarize(primary).mean_power_w is None
+
+
+def test_a_32_bit_amdsmi_counter_wrapping_is_corrected() -> None:
+    # MI100 and the Navi parts accumulate 32 bits: the counter wraps at 2**32 ticks.
+    width = 2**32
+    start = width - round(300.0 / (rec.MI300X_RESOLUTION_UJ * 1e-6))  # wraps after 300 J
+    counter = rec.mi300x_counter(start_ticks=start, wrap_ticks=width)
+    assert any(b < a for a, b in itertools.pairwise(counter))
+    series, _ = amd_series(rec.mi300x_samples(counter))
+    assert series.wrap_j[ENERGY_J] == pytest.approx(width * rec.MI300X_RESOLUTION_UJ * 1e-6)
+    energy = summarize(series)
+    assert energy.energy_counter_j == pytest.approx(energy.energy_integral_j, rel=1e-3)
+    assert energy.counter_suspect is False
+    assert any("wrapped 1 time" in note for note in energy.notes)
+
+
+# --------------------------------------------------------- which device is which
+
+
+class FakeNvmlNode(FakeNvml):
+    """Four GPUs, as NVML numbers them (by PCI bus)."""
+
+    BUSES = (0x18, 0x2A, 0x3A, 0x5D)
+    UUIDS = ("GPU-1f0e", "GPU-8a3c4d2e", "GPU-77aa", "GPU-c0de")
+
+    def nvmlDeviceGetCount(self) -> int:
+        return len(self.BUSES)
+
+    def nvmlDeviceGetHandleByIndex(self, index: int) -> str:
+        return f"gpu{index}"
+
+    def nvmlDeviceGetPciInfo(self, h: str) -> SimpleNamespace:
+        bus = self.BUSES[int(h[-1])]
+        return SimpleNamespace(domain=0, bus=bus, device=0, busId=f"00000000:{bus:02X}:00.0")
+
+    def nvmlDeviceGetUUID(self, h: str) -> str:
+        return self.UUIDS[int(h[-1])]
+
+
+def at_bus(bus: int) -> DeviceAddress:
+    return DeviceAddress(pci=(0, bus, 0))
+
+
+@pytest.mark.parametrize(("env", "torch_index", "address", "expected"), [
+    # A UUID in CUDA_VISIBLE_DEVICES: nothing to count, the address finds NVML's GPU 2.
+    ({"CUDA_VISIBLE_DEVICES": "GPU-77aa"}, 0, at_bus(0x3A), 2),
+    # CUDA's default fastest-first order put GPU 3 first: the count would say 1.
+    ({"CUDA_VISIBLE_DEVICES": "1,3"}, 0, at_bus(0x5D), 3),
+    # A MIG instance: PyTorch gives its GPU's address; the GPU is read.
+    ({"CUDA_VISIBLE_DEVICES": "MIG-5a1c"}, 0, DeviceAddress((0, 0x2A, 0), "5a1c"), 1),
+    # No address, but the UUID PyTorch prints (without "GPU-").
+    ({}, 0, DeviceAddress(None, "8a3c4d2e"), 1),
+])
+def test_nvml_finds_the_torch_device_by_address_not_by_counting(
+        env: dict[str, str], torch_index: int, address: DeviceAddress, expected: int) -> None:
+    importer = importer_of({"pynvml": FakeNvmlNode()})
+    assert vendor_index(torch_index, env, vendor="nvidia", address=address,
+                        importer=importer) == expected
+
+
+def test_each_vendor_counts_only_its_own_visible_devices() -> None:
+    none = importer_of({})  # no library: only the count is left
+    hip = {"HIP_VISIBLE_DEVICES": "2", "ROCR_VISIBLE_DEVICES": "1,2,3"}
+    assert vendor_index(0, hip, vendor="nvidia", address=DeviceAddress(), importer=none) == 0
+    assert vendor_index(0, hip, vendor="amd", address=DeviceAddress(), importer=none) == 3
+    cuda = {"CUDA_VISIBLE_DEVICES": "4,5"}  # HIP reads it too, where HIP's own is unset
+    assert vendor_index(1, cuda, vendor="amd", address=DeviceAddress(), importer=none) == 5
+    assert vendor_index(1, cuda, vendor="nvidia", address=DeviceAddress(), importer=none) == 5
+    # An address the library does not know leaves the count too.
+    nvml = importer_of({"pynvml": FakeNvmlNode()})
+    assert vendor_index(1, cuda, vendor="nvidia", address=at_bus(0x99), importer=nvml) == 5
+
+
+class FakeAmdSmiNode(FakeAmdSmi):
+    def __init__(self, bdfs: Sequence[str]) -> None:
+        super().__init__(rec.mi300x_samples())
+        self.bdfs = list(bdfs)
+
+    def amdsmi_get_processor_handles(self) -> list[str]:
+        return [f"gpu{i}" for i in range(len(self.bdfs))]
+
+    def amdsmi_get_gpu_device_bdf(self, h: str) -> str:
+        return self.bdfs[int(h[3:])]
+
+
+def test_amdsmi_finds_the_torch_device_by_its_pci_address() -> None:
+    node = importer_of({"amdsmi": FakeAmdSmiNode(
+        ["0000:c1:00.0", "0000:c6:00.0", "0000:c9:00.0", "0000:ce:00.0"])})
+    uuids = {"ROCR_VISIBLE_DEVICES": "GPU-4c6a1b2c3d4e5f60"}
+    assert vendor_index(0, uuids, vendor="amd", address=at_bus(0xC9), importer=node) == 2
+    # Eight CPX partitions on one PCI device: the address cannot choose, the count does.
+    cpx = importer_of({"amdsmi": FakeAmdSmiNode(["0000:0c:00.0"] * 8)})
+    assert vendor_index(0, {"HIP_VISIBLE_DEVICES": "5"}, vendor="amd",
+                        address=at_bus(0x0C), importer=cpx) == 5
+
+
+def test_the_address_is_read_from_torch_device_properties() -> None:
+    props = SimpleNamespace(name="NVIDIA H100 80GB HBM3", pci_domain_id=0, pci_bus_id=0x3A,
+                            pci_device_id=0, uuid="77aa")
+    assert DeviceAddress.of(props) == DeviceAddress((0, 0x3A, 0), "77aa")
+    assert DeviceAddress.of(SimpleNamespace(name="old torch")) == DeviceAddress()

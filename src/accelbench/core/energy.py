@@ -5,6 +5,23 @@ integrates power at the firmware's rate (kHz), far finer than any sampling from 
 so it is preferred; but counters misreport on some parts (amdsmi's energy count is known
 to be off on several AMD Instinct generations), so it is checked against the trapezoid
 integral of the sampled power and replaced by that integral when the two disagree.
+
+Power read as an average lags the power it averages. The integral over a window W of a
+reading averaged over A seconds misses what was drawn in the last A/2 to A seconds and
+counts as much from before the window instead: up to about A times the power, at each
+end, however finely it is sampled. So the tolerance is widened by A x peak / (W x mean),
+that lag as a share of the window's energy; where that share alone exceeds
+LAG_CHECK_LIMIT the window is too short for the two to say anything of each other, and
+the counter is used unchecked (`counter_suspect` None, with a note). A of each reading is
+in the series' POWER_AVG_S channel (none recorded: instantaneous, as format-1 series
+were read).
+
+Readings of a package that several devices share (the two GCDs of an MI250X, which
+report their package's power and energy on one GCD; the compute partitions of an MI300X;
+the MIG instances of a GPU) are not the device's: their figures go to `package_power_w`
+and `package_energy_j`, with the devices in `package_devices`, and the device's own
+figures (mean and peak power, energy) stay None, so nothing derived per device (energy
+per call, work per joule) counts the package's energy once for each of its devices.
 """
 
 from __future__ import annotations
@@ -18,6 +35,7 @@ from accelbench.core.telemetry import (
     CPU_ENERGY_J,
     ENERGY_J,
     GFX_CLOCK_MHZ,
+    POWER_AVG_S,
     POWER_W,
     THROTTLE,
     Series,
@@ -30,6 +48,11 @@ from accelbench.core.telemetry import (
 # and integrals of a sound device agree well within 10%, so a larger gap means one of
 # them is wrong, and the counter is the one known to misreport.
 ENERGY_DISAGREEMENT = 0.10
+
+# Beyond this share of the window's energy, the lag of averaged power readings alone could
+# explain any disagreement: the counter is not checked against them (a 1 s average in a
+# window shorter than about 2 s).
+LAG_CHECK_LIMIT = 0.5
 
 # The GFX clock falling more than this fraction below the window's own peak counts as
 # throttling even when no throttle bit says so: boost clocks wander by a few percent under
@@ -60,22 +83,30 @@ class Energy:
     cpu_energy_j: float | None = None
     cpu_mean_power_w: float | None = None
     notes: tuple[str, ...] = ()
+    power_averaging_s: float | None = None  # the longest averaging of a power reading used
+    tolerance: float | None = None  # the counter check's limit, widened for that averaging
+    package_power_w: float | None = None  # mean power of the package the device shares
+    package_energy_j: float | None = None
+    package_devices: tuple[str, ...] = ()  # the devices that share that package
 
     def to_dict(self) -> dict[str, Any]:
         data = asdict(self)
-        data["throttle_reasons"] = list(self.throttle_reasons)
-        data["notes"] = list(self.notes)
+        for name in _STRING_LISTS:
+            data[name] = list(getattr(self, name))
         return data
 
     @classmethod
     def from_dict(cls, data: object) -> Energy:
-        """The figures `to_dict` wrote; TypeError on a value of the wrong kind."""
+        """The figures `to_dict` wrote; TypeError on a value of the wrong kind. A summary
+        written before the package figures lacks their keys: they read as absent."""
         if not isinstance(data, Mapping):
             raise TypeError(f"an energy summary is a dict, not {type(data).__name__}")
         values: dict[str, Any] = {}
         for f in fields(cls):
             value = data.get(f.name)
-            if f.name in ("throttle_reasons", "notes"):
+            if f.name == "package_devices" and f.name not in data:
+                continue
+            if f.name in _STRING_LISTS:
                 if not isinstance(value, (list, tuple)) or not all(
                     isinstance(v, str) for v in value
                 ):
@@ -90,6 +121,9 @@ class Energy:
                     raise TypeError(f"energy summary {f.name}: expected a number")
                 values[f.name] = float(value)
         return cls(**values)
+
+
+_STRING_LISTS = ("throttle_reasons", "notes", "package_devices")
 
 
 @dataclass(frozen=True)
@@ -238,8 +272,10 @@ def summarize(series: Series) -> Energy:
         notes.append(f"energy counter wrapped {counter.wraps} time(s); corrected")
     integral_j = integral[0] if integral is not None and integral[1] > 0 else None
     counter_j = counter.total_j if counter is not None and counter.span_s > 0 else None
+    averaging = _longest(channel(POWER_AVG_S), channel(POWER_W))
     disagreement: float | None = None
     suspect: bool | None = None
+    tolerance: float | None = None
     energy = counter_j if counter_j is not None else integral_j
     if counter_j is not None and integral_j is not None and integral_j > 0:
         # Compared as mean powers, each over the time it covers: a missed power reading
@@ -250,12 +286,26 @@ def summarize(series: Series) -> Energy:
         span = times[-1] - times[0]
         if counter.span_s < span:  # intervals the counter left out: its power over all
             energy = counter_w * span
-        suspect = disagreement > ENERGY_DISAGREEMENT
+        lag = (averaging or 0.0) * integral[2] / (integral[1] * integral_w)
+        tolerance = ENERGY_DISAGREEMENT + lag
+        if lag > LAG_CHECK_LIMIT:
+            notes.append(
+                f"energy counter not checked: the power readings are averaged over "
+                f"{averaging:g} s, too long for a {integral[1]:.2g} s window to compare "
+                "them with it"
+            )
+        else:
+            suspect = disagreement > tolerance
+            if lag > 0:
+                notes.append(
+                    f"power read as a {averaging:g} s average: the counter check allows "
+                    f"{100 * tolerance:.0f}% for its lag over the {integral[1]:.2g} s window"
+                )
         if suspect:
             energy = integral_j
             notes.append(
                 f"energy counter disagrees with integrated power by "
-                f"{100 * disagreement:.0f}% (over {100 * ENERGY_DISAGREEMENT:.0f}%): "
+                f"{100 * disagreement:.0f}% (over {100 * tolerance:.0f}%): "
                 "the integral is used"
             )
 
@@ -279,10 +329,19 @@ def summarize(series: Series) -> Energy:
         mean_power = integral[0] / integral[1]
     elif counter is not None and counter.span_s > 0:
         mean_power = counter.total_j / counter.span_s
+    peak = integral[2] if integral is not None else None
+    shared = tuple(dict.fromkeys(
+        d for name in (POWER_W, ENERGY_J) for d in series.shared_by.get(name, ())))
+    package_power = package_energy = None
+    if shared:
+        package_power, package_energy = mean_power, energy
+        mean_power = peak = energy = None
+        notes.append(f"power and energy are read for the package that {', '.join(shared)} "
+                     "share, not for this device alone")
     return Energy(
         duration_s=duration,
         mean_power_w=mean_power,
-        peak_power_w=integral[2] if integral is not None else None,
+        peak_power_w=peak,
         energy_counter_j=counter_j,
         energy_integral_j=integral_j,
         energy_j=energy,
@@ -295,13 +354,29 @@ def summarize(series: Series) -> Energy:
         cpu_energy_j=cpu_j,
         cpu_mean_power_w=cpu_j / cpu.span_s if cpu is not None and cpu_j is not None else None,
         notes=tuple(notes),
+        power_averaging_s=averaging,
+        tolerance=tolerance,
+        package_power_w=package_power,
+        package_energy_j=package_energy,
+        package_devices=shared,
     )
+
+
+def _longest(averaging: Sequence[float | None], power: Sequence[float | None]
+             ) -> float | None:
+    """The longest averaging window of the power readings that were read; None when no
+    reading says (instantaneous power, or a series from before it was recorded)."""
+    windows = [a for a, p in zip(averaging, power, strict=True)
+               if a is not None and p is not None]
+    return max(windows) if windows else None
 
 
 def combine(energies: Sequence[Energy]) -> Energy | None:
     """One case's summary over the processes that measured it: the median of their mean
     powers, energies and clock medians (as the figure is the median of their times), the
-    highest peak and the lowest clock, and throttled or suspect if any process was."""
+    highest peak and the lowest clock, and throttled or suspect if any process was. The
+    package figures of processes whose devices share a package are each the whole
+    package's, so they too are the median, not a total."""
     if not energies:
         return None
     if len(energies) == 1:
@@ -338,4 +413,10 @@ def combine(energies: Sequence[Energy]) -> Energy | None:
         cpu_energy_j=median("cpu_energy_j"),
         cpu_mean_power_w=median("cpu_mean_power_w"),
         notes=union("notes"),
+        power_averaging_s=extreme("power_averaging_s", max),
+        tolerance=extreme("tolerance", max),
+        # Each process that shares the package reads all of it: the median, never a sum.
+        package_power_w=median("package_power_w"),
+        package_energy_j=median("package_energy_j"),
+        package_devices=union("package_devices"),
     )

@@ -7,6 +7,10 @@ later from the same record.
 
 Format history of Series.to_dict() (SERIES_FORMAT):
   1: first version.
+  2: "shared_by": channels whose reading is of a package shared by several devices (the
+     two GCDs of an MI250X, the partitions of a GPU), with those devices; and the
+     POWER_AVG_S channel, the window each power reading is averaged over. A format-1
+     series has neither and loads as one whose readings are its device's own.
 """
 
 from __future__ import annotations
@@ -18,11 +22,15 @@ from typing import Any
 
 from accelbench.core.formats import read_version
 
-SERIES_FORMAT = 1
+SERIES_FORMAT = 2
 
 # Channels, with their unit in the name. Counters (ENERGY_J, CPU_ENERGY_J) are stored as
 # read, before any wrap correction: the correction needs the wrap value, kept in wrap_j.
 POWER_W = "power_w"
+# Seconds over which the source averaged each POWER_W reading: 0 for an instantaneous
+# reading (NVML's instant power field, MI300's current socket power), 1 for a 1 s average
+# (nvmlDeviceGetPowerUsage on Ampere and later but GA100, MI200's average socket power).
+POWER_AVG_S = "power_avg_s"
 ENERGY_J = "energy_j"
 GFX_CLOCK_MHZ = "gfx_clock_mhz"
 MEM_CLOCK_MHZ = "mem_clock_mhz"
@@ -37,7 +45,7 @@ STEAL_PCT = "steal_pct"
 
 CHANNELS = (
     POWER_W, ENERGY_J, GFX_CLOCK_MHZ, MEM_CLOCK_MHZ, TEMP_C, UTIL_PCT, MEM_USED_B, THROTTLE,
-    CPU_ENERGY_J, CPU_FREQ_MHZ, LOAD1, STEAL_PCT,
+    CPU_ENERGY_J, CPU_FREQ_MHZ, LOAD1, STEAL_PCT, POWER_AVG_S,
 )  # fmt: skip
 
 # Decimals kept in to_dict(): no finer than the sources resolve (NVML power is in mW, the
@@ -45,6 +53,7 @@ CHANNELS = (
 _DIGITS: Mapping[str, int] = {
     POWER_W: 3, ENERGY_J: 3, GFX_CLOCK_MHZ: 1, MEM_CLOCK_MHZ: 1, TEMP_C: 1, UTIL_PCT: 1,
     MEM_USED_B: 0, THROTTLE: 0, CPU_ENERGY_J: 6, CPU_FREQ_MHZ: 1, LOAD1: 2, STEAL_PCT: 2,
+    POWER_AVG_S: 3,
 }  # fmt: skip
 _DEFAULT_DIGITS = 4
 _TIME_DIGITS = 4  # 0.1 ms: far below any sampling interval in use
@@ -60,7 +69,9 @@ class Series:
     used; `stopped` says why sampling, or one source, ended early. `wrap_j` gives the value
     a counter channel wraps at where it is known, and `throttle_names` the meaning of each
     bit of the THROTTLE channel. `window` is the timed part of the case, in the time base
-    of `t`, when the caller marked it.
+    of `t`, when the caller marked it. `shared_by` names, for a channel whose reading is of
+    a package that several devices share, those devices (PCI addresses or UUIDs); a
+    channel not in it is the device's own.
     """
 
     interval_s: float
@@ -72,6 +83,7 @@ class Series:
     wrap_j: Mapping[str, float] = field(default_factory=dict)
     throttle_names: Mapping[int, str] = field(default_factory=dict)
     window: tuple[float, float] | None = None
+    shared_by: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         for name, values in self.channels.items():
@@ -108,6 +120,8 @@ class Series:
             data["throttle_names"] = {str(bit): n for bit, n in self.throttle_names.items()}
         if self.window is not None:
             data["window"] = [round(x, _TIME_DIGITS) for x in self.window]
+        if self.shared_by:
+            data["shared_by"] = {name: list(devices) for name, devices in self.shared_by.items()}
         return data
 
     @classmethod
@@ -159,6 +173,10 @@ class Series:
             },
             throttle_names=names,
             window=window,
+            shared_by={
+                _str(name, "channel"): tuple(_str(d, "device") for d in _list(devices, "devices"))
+                for name, devices in _dict(data.get("shared_by", {}), "shared_by").items()
+            },
         )
 
 

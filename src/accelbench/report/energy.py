@@ -27,9 +27,12 @@ NUMERIC = frozenset({1, 2, 3, 4, 5, 6})
 ABOUT = ("Over the timed part of each case, from the telemetry sampled beside it, over "
          "all its processes. Work per joule is the headline rate's work over the energy. "
          "Counter check: how far the device's energy counter is from the integral of the "
-         "sampled power; a suspect counter is not used. Throttled: a throttle reason was "
-         "reported, or the GFX clock sagged well below its peak; such figures are below "
-         "what the device does unthrottled.")
+         "sampled power; a suspect counter is not used, and power read as an average "
+         "over a window too short to compare leaves it unchecked. Power and energy that "
+         "a device reads only for a package it shares (a GCD of an MI250X, a compute "
+         "partition, a MIG instance) are shown as the package's and give no energy per "
+         "call. Throttled: a throttle reason was reported, or the GFX clock sagged well "
+         "below its peak; such figures are below what the device does unthrottled.")
 
 
 def energy_section(measurements: Sequence[Measurement]) -> Section | None:
@@ -70,8 +73,8 @@ def has_telemetry(m: Measurement) -> bool:
     energy = m.energy
     return energy is not None and any(
         value is not None for value in (energy.mean_power_w, energy.energy_j,
-                                        energy.cpu_mean_power_w, energy.clock_median_mhz,
-                                        energy.throttled))
+                                        energy.package_power_w, energy.cpu_mean_power_w,
+                                        energy.clock_median_mhz, energy.throttled))
 
 
 def case_label(m: Measurement) -> str:
@@ -111,8 +114,11 @@ def _cells(m: Measurement, energy: Energy | None) -> tuple[str, ...]:
     else:
         peak, clock_min = energy.peak_power_w, energy.clock_min_mhz
         clock_median = energy.clock_median_mhz
+    shown_power = format_value(mean_power, power.unit if power is not None else "W")
+    if mean_power is None and energy is not None and energy.package_power_w is not None:
+        shown_power = f"{format_value(energy.package_power_w, 'W')} (package)"
     return (
-        format_value(mean_power, power.unit if power is not None else "W"),
+        shown_power,
         format_value(peak, "W"),
         format_value(per_call.value, per_call.unit) if per_call is not None else MISSING,
         format_value(work.value, work.unit) if work is not None else MISSING,
@@ -139,10 +145,13 @@ def throttled_cell(m: Measurement, energy: Energy | None) -> str:
 
 def counter_cell(energy: Energy | None) -> str:
     """The energy counter's distance from the integrated power; "suspect" beyond the
-    limit (the integral is used then); "-" where the two could not both be had."""
+    limit (the integral is used then), "unchecked" where averaged power readings could
+    not check it over so short a window; "-" where the two could not both be had."""
     if energy is None or energy.disagreement is None:
         return MISSING
     shown = format_share(energy.disagreement)
+    if energy.counter_suspect is None:
+        return f"{shown} unchecked"
     return f"{shown} suspect" if energy.counter_suspect else f"{shown} ok"
 
 

@@ -147,6 +147,8 @@ _SERIES = {
         "throttle_names": {"type": "object", "propertyNames": {"pattern": "^[0-9]{1,3}$"},
                            "additionalProperties": _TEXT},
         "window": {"type": "array", "items": _FINITE, "minItems": 2, "maxItems": 2},
+        # Series format 2: the devices sharing each package-wide channel.
+        "shared_by": {"type": "object", "additionalProperties": _TEXTS},
     },
     "additionalProperties": False,
 }

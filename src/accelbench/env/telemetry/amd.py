@@ -1,6 +1,34 @@
 """AMD telemetry through the amdsmi library, and through `amd-smi metric --json` when the
 library is not importable (ROCm installs the CLI system-wide but the Python package only
-into its own interpreter's site-packages)."""
+into its own interpreter's site-packages).
+
+Packages. An MI250 or MI250X is two GCDs in one package, and PyTorch and amdsmi see each
+GCD as a device; the driver reports the package's power and energy on the primary GCD
+only and 0 on the other (amdgpu's aldebaran code: "valid power data is available only
+from primary die"; amd-smi shows N/A or 0 there). A compute partition of an MI300-class
+GPU likewise shares its package's power. So the power and energy of such a device are
+read from whichever device of its package reports them and recorded as the package's,
+naming the devices that share it (Series.shared_by), never as the device's own: summed or
+credited per device they would count the package once for each of its devices, and read
+from a secondary GCD they would be zero. The devices of one package are found as those
+of an MI250-class product (amdsmi's market name) with the same board serial, and
+otherwise as those on the same PCI device (domain, bus and device; partitions differ in
+function only). Where the other GCD of an MI250 cannot be found, the readings are still
+marked as the package's, with that GCD unnamed. The amd-smi CLI source, the fallback when
+the library is not importable, does not do this: it reads one GPU per call and names no
+package, so on a secondary GCD its power is that GCD's 0 or N/A.
+
+Energy counter width. amdsmi_get_energy_count returns a 64-bit field, but what the SMU
+accumulates into it is 64 bits wide on MI200 and MI300 (aldebaran joins two 32-bit
+halves; MI300's SocketEnergyAcc is 64-bit) and 32 bits wide on MI100 and the Navi parts
+(their SMU metrics' EnergyAccumulator is a uint32). The width is not reported, so it is
+judged from the readings: a counter that has read 2**32 ticks or more is 64 bits wide,
+and one that has not is taken to wrap at 2**32 ticks (65.5 kJ at 15.3 µJ a tick,
+a few minutes at full power). A 64-bit counter that is still below 2**32 ticks and then
+goes backwards (a driver reload) is thus corrected as a wrap that was not one; the
+energy check against the integrated power then finds it suspect. The amd-smi CLI prints
+only joules, with no resolution to derive a width from, so its counter has no wrap value.
+"""
 
 from __future__ import annotations
 
@@ -8,6 +36,7 @@ import contextlib
 import importlib
 import json
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from accelbench.core.telemetry import (
@@ -15,6 +44,7 @@ from accelbench.core.telemetry import (
     GFX_CLOCK_MHZ,
     MEM_CLOCK_MHZ,
     MEM_USED_B,
+    POWER_AVG_S,
     POWER_W,
     TEMP_C,
     THROTTLE,
@@ -52,8 +82,20 @@ VIOLATION_NAMES: Mapping[int, str] = {
     bit: name.removeprefix("active_") for bit, name in enumerate(VIOLATION_FIELDS)
 }
 
-# amdsmi_get_energy_count's accumulator is a uint64 count of `counter_resolution` µJ.
-_COUNTER_BITS = 64
+# amdsmi_get_energy_count's accumulator counts `counter_resolution` µJ per tick, in as
+# many bits as the SMU keeps (see the module's docstring).
+_WIDE_COUNTER_BITS = 64
+_NARROW_COUNTER_BITS = 32
+
+# amdsmi_get_power_info's keys, in the order read, with the seconds each is averaged over:
+# MI300 reports the instantaneous socket power, MI200 a 1 s average; "socket_power" is the
+# older name, of either.
+_POWER_KEYS: tuple[tuple[str, float | None], ...] = (
+    ("current_socket_power", 0.0), ("socket_power", None), ("average_socket_power", 1.0),
+)
+
+# Market names of the products whose package is two GCDs, each its own device.
+_TWO_GCD_MARKETS = ("MI250",)
 
 
 class AmdSmiSource:
@@ -61,7 +103,7 @@ class AmdSmiSource:
 
     name = "amdsmi"
 
-    def __init__(self, amdsmi: Any, handle: object) -> None:
+    def __init__(self, amdsmi: Any, handle: object, package: Package | None = None) -> None:
         self._lib = amdsmi
         self._handle = handle
         self._errors = vendor_errors(amdsmi, "AmdSmiException")
@@ -69,6 +111,12 @@ class AmdSmiSource:
         self.wrap_j: dict[str, float] = {}
         self.throttle_names: Mapping[int, str] = {}
         self._throttle: Callable[[Guard], float | None] | None = None
+        self._wide_counter = False
+        shared = package.devices if package is not None else ()
+        # The device whose power and energy are read: the package's reporting one.
+        self._power_handle: object | None = package.reporter if package is not None else handle
+        self.shared_by: Mapping[str, tuple[str, ...]] = (
+            {POWER_W: shared, ENERGY_J: shared} if shared else {})
 
     @classmethod
     def open(cls, index: int, *, importer: Importer = importlib.import_module) -> AmdSmiSource:
@@ -80,17 +128,19 @@ class AmdSmiSource:
         except errors as exc:
             raise SourceUnavailable(f"amdsmi did not start: {exc}") from exc
         try:
-            handles = lib.amdsmi_get_processor_handles()
+            handles = list(lib.amdsmi_get_processor_handles())
             handle = handles[index]
         except errors as exc:
             _shut_down(lib, errors)
             raise SourceUnavailable(f"amdsmi has no GPU {index}: {exc}") from exc
-        return cls(lib, handle)
+        return cls(lib, handle, find_package(lib, handles, index, errors))
 
     def read(self) -> dict[str, float | None]:
         lib, h, guard = self._lib, self._handle, Guard(self._errors)
+        power, averaging = self._power(guard)
         reading = {
-            POWER_W: self._power(guard),
+            POWER_W: power,
+            POWER_AVG_S: averaging if power is not None else None,
             ENERGY_J: self._energy(guard),
             GFX_CLOCK_MHZ: self._clock(guard, "GFX"),
             MEM_CLOCK_MHZ: self._clock(guard, "MEM"),
@@ -107,17 +157,16 @@ class AmdSmiSource:
 
     # -- channels
 
-    def _power(self, guard: Guard) -> float | None:
-        info = guard.call(self._lib.amdsmi_get_power_info, self._handle)
-        # MI300 reports the instantaneous socket power; MI200 only a 1 s average.
-        for key in ("current_socket_power", "socket_power", "average_socket_power"):
-            value = _field(info, key)
-            if value is not None:
-                return value
-        return None
+    def _power(self, guard: Guard) -> tuple[float | None, float | None]:
+        """(W, seconds it is averaged over) of the device, or of its package."""
+        if self._power_handle is None:
+            return None, None
+        return _socket_power(guard.call(self._lib.amdsmi_get_power_info, self._power_handle))
 
     def _energy(self, guard: Guard) -> float | None:
-        count = guard.call(self._lib.amdsmi_get_energy_count, self._handle)
+        if self._power_handle is None:
+            return None
+        count = guard.call(self._lib.amdsmi_get_energy_count, self._power_handle)
         if not isinstance(count, Mapping):
             return None
         # The accumulator was called "power" before amdsmi 6.2.1.
@@ -125,7 +174,9 @@ class AmdSmiSource:
         resolution_uj = number(count.get("counter_resolution"))
         if ticks is None or resolution_uj is None or resolution_uj <= 0:
             return None
-        self.wrap_j = {ENERGY_J: 2.0**_COUNTER_BITS * resolution_uj * 1e-6}
+        self._wide_counter = self._wide_counter or ticks >= 2.0**_NARROW_COUNTER_BITS
+        bits = _WIDE_COUNTER_BITS if self._wide_counter else _NARROW_COUNTER_BITS
+        self.wrap_j = {ENERGY_J: 2.0**bits * resolution_uj * 1e-6}
         return ticks * resolution_uj * 1e-6
 
     def _clock(self, guard: Guard, kind: str) -> float | None:
@@ -193,6 +244,87 @@ class AmdSmiSource:
 
 
 _NA_FLAGS = {0xFF, 0xFFFF}
+
+
+def _socket_power(info: object) -> tuple[float | None, float | None]:
+    for key, averaging in _POWER_KEYS:
+        value = _field(info, key)
+        if value is not None:
+            return value, averaging
+    return None, None
+
+
+@dataclass(frozen=True)
+class Package:
+    """The devices that share a device's package (their PCI addresses, one name for a GCD
+    that could not be found), and the handle that reports the package's power: None when
+    none of them does (a secondary GCD whose primary was not found reads 0 W, which is
+    not the package's power)."""
+
+    devices: tuple[str, ...]
+    reporter: object | None
+
+
+def find_package(lib: Any, handles: Sequence[object], index: int,
+                 errors: tuple[type[BaseException], ...]) -> Package | None:
+    """The package device `index` shares with other devices; None when it has one alone
+    (or when amdsmi cannot say: its readings are then taken as the device's own)."""
+    guard = Guard(errors)
+    get_bdf = getattr(lib, "amdsmi_get_gpu_device_bdf", None)
+    get_asic = getattr(lib, "amdsmi_get_gpu_asic_info", None)
+    get_board = getattr(lib, "amdsmi_get_gpu_board_info", None)
+    if get_bdf is None:
+        return None
+    bdfs = [guard.call(get_bdf, h) for h in handles]
+    address = pci_device(bdfs[index])
+    market = _field_text(guard.call(get_asic, handles[index]) if get_asic else None,
+                         "market_name")
+    members: list[int]
+    if market is not None and any(name in market for name in _TWO_GCD_MARKETS):
+        serial = _board_serial(guard, get_board, handles[index])
+        members = [i for i, h in enumerate(handles)
+                   if serial is not None and _board_serial(guard, get_board, h) == serial]
+        members = members or [index]
+        gcds = 2
+    elif address is not None:
+        members = [i for i, bdf in enumerate(bdfs) if pci_device(bdf) == address]
+        gcds = len(members)
+    else:
+        return None
+    if gcds < 2:
+        return None
+    names = [str(bdfs[i]) if isinstance(bdfs[i], str) else f"amdsmi GPU {i}" for i in members]
+    if len(members) < gcds:
+        names.append("the other GCD of its package (not found)")
+    # The member that reports the package's power: the primary GCD, the first partition.
+    reporter: object | None = None
+    for i in members:
+        power, _ = _socket_power(guard.call(lib.amdsmi_get_power_info, handles[i]))
+        if power:
+            reporter = handles[i]
+            break
+    return Package(tuple(names), reporter)
+
+
+def pci_device(bdf: object) -> tuple[int, int, int] | None:
+    """(domain, bus, device) of "dddd:bb:dd.f"; None for anything else."""
+    if not isinstance(bdf, str):
+        return None
+    try:
+        domain, bus, rest = bdf.strip().split(":")
+        device = rest.split(".")[0]
+        return int(domain, 16), int(bus, 16), int(device, 16)
+    except ValueError:
+        return None
+
+
+def _field_text(info: object, key: str) -> str | None:
+    value = info.get(key) if isinstance(info, Mapping) else None
+    return value if isinstance(value, str) and value.strip() not in ("", "N/A") else None
+
+
+def _board_serial(guard: Guard, get_board: Any, handle: object) -> str | None:
+    return _field_text(guard.call(get_board, handle), "product_serial") if get_board else None
 
 
 def _field(info: object, key: str) -> float | None:

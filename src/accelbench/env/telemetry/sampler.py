@@ -3,6 +3,19 @@
 Telemetry is advisory: a source that raises is closed and its channels end there, with
 the reason in `Series.stopped`, and the other sources go on. `stop()` always returns a
 Series with everything read until then.
+
+The thread runs in the process that measures the case, so each tick takes the GIL from
+the timed loop for as long as its Python-side work lasts (the vendor calls themselves go
+through ctypes, which lets the GIL go). Launch latency, microseconds a call, is the case
+most exposed to that. bench/telemetry_latency_overhead.py measures it: accelbench's eager
+launch case with the sampler at 50 ms against none, alternating rounds in one process.
+On a 2-core AMD EPYC VM (CPU device, so the sampled source is the host and the latency is
+PyTorch's dispatch, the CPU-side part of a launch), two runs of 9 rounds gave median
+ratios on/off of 1.007 and 1.006 (3.54 against 3.50 us, 3.72 against 3.72 us), within
+the rounds' own spread of 0.6-1.6%: below what a launch-latency comparison can resolve,
+so sampling stays in-process, where it shares the case's clock for the timed window.
+The GPU path (NVML or amdsmi reads each tick) is not measured here; the script takes
+--device cuda for that.
 """
 
 from __future__ import annotations
@@ -190,7 +203,11 @@ class TelemetrySampler:
     def _build(self) -> Series:
         wrap: dict[str, float] = {}
         names: dict[int, str] = {}
+        shared: dict[str, tuple[str, ...]] = {}
         for source in self._sources:
+            source_shared = getattr(source, "shared_by", None)
+            if isinstance(source_shared, Mapping):
+                shared.update({c: tuple(d) for c, d in source_shared.items() if d})
             source_wrap = getattr(source, "wrap_j", None)
             if isinstance(source_wrap, Mapping):
                 wrap.update(source_wrap)
@@ -207,4 +224,5 @@ class TelemetrySampler:
             wrap_j=wrap,
             throttle_names=names,
             window=self._window,
+            shared_by=shared,
         )
