@@ -2,7 +2,8 @@
 (the CPU, a runtime that cannot be reached, for real with the CUDA runtime PyTorch ships,
 a device without managed memory, a size larger than what is free), the buffers over a
 fake runtime, the round trip, and what it records on an MI300A (XNACK on and off), an
-MI300X and an H100: every figure into the store and the report."""
+MI300X and an MI250X (XNACK on and off, from faked device properties) and an H100: every
+figure into the store and the report."""
 
 from __future__ import annotations
 
@@ -15,16 +16,17 @@ from typing import Any
 
 import pytest
 import torch
-from unified_fakes import fake_runtime
+from unified_fakes import device_properties, fake_runtime
 
 from accelbench.benchmarks import REGISTRY
-from accelbench.benchmarks.micro import unified
+from accelbench.benchmarks.micro import unified, view
 from accelbench.benchmarks.micro.unified_buffers import Buffers, CudaArray, cells, cpu_tensor
 from accelbench.cli.main import main
 from accelbench.core.context import CaseContext
 from accelbench.core.device import DeviceInfo
 from accelbench.core.measurement import CaseFailed, CaseSkipped, Measurement, from_result
 from accelbench.core.timing import Timing, TimingPolicy
+from accelbench.core.view import Bars
 from accelbench.env.apu import MemoryModel
 from accelbench.errors import UserError
 from accelbench.report.results import row
@@ -40,12 +42,14 @@ MI300A = DeviceInfo("cuda", 0, "rocm", "AMD Instinct MI300A", "gfx942", 110 * GI
 MI300X = DeviceInfo("cuda", 0, "rocm", "AMD Instinct MI300X", "gfx942", 192 * GIB, 304,
                     4 * MIB)
 H100 = DeviceInfo("cuda", 0, "cuda", "NVIDIA H100 80GB HBM3", "sm_90", 80 * GIB, 132, 50 * MIB)
+MI250X = DeviceInfo("cuda", 0, "rocm", "AMD Instinct MI250X", "gfx90a", 64 * GIB, 110, 8 * MIB)
 APU_XNACK_ON = MemoryModel(True, "PyTorch's is_integrated", True, "gcnArchName gfx942:xnack+")
 APU_XNACK_OFF = MemoryModel(True, "PyTorch's is_integrated", False, "gcnArchName gfx942:xnack-")
-DISCRETE_AMD = MemoryModel(False, "PyTorch's is_integrated", False, "gcnArchName gfx942:xnack-")
+DISCRETE_AMD = MemoryModel(False, "PyTorch's is_integrated", True, "gcnArchName gfx942:xnack+")
 DISCRETE = MemoryModel(False, "PyTorch's is_integrated")
 PEAK_5_3 = 5.3e12  # MI300A and MI300X HBM3, B/s
 PEAK_H100 = 3.35e12
+PEAK_MI250X_GCD = 3.2768e12 / 2  # one of the package's two GCDs
 
 
 def context(device: DeviceInfo) -> CaseContext:
@@ -450,13 +454,15 @@ def test_on_an_mi300a_every_bandwidth_is_a_share_of_the_one_hbm(model, op, memor
 
 @pytest.mark.parametrize(("device", "model", "peak"), [(MI300X, DISCRETE_AMD, PEAK_5_3),
                                                        (H100, DISCRETE, PEAK_H100)],
-                         ids=["MI300X", "H100"])
+                         ids=["MI300X-xnack-on", "H100"])
 def test_on_a_discrete_gpu_only_what_runs_in_device_memory_has_a_peak(device, model, peak):
     for memory in ("device", "managed"):
         m = recorded(device, model, "bandwidth", memory)
         bandwidth = m.figure("bandwidth")
         assert bandwidth is not None and bandwidth.peak == peak
         assert m.details["peak_of"] == "device memory"
+    assert recorded(device, model, "bandwidth", "managed").details["managed_memory"] == \
+        "migrates"
     for op, memory in (("bandwidth", "host"), ("first-touch", "managed"),
                        ("cpu-touch", "managed")):
         m = recorded(device, model, op, memory)
@@ -464,6 +470,119 @@ def test_on_a_discrete_gpu_only_what_runs_in_device_memory_has_a_peak(device, mo
         assert bandwidth is not None and bandwidth.peak is None
         assert m.details["peak_of"].startswith("none: the link")
     assert recorded(device, model, "bandwidth", "host").details["integrated"] is False
+
+
+def model_from_properties(monkeypatch, device: DeviceInfo, gcn_arch: str | None,
+                          hsa_xnack: str | None, integrated: bool = False) -> MemoryModel:
+    """The memory model the case builds from faked device properties and environment."""
+    monkeypatch.setattr(torch.cuda, "get_device_properties",
+                        lambda index: device_properties(gcn_arch, integrated))
+    if hsa_xnack is None:
+        monkeypatch.delenv("HSA_XNACK", raising=False)
+    else:
+        monkeypatch.setenv("HSA_XNACK", hsa_xnack)
+    model = unified.device_memory_model(torch, device)
+    assert model is not None
+    return model
+
+
+MANAGED_FIGURES = [("bandwidth", "managed"), ("first-touch", "managed"),
+                   ("cpu-touch", "managed")]
+
+
+@pytest.mark.parametrize("hsa_xnack", [None, "0", "1"], ids=["unset", "0", "1-not-in-effect"])
+@pytest.mark.parametrize(("op", "memory"), MANAGED_FIGURES)
+def test_without_xnack_managed_memory_is_host_resident_access_over_the_link(
+        monkeypatch, hsa_xnack, op, memory):
+    """hipMallocManaged memory without XNACK never moves: the GPU reaches it in host memory,
+    across the link. No figure is called resident or a migration, none is rated against
+    HBM, and the record says why."""
+    model = model_from_properties(monkeypatch, MI250X, "gfx90a:sramecc+:xnack-", hsa_xnack)
+    m = recorded(MI250X, model, op, memory)
+    bandwidth = m.figure("bandwidth")
+    assert bandwidth is not None
+    assert bandwidth.peak is None and bandwidth.pct_of_peak is None
+    assert m.details["managed_memory"] == "host-resident"
+    # the GPU's accesses cross the link; the CPU's touch reaches host memory where it is
+    crossed = "by the CPU" if op == "cpu-touch" else "over the link"
+    assert m.details["measures"].startswith(f"host-resident access {crossed}")
+    assert "migrat" not in m.details["measures"].replace("no page migration", "")
+    assert not m.details["measures"].startswith("resident")
+    assert "device memory" not in m.details["peak_of"]
+    assert m.details["peak_of"].startswith("none:")
+    assert ("host memory" if op == "cpu-touch" else "link") in m.details["peak_of"]
+    assert (m.details["integrated"], m.details["xnack"], m.details["xnack_feature"],
+            m.details["hsa_xnack"]) == (False, False, "xnack-", hsa_xnack)
+    assert "XNACK" in m.details["managed_memory_by"]
+    assert any("host-resident" in w for w in m.warnings)
+    assert row(m).pct_of_peak == "-"
+
+
+@pytest.mark.parametrize(("op", "memory"), MANAGED_FIGURES)
+def test_with_xnack_on_managed_memory_keeps_its_resident_and_migration_figures(
+        monkeypatch, op, memory):
+    model = model_from_properties(monkeypatch, MI250X, "gfx90a:sramecc+:xnack+", "1")
+    m = recorded(MI250X, model, op, memory)
+    bandwidth = m.figure("bandwidth")
+    assert bandwidth is not None
+    assert m.details["managed_memory"] == "migrates"
+    assert (m.details["xnack"], m.details["xnack_feature"], m.details["hsa_xnack"]) == (
+        True, "xnack+", "1")
+    assert not any("host-resident" in w for w in m.warnings)
+    if op == "bandwidth":  # pages in device memory: a share of HBM
+        assert bandwidth.peak == PEAK_MI250X_GCD
+        assert m.details["peak_of"] == "device memory"
+        assert m.details["measures"].startswith("resident bandwidth")
+    else:  # the pages cross the link as they move
+        assert bandwidth.peak is None and m.details["peak_of"].startswith("none: the link")
+        assert "migration" in m.details["measures"]
+
+
+def test_where_xnack_s_state_is_not_known_managed_figures_have_no_peak(monkeypatch):
+    model = model_from_properties(monkeypatch, MI250X, None, None)
+    assert model.xnack is None
+    m = recorded(MI250X, model, "bandwidth", "managed")
+    bandwidth = m.figure("bandwidth")
+    assert bandwidth is not None and bandwidth.peak is None
+    assert m.details["managed_memory"] == "unknown"
+    assert m.details["peak_of"].startswith("none:")
+    assert not m.details["measures"].startswith("resident")
+
+
+@pytest.mark.parametrize("model", [APU_XNACK_ON, APU_XNACK_OFF], ids=["xnack-on", "xnack-off"])
+def test_on_an_apu_managed_memory_is_the_one_memory_and_nothing_migrates(model):
+    for op in ("bandwidth", "first-touch", "cpu-touch"):
+        m = recorded(MI300A, model, op, "managed")
+        assert m.details["managed_memory"] == "one memory"
+        assert "migrat" not in m.details["measures"].replace("nothing migrates", "")
+        assert not any("host-resident" in w for w in m.warnings)
+
+
+def test_on_cuda_managed_memory_migrates_and_the_record_says_what_is_assumed():
+    m = recorded(H100, DISCRETE, "first-touch", "managed")
+    assert m.details["managed_memory"] == "migrates"
+    assert "CUDA" in m.details["managed_memory_by"]
+    assert "migration" in m.details["measures"]
+    assert "xnack" not in m.details and "xnack_feature" not in m.details
+
+
+def test_memory_kinds_other_than_managed_carry_no_managed_placement(monkeypatch):
+    model = model_from_properties(monkeypatch, MI250X, "gfx90a:sramecc+:xnack-", None)
+    for memory in ("device", "host"):
+        m = recorded(MI250X, model, "bandwidth", memory)
+        assert "managed_memory" not in m.details
+        assert m.details["xnack"] is False  # the device's state is recorded all the same
+    device = recorded(MI250X, model, "bandwidth", "device").figure("bandwidth")
+    assert device is not None and device.peak == PEAK_MI250X_GCD
+
+
+def test_the_chart_labels_say_where_host_resident_managed_memory_was(monkeypatch):
+    model = model_from_properties(monkeypatch, MI250X, "gfx90a:sramecc+:xnack-", None)
+    ms = [recorded(MI250X, model, "bandwidth", memory) for memory in ("device", "managed")]
+    (section,) = view.sections(ms)
+    (chart,) = section.charts
+    assert isinstance(chart, Bars)
+    assert list(chart.categories) == ["memory=device", "memory=managed (host-resident)"]
 
 
 def test_a_device_without_published_peaks_says_so():

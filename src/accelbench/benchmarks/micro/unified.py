@@ -2,17 +2,37 @@
 
 Memory kinds (`memory`; unified_buffers): `device` memory, `host` memory (page-locked and
 mapped into the GPU's address space: zero-copy) and `managed` memory (hipMallocManaged /
-cudaMallocManaged, whose pages move to, or are mapped for, whichever processor touches
-them). Operations (`op`):
+cudaMallocManaged). Where managed memory lives when the GPU uses it depends on the
+platform and the device (env.apu.managed_memory), and each case records it
+(`managed_memory`, `managed_memory_by`) with XNACK's state (`xnack`, `xnack_by`,
+`xnack_feature`, `hsa_xnack`) and whether the GPU is an APU (`integrated`):
+
+- CUDA: pages migrate to the processor that touches them, on demand where the device has
+  concurrentManagedAccess (Pascal and later on Linux, HMM and ATS systems included),
+  all at each kernel's launch where it has not (before Pascal, Windows). Either way the
+  GPU's kernel runs on device memory once the pages have moved: `migrates`.
+- ROCm, discrete GPU, XNACK on (gcnArchName `xnack+`: HSA_XNACK=1 on gfx90a / gfx942 with
+  a kernel driver that supports HMM): the GPU's page faults migrate the pages: `migrates`.
+- ROCm, discrete GPU, XNACK off (`xnack-`, HSA_XNACK unset or 0, or a GPU or driver
+  without it): the GPU cannot retry after a fault, so ROCm keeps managed memory in host
+  memory and the GPU reaches it over the link, as it does mapped host memory; nothing
+  migrates: `host-resident`.
+- An APU (MI300A, Strix Halo): one memory for CPU and GPU; nothing migrates, XNACK or
+  not: `one memory`.
+
+Operations (`op`):
 
 - bandwidth: one GPU kernel, STREAM's scale (b = 3.0 * a, float32), with both buffers of
   the kind; 2 * buffer_bytes per call. On host memory the kernel reads and writes across
   the link (or, on an APU, the one memory); on managed memory the CPU writes the input
-  first and the warm-up moves it, so the figure is the resident bandwidth after the first
-  touch. The same kernel on device memory is the yardstick.
+  first and the warm-up moves it where it migrates, so the figure is the resident
+  bandwidth after the first touch; where it is host-resident the figure is host-resident
+  access over the link, and is named so. The same kernel on device memory is the
+  yardstick.
 - first-touch (managed): every call, the CPU reads and writes every element (x += 1,
   untimed), then one GPU kernel does (x += 1), timed by device events: the cost of the
-  first GPU touch of pages the CPU touched last. buffer_bytes per call.
+  first GPU touch of pages the CPU touched last (a migration where pages migrate,
+  host-resident access over the link where they do not). buffer_bytes per call.
 - cpu-touch (managed): the other half of the same cycle: the GPU touched every page last
   (untimed, waited for), then the CPU reads and writes every element, on the host clock:
   the cost of touching it from the CPU again. buffer_bytes per call.
@@ -22,13 +42,18 @@ them). Operations (`op`):
   copies through page-locked staging (H2D, kernel, D2H); on host and managed memory the
   CPU and the kernel use the same cells.
 
-Each bandwidth is a share of the device memory's published peak where it runs in device
-memory (device and managed bandwidth on a discrete GPU), of none across the link, and on
-an APU (env.apu), where CPU and GPU share one HBM, every bandwidth is a share of that
-memory's peak. A case asks for no more than FREE_SHARE of the memory free (device memory
-from torch.cuda.mem_get_info for device and managed buffers, host memory for host
-buffers) and is skipped before allocating anything otherwise: managed memory beyond what
-is free can hang a GPU. On the CPU there is nothing to share: the cases are skipped.
+Each bandwidth figure says what it measures (`measures`) and what its peak is a share of
+(`peak_of`). It is a share of the device memory's published peak where the kernel runs
+in device memory (device bandwidth, and managed bandwidth where pages migrate); on an
+APU (env.apu), where CPU and GPU share one HBM, every bandwidth is a share of that
+memory's peak. A figure that crossed the link (host memory, the touches, host-resident
+managed memory) would be a share of the link's peak, but accelbench knows no published
+peak of the PCIe or Infinity Fabric link between host and device (core.peaks holds
+memory and compute peaks), so it has none rather than a share of the device memory's.
+A case asks for no more than FREE_SHARE of the memory free (device memory from
+torch.cuda.mem_get_info for device and managed buffers, host memory for host buffers)
+and is skipped before allocating anything otherwise: managed memory beyond what is free
+can hang a GPU. On the CPU there is nothing to share: the cases are skipped.
 """
 
 from __future__ import annotations
@@ -50,6 +75,7 @@ from accelbench.benchmarks.micro.gpu_runtime import (
     open_runtime,
 )
 from accelbench.benchmarks.micro.unified_buffers import KINDS, Buffers, cells
+from accelbench.benchmarks.micro.view import LABEL_NOTE
 from accelbench.core.context import CaseContext
 from accelbench.core.device import DeviceInfo
 from accelbench.core.measurement import CaseFailed, CaseResult, CaseSkipped, Rate
@@ -62,7 +88,7 @@ if TYPE_CHECKING:
 
     import torch
 
-    from accelbench.env.apu import MemoryModel
+    from accelbench.env.apu import ManagedMemory, MemoryModel
 
 OPS = ("bandwidth", "first-touch", "cpu-touch", "handoff")
 TOUCH_OPS = ("first-touch", "cpu-touch")
@@ -332,53 +358,136 @@ def _handoff(ctx: CaseContext, torch: ModuleType, buffers: Buffers, kind: str,
 # -- the result ----------------------------------------------------------------------
 
 
+def managed_placement(kind: str, model: MemoryModel | None, platform: str
+                      ) -> ManagedMemory | None:
+    """Where the case's managed memory lived (env.apu); None for other kinds."""
+    from accelbench.env.apu import UNKNOWN, ManagedMemory, managed_memory
+
+    if kind != "managed":
+        return None
+    if model is None:
+        return ManagedMemory(UNKNOWN, "no memory model for this device")
+    return managed_memory(model, platform)
+
+
+def measures(op: str, kind: str, model: MemoryModel | None,
+             placement: ManagedMemory | None) -> str:
+    """What a bandwidth figure measures, in words, by what happened to the memory."""
+    from accelbench.env.apu import HOST_RESIDENT, MIGRATES, ONE_MEMORY
+
+    if kind == "device":
+        return "device-memory bandwidth (the yardstick)"
+    if kind == "host":
+        if model is not None and model.integrated:
+            return "zero-copy access to the one memory (an APU)"
+        return "zero-copy access over the link (mapped host memory)"
+    where = placement.placement if placement is not None else None
+    if where == MIGRATES:
+        return {
+            "bandwidth": "resident bandwidth (managed pages in device memory after the "
+                         "first touch moved them)",
+            "first-touch": "first-touch migration (the GPU's touch moves the pages the CPU "
+                           "touched to device memory)",
+            "cpu-touch": "CPU-touch migration (the CPU's touch moves the pages the GPU "
+                         "touched back to host memory)",
+        }[op]
+    if where == HOST_RESIDENT:
+        if op == "cpu-touch":
+            return ("host-resident access by the CPU (the pages never left host memory; "
+                    "no page migration without XNACK)")
+        return ("host-resident access over the link (the GPU reads and writes host "
+                "memory; no page migration without XNACK)")
+    if where == ONE_MEMORY:
+        return {
+            "bandwidth": "managed bandwidth in the one memory (an APU: nothing migrates)",
+            "first-touch": "first GPU touch of the one memory (an APU: nothing migrates)",
+            "cpu-touch": "CPU touch of the one memory (an APU: nothing migrates)",
+        }[op]
+    return ("managed memory of unknown placement (XNACK's state is not known: resident "
+            "where pages moved, host-resident across the link where not)")
+
+
 def bandwidth_peak(op: str, kind: str, model: MemoryModel | None,
-                   device_peak: float | None) -> tuple[float | None, str]:
-    """The peak a bandwidth is a share of, and what it is the peak of."""
+                   placement: ManagedMemory | None, device_peak: float | None
+                   ) -> tuple[float | None, str]:
+    """The peak a bandwidth is a share of, and what it is the peak of: only memory the
+    kernel ran in; the link has no published peak here (see the module docstring)."""
+    from accelbench.env.apu import HOST_RESIDENT, MIGRATES
+
     if device_peak is None:
         return None, "no published peak for this device"
     if model is not None and model.integrated:
         return device_peak, "the one memory the CPU and the GPU share (an APU)"
-    if op == "bandwidth" and kind in ("device", "managed"):
+    where = placement.placement if placement is not None else None
+    if op == "bandwidth" and (kind == "device" or where == MIGRATES):
         return device_peak, "device memory"
+    if where == HOST_RESIDENT:
+        if op == "cpu-touch":
+            return None, ("none: the CPU touched host memory, where managed memory stays "
+                          "without XNACK, and host memory has no published peak here")
+        return None, ("none: managed memory stays in host memory without XNACK, so the GPU "
+                      "crossed the link between host and device, which has no published "
+                      "peak here")
+    if op == "bandwidth" and kind == "managed":
+        return None, ("none: XNACK's state is not known, so whether the kernel ran in "
+                      "device memory or across the link is not known")
     return None, "none: the link between host and device has no published peak here"
 
 
 def record(op: str, kind: str, timing: Timing, buffer_bytes: int,
            model: MemoryModel | None, ctx: CaseContext, details: dict[str, Any]
            ) -> CaseResult:
-    """The figures of a case: for a hand-off its latency, else a bandwidth with the peak
-    it is a share of (on an APU, the shared memory's for every kind)."""
-    details = {**details, **(model.to_dict() if model is not None else {})}
+    """The figures of a case: for a hand-off its latency, else a bandwidth named by what
+    happened to the memory, with the peak it is a share of (on an APU, the shared
+    memory's for every kind)."""
+    from accelbench.env.apu import HOST_RESIDENT, UNKNOWN
+
+    placement = managed_placement(kind, model, ctx.device.platform)
+    details = {**details, **(model.to_dict() if model is not None else {}),
+               **(placement.to_dict() if placement is not None else {})}
     if op == "handoff":
         details.update({"element": "int32", "values_per_round_trip": 1})
         return CaseResult(timing=timing, details=details, time_name="latency")
     moved = BUFFERS["bandwidth"] * buffer_bytes if op == "bandwidth" else buffer_bytes
-    peak, peak_of = bandwidth_peak(op, kind, model, ctx.peak_bandwidth())
+    peak, peak_of = bandwidth_peak(op, kind, model, placement, ctx.peak_bandwidth())
     details.update({
         "element": "float32",
         "elements": buffer_bytes // ELEMENT_BYTES,
         "buffer_bytes": buffer_bytes,
         "bytes_per_call": moved,
         "byte_formula": BYTE_FORMULAS[op],
+        "measures": measures(op, kind, model, placement),
         "peak_of": peak_of,
     })
     if op == "bandwidth":
         details["formula"] = f"b = {SCALE:g} * a"
-    warnings: tuple[str, ...] = ()
+    warnings: list[str] = []
+    where = placement.placement if placement is not None else None
+    if where == HOST_RESIDENT:
+        details[LABEL_NOTE] = "host-resident"
+        what = {"bandwidth": "host-resident access over the link, not resident bandwidth",
+                "first-touch": "host-resident access over the link, not a migration",
+                "cpu-touch": "host-resident access by the CPU, not a migration"}[op]
+        warnings.append(f"managed memory stayed in host memory (XNACK off): {what}; "
+                        "HSA_XNACK=1 turns XNACK on where the GPU and its driver allow it")
+    elif where == UNKNOWN:
+        details[LABEL_NOTE] = "placement unknown"
+        warnings.append("XNACK's state is not known: managed memory may have stayed in host "
+                        "memory, and the figure has no peak")
     l2 = ctx.device.l2_cache_bytes
     if op == "bandwidth" and l2 and moved < 4 * l2:
-        warnings = (f"{moved / MIB:g} MiB moved per call is less than 4x the L2 cache "
-                    f"({l2 / MIB:g} MiB): this may measure cache rather than memory",)
+        warnings.append(f"{moved / MIB:g} MiB moved per call is less than 4x the L2 cache "
+                        f"({l2 / MIB:g} MiB): this may measure cache rather than memory")
     return CaseResult(timing=timing, rates=(Rate("bandwidth", moved, "B/s", peak),),
-                      details=details, warnings=warnings)
+                      details=details, warnings=tuple(warnings))
 
 
 BENCHMARK = Benchmark(
     name="unified-memory",
     family="micro",
-    summary="GPU access to host and managed memory: zero-copy and resident bandwidth, "
-            "first touch from GPU and CPU, CPU-GPU hand-off latency",
+    summary="GPU access to host and managed memory: zero-copy and resident (or, without "
+            "XNACK on ROCm, host-resident) bandwidth, first touch from GPU and CPU, CPU-GPU "
+            "hand-off latency",
     entry="accelbench.benchmarks.micro.unified:measure",
     params=(
         Param("op", "str", "bandwidth", choices=OPS,

@@ -1,6 +1,8 @@
 """What micro-benchmarks add to a run's report: beside their rows in the Results tables,
 a chart per benchmark and unit of how close each case came to the device's published
-peak."""
+peak. A case's label is its parameters, with the note a benchmark put in its details
+under LABEL_NOTE for what the parameters cannot say (unified-memory: managed memory that
+stayed in host memory is "host-resident", whatever its `memory` parameter reads)."""
 
 from __future__ import annotations
 
@@ -9,6 +11,8 @@ from collections.abc import Sequence
 from accelbench.core.measurement import Measurement
 from accelbench.core.units import axis_scale, format_params
 from accelbench.core.view import RESULTS, Bars, BarSeries, Section
+
+LABEL_NOTE = "label_note"  # details key: a short note shown after the case's chart label
 
 
 def sections(measurements: Sequence[Measurement]) -> list[Section]:
@@ -28,6 +32,8 @@ def peak_chart(bench: str, unit: str, ms: Sequence[Measurement]) -> Bars:
 
     labels = short_labels([m.case for m in ms], dtype=True)
     labels = [format_params(m.case.params) if label == bench else label
+              for label, m in zip(labels, ms, strict=True)]
+    labels = [f"{label} ({m.details[LABEL_NOTE]})" if m.details.get(LABEL_NOTE) else label
               for label, m in zip(labels, ms, strict=True)]
     peaks = [m.primary.peak if m.primary else None for m in ms]
     stats = [value_ci(m) for m in ms]
