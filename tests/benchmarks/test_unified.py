@@ -28,6 +28,7 @@ from accelbench.core.measurement import CaseFailed, CaseSkipped, Measurement, fr
 from accelbench.core.timing import Timing, TimingPolicy
 from accelbench.core.view import Bars
 from accelbench.env.apu import MemoryModel
+from accelbench.env.pcie import HostLink, Link
 from accelbench.errors import UserError
 from accelbench.report.results import row
 from accelbench.runner.plan import Request, expand, validate
@@ -428,11 +429,11 @@ TIMING = Timing(tuple(1e-3 * s for s in (1.0, 1.01, 0.99, 1.002, 0.998)), 4, 8, 
 
 
 def recorded(device: DeviceInfo, model: MemoryModel | None, op: str, memory: str,
-             size_mib: int = 1024) -> Measurement:
+             size_mib: int = 1024, link: HostLink | None = None) -> Measurement:
     params = BENCH.resolve({"op": op, "memory": memory, "size_mib": size_mib})
     result = unified.record(op, params.get("memory", "managed"), TIMING,
                             size_mib * MIB if op != "handoff" else 0, model,
-                            context(device), {"op": op})
+                            context(device), {"op": op}, link)
     return from_result(BENCH.case(params, device.torch_device), result, (), 0.0, 0.1)
 
 
@@ -468,7 +469,7 @@ def test_on_a_discrete_gpu_only_what_runs_in_device_memory_has_a_peak(device, mo
         m = recorded(device, model, op, memory)
         bandwidth = m.figure("bandwidth")
         assert bandwidth is not None and bandwidth.peak is None
-        assert m.details["peak_of"].startswith("none: the link")
+        assert m.details["peak_of"].startswith("none: the bytes crossed the host link")
     assert recorded(device, model, "bandwidth", "host").details["integrated"] is False
 
 
@@ -534,7 +535,8 @@ def test_with_xnack_on_managed_memory_keeps_its_resident_and_migration_figures(
         assert m.details["peak_of"] == "device memory"
         assert m.details["measures"].startswith("resident bandwidth")
     else:  # the pages cross the link as they move
-        assert bandwidth.peak is None and m.details["peak_of"].startswith("none: the link")
+        assert bandwidth.peak is None
+        assert m.details["peak_of"].startswith("none: the bytes crossed the host link")
         assert "migration" in m.details["measures"]
 
 
@@ -638,3 +640,41 @@ def test_the_figures_join_the_store_and_the_report(tmp_path: Path, capsys):
     assert "| XNACK | yes |" in report
     bandwidth = stored[0].figure("bandwidth")
     assert bandwidth is not None and math.isfinite(bandwidth.value)
+
+
+# -- the host link -------------------------------------------------------------------
+
+# PCIe 4.0 x16: 16 GT/s x 16 lanes x 128/130 / 8 bits = 31.5 GB/s each way.
+GEN4_X16 = Link(16.0, 16, 16.0, 16)
+LINK = HostLink("0000:c1:00.0", "0000:c1:00.0", GEN4_X16, 16e9 * 16 * 128 / 130 / 8)
+
+
+@pytest.mark.parametrize(("op", "memory", "xnack", "ways"), [
+    ("bandwidth", "host", "xnack-", 2),  # mapped host memory: reads in, writes out
+    ("bandwidth", "managed", "xnack-", 2),  # host-resident managed memory, the same
+    ("first-touch", "managed", "xnack-", 1),  # each element read in and written out once
+    ("first-touch", "managed", "xnack+", 1),  # the pages migrate in
+    ("cpu-touch", "managed", "xnack+", 1),  # and back out
+])
+def test_what_crossed_the_host_link_is_a_share_of_that_link(monkeypatch, op, memory, xnack,
+                                                            ways):
+    model = model_from_properties(monkeypatch, MI250X, f"gfx90a:sramecc+:{xnack}", None)
+    m = recorded(MI250X, model, op, memory, link=LINK)
+    bandwidth = m.figure("bandwidth")
+    assert bandwidth is not None and bandwidth.peak == pytest.approx(ways * 31.5077e9, rel=1e-4)
+    assert m.details["peak_of"].startswith("the host link, PCIe 4.0 x16 (31.5 GB/s each way)")
+    assert m.details["peak_of"].endswith("both ways together (reads come in as writes go out)"
+                                         if ways == 2 else "one way")
+    assert m.details["host_link"]["per_direction_bytes"] == LINK.per_direction
+
+
+def test_what_stayed_in_a_memory_is_never_a_share_of_the_link(monkeypatch):
+    model = model_from_properties(monkeypatch, MI250X, "gfx90a:sramecc+:xnack-", None)
+    touched = recorded(MI250X, model, "cpu-touch", "managed", link=LINK)
+    assert touched.figure("bandwidth").peak is None and "host_link" not in touched.details
+    resident = recorded(MI250X, model_from_properties(
+        monkeypatch, MI250X, "gfx90a:sramecc+:xnack+", None), "bandwidth", "managed",
+        link=LINK)
+    assert resident.details["peak_of"] == "device memory"
+    apu = recorded(MI300A, APU_XNACK_OFF, "bandwidth", "host", link=LINK)
+    assert apu.details["peak_of"] == "the one memory the CPU and the GPU share (an APU)"

@@ -17,6 +17,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from accelbench.env.pcie import Link, read_link
+
 PathLike = str | os.PathLike[str]
 
 # PCI class codes (the top 16 bits of `class`) of the devices a node is qualified on.
@@ -32,9 +34,6 @@ ACS_CAP_ID = 0x000D
 ACS_REQUEST_REDIRECT = 1 << 2
 ACS_COMPLETION_REDIRECT = 1 << 3
 _EXT_CAP_START = 0x100
-_GT_S = re.compile(r"([\d.]+)\s*GT/s")
-# The transfer rate of each PCIe generation, in GT/s.
-PCIE_GENERATIONS = {2.5: 1, 5.0: 2, 8.0: 3, 16.0: 4, 32.0: 5, 64.0: 6}
 
 
 def _text(path: Path) -> str | None:
@@ -180,27 +179,6 @@ def numa_balancing(procfs: PathLike = "/proc") -> bool | None:
 # ------------------------------------------------------------------------------- PCI
 
 @dataclass(frozen=True)
-class Link:
-    speed_gts: float | None  # the current transfer rate
-    width: int | None
-    max_speed_gts: float | None  # the device's own maximum
-    max_width: int | None
-
-    @property
-    def generation(self) -> int | None:
-        return PCIE_GENERATIONS.get(self.speed_gts) if self.speed_gts else None
-
-    @property
-    def max_generation(self) -> int | None:
-        return PCIE_GENERATIONS.get(self.max_speed_gts) if self.max_speed_gts else None
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"speed_gts": self.speed_gts, "width": self.width,
-                "max_speed_gts": self.max_speed_gts, "max_width": self.max_width,
-                "generation": self.generation, "max_generation": self.max_generation}
-
-
-@dataclass(frozen=True)
 class PciDevice:
     address: str  # "0000:c1:00.0"
     class_code: int  # the top 16 bits of the class: 0x0302 a 3D controller
@@ -266,7 +244,7 @@ def _pci_device(entry: Path, sysfs: Path) -> PciDevice | None:
     return PciDevice(
         entry.name, class_code >> 8, vendor, _int(entry / "device", 16) or 0,
         numa if numa is not None and numa >= 0 else None, _pci_path(entry, sysfs),
-        _link(entry), Path(os.readlink(driver)).name if driver.is_symlink() else None,
+        read_link(entry), Path(os.readlink(driver)).name if driver.is_symlink() else None,
         {name: counters for name in ("aer_dev_correctable", "aer_dev_nonfatal", "aer_dev_fatal")
          if (counters := _counters(entry / name)) is not None},
         _acs_control(entry / "config"))
@@ -283,19 +261,6 @@ def _pci_path(entry: Path, sysfs: Path) -> tuple[str, ...]:
         if part.startswith("pci"):
             return tuple(parts[i:])
     return (entry.name,)
-
-
-def _link(entry: Path) -> Link | None:
-    speed, max_speed = _text(entry / "current_link_speed"), _text(entry / "max_link_speed")
-    width, max_width = _int(entry / "current_link_width"), _int(entry / "max_link_width")
-    if speed is None and width is None:
-        return None
-    return Link(_gts(speed), width or None, _gts(max_speed), max_width or None)
-
-
-def _gts(text: str | None) -> float | None:
-    match = _GT_S.search(text or "")
-    return float(match[1]) if match else None
 
 
 def _acs_control(config: Path) -> int | None:

@@ -45,11 +45,13 @@ Operations (`op`):
 Each bandwidth figure says what it measures (`measures`) and what its peak is a share of
 (`peak_of`). It is a share of the device memory's published peak where the kernel runs
 in device memory (device bandwidth, and managed bandwidth where pages migrate); on an
-APU (env.apu), where CPU and GPU share one HBM, every bandwidth is a share of that
-memory's peak. A figure that crossed the link (host memory, the touches, host-resident
-managed memory) would be a share of the link's peak, but accelbench knows no published
-peak of the PCIe or Infinity Fabric link between host and device (core.peaks holds
-memory and compute peaks), so it has none rather than a share of the device memory's.
+APU (env.apu), where CPU and GPU share one memory, every bandwidth is a share of that
+memory's peak. A figure whose bytes crossed the host link (mapped host memory,
+host-resident managed memory, a migration) is a share of that link's peak (env.pcie: the
+narrowest PCIe link on the GPU's path, at its maximum speed and width, both ways together
+where the figure counts reads in and writes out, one way where it counts what each way
+carried), never of the device memory's; the link is recorded (`host_link`). A CPU's touch
+of host memory, and a figure whose placement is not known, get no peak.
 A case asks for no more than FREE_SHARE of the memory free (device memory from
 torch.cuda.mem_get_info for device and managed buffers, host memory for host buffers)
 and is skipped before allocating anything otherwise: managed memory beyond what is free
@@ -89,6 +91,7 @@ if TYPE_CHECKING:
     import torch
 
     from accelbench.env.apu import ManagedMemory, MemoryModel
+    from accelbench.env.pcie import HostLink
 
 OPS = ("bandwidth", "first-touch", "cpu-touch", "handoff")
 TOUCH_OPS = ("first-touch", "cpu-touch")
@@ -156,7 +159,7 @@ def measure(ctx: CaseContext, params: dict[str, Any]) -> CaseResult:
     if op == "handoff" and kind == "device":
         details["staging"] = "page-locked host memory from torch (pin_memory=True)"
     return record(op, kind, timing, count * ELEMENT_BYTES if op in SIZED_OPS else 0,
-                  model, ctx, details)
+                  model, ctx, details, device_host_link(torch, ctx.device))
 
 
 # -- reaching the memory -------------------------------------------------------------
@@ -207,6 +210,16 @@ def device_memory_model(torch: ModuleType, device: DeviceInfo) -> MemoryModel | 
 
     return memory_model(torch.cuda.get_device_properties(device.index or 0), device,
                         os.environ)
+
+
+def device_host_link(torch: ModuleType, device: DeviceInfo) -> HostLink | None:
+    """The GPU's host link, read after the timed part (a link can train down at idle),
+    found by the PCI address PyTorch reports; None where PyTorch or sysfs tells none."""
+    from accelbench.env.pcie import host_link
+    from accelbench.env.telemetry.sources import DeviceAddress
+
+    address = DeviceAddress.of(torch.cuda.get_device_properties(device.index or 0))
+    return host_link(address.pci) if address.pci is not None else None
 
 
 def allocation_details(kind: str, runtime: Runtime | None, index: int) -> dict[str, Any]:
@@ -408,35 +421,67 @@ def measures(op: str, kind: str, model: MemoryModel | None,
 
 
 def bandwidth_peak(op: str, kind: str, model: MemoryModel | None,
-                   placement: ManagedMemory | None, device_peak: float | None
-                   ) -> tuple[float | None, str]:
-    """The peak a bandwidth is a share of, and what it is the peak of: only memory the
-    kernel ran in; the link has no published peak here (see the module docstring)."""
+                   placement: ManagedMemory | None, device_peak: float | None,
+                   link: HostLink | None = None) -> tuple[float | None, str]:
+    """The peak a bandwidth is a share of, and what it is the peak of: the memory the
+    kernel ran in, or the host link where the bytes crossed it (crossed_link)."""
     from accelbench.env.apu import HOST_RESIDENT, MIGRATES
 
-    if device_peak is None:
-        return None, "no published peak for this device"
     if model is not None and model.integrated:
+        if device_peak is None:
+            return None, "no published peak for this device"
         return device_peak, "the one memory the CPU and the GPU share (an APU)"
     where = placement.placement if placement is not None else None
     if op == "bandwidth" and (kind == "device" or where == MIGRATES):
+        if device_peak is None:
+            return None, "no published peak for this device"
         return device_peak, "device memory"
+    crossed = crossed_link(op, kind, where)
+    if crossed is None:
+        return None, _NOT_CROSSED[where == HOST_RESIDENT]
+    if link is None:
+        return None, ("none: the bytes crossed the host link, and sysfs shows no PCIe link "
+                      "with a known speed and width for this GPU (a virtual machine, or a "
+                      "GPU it does not list)")
+    if crossed == BOTH_WAYS:
+        return 2 * link.per_direction, (f"the host link, {link.describe()}, both ways "
+                                        "together (reads come in as writes go out)")
+    return link.per_direction, f"the host link, {link.describe()}, one way"
+
+
+BOTH_WAYS, ONE_WAY = "both ways", "one way"
+_NOT_CROSSED = {
+    True: ("none: the CPU touched host memory, where managed memory stays without XNACK, "
+           "and host memory has no published peak here"),
+    False: ("none: XNACK's state is not known, so whether the bytes stayed in device or "
+            "host memory or crossed the link is not known"),
+}
+
+
+def crossed_link(op: str, kind: str, where: str | None) -> str | None:
+    """How a figure's bytes crossed the host link: BOTH_WAYS where it counts reads coming
+    in and writes going out together, ONE_WAY where it counts what each way carried (a
+    migration one way; a first touch of host-resident memory, which reads every element
+    in and writes it out, each way carrying the bytes it counts); None where they did not
+    cross it, or where that is not known."""
+    from accelbench.env.apu import HOST_RESIDENT, MIGRATES, UNKNOWN
+
+    if kind == "host":
+        return BOTH_WAYS if op == "bandwidth" else None
+    if kind != "managed" or op == "handoff":
+        return None
     if where == HOST_RESIDENT:
-        if op == "cpu-touch":
-            return None, ("none: the CPU touched host memory, where managed memory stays "
-                          "without XNACK, and host memory has no published peak here")
-        return None, ("none: managed memory stays in host memory without XNACK, so the GPU "
-                      "crossed the link between host and device, which has no published "
-                      "peak here")
-    if op == "bandwidth" and kind == "managed":
-        return None, ("none: XNACK's state is not known, so whether the kernel ran in "
-                      "device memory or across the link is not known")
-    return None, "none: the link between host and device has no published peak here"
+        return {"bandwidth": BOTH_WAYS, "first-touch": ONE_WAY}.get(op)
+    if where == MIGRATES:
+        return ONE_WAY if op in ("first-touch", "cpu-touch") else None
+    if where == UNKNOWN and op == "first-touch":
+        return ONE_WAY  # a migration in, or reads in and writes out: each way, the bytes
+    return None
 
 
 def record(op: str, kind: str, timing: Timing, buffer_bytes: int,
-           model: MemoryModel | None, ctx: CaseContext, details: dict[str, Any]
-           ) -> CaseResult:
+           model: MemoryModel | None, ctx: CaseContext, details: dict[str, Any],
+           link: HostLink | None = None) -> CaseResult:
     """The figures of a case: for a hand-off its latency, else a bandwidth named by what
     happened to the memory, with the peak it is a share of (on an APU, the shared
     memory's for every kind)."""
@@ -449,7 +494,9 @@ def record(op: str, kind: str, timing: Timing, buffer_bytes: int,
         details.update({"element": "int32", "values_per_round_trip": 1})
         return CaseResult(timing=timing, details=details, time_name="latency")
     moved = BUFFERS["bandwidth"] * buffer_bytes if op == "bandwidth" else buffer_bytes
-    peak, peak_of = bandwidth_peak(op, kind, model, placement, ctx.peak_bandwidth())
+    peak, peak_of = bandwidth_peak(op, kind, model, placement, ctx.peak_bandwidth(), link)
+    if link is not None and crossed_link(op, kind, placement.placement if placement else None):
+        details["host_link"] = link.to_dict()
     details.update({
         "element": "float32",
         "elements": buffer_bytes // ELEMENT_BYTES,
