@@ -50,6 +50,12 @@ def test_onnxruntime_records_its_export_and_the_providers_it_used(execute) -> No
     d = m.details["engine_details"]
     assert d["exporter"] == "dynamo" and "exporter_fallback_reason" not in d
     assert d["providers_used"] == ["CPUExecutionProvider"]
+    # Every node on the CPU provider, counted; the options the session applied.
+    assert list(d["nodes_per_provider"]) == ["CPUExecutionProvider"]
+    assert d["nodes_per_provider"]["CPUExecutionProvider"] > 0
+    assert "nodes_off_requested_provider" not in d
+    assert d["provider_options"] == {"CPUExecutionProvider": {}}
+    assert d["io"] == "I/O binding of the torch tensors on cpu:0"
     assert d["graph_optimization_level"] == "ORT_ENABLE_BASIC"
     assert d["intra_op_threads"] == torch.get_num_threads()
     assert m.details["provider"] == "auto" and m.details["ort_level"] == "basic"

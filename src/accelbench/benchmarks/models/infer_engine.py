@@ -16,7 +16,7 @@ from __future__ import annotations
 import contextlib
 import tempfile
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
 from types import ModuleType
@@ -37,9 +37,10 @@ from accelbench.core.context import CaseContext
 from accelbench.core.measurement import CaseFailed, CaseResult, CaseSkipped
 from accelbench.core.params import DEFAULT, Param
 from accelbench.core.registry import Benchmark
+from accelbench.core.worker_env import WorkerEnv
 
 if TYPE_CHECKING:
-    pass
+    from accelbench.core.device import DeviceInfo
 
 # What `infer` has that engines do not take: a whole-model cast is what the graph
 # engines do for fp16/bf16 anyway, and torch.compile is an engine here.
@@ -201,6 +202,19 @@ def _timed_call(torch: ModuleType, device: Any, fn: Callable[[], Any]) -> tuple[
     return time.perf_counter() - started, out
 
 
+def engine_worker_env(params: Mapping[str, Any], device: DeviceInfo) -> WorkerEnv:
+    """The math mode's worker environment, and for an fp32 case on ONNX Runtime's TensorRT
+    provider NVIDIA_TF32_OVERRIDE=0: TensorRT runs float32 layers as TF32 by default, and
+    neither ONNX Runtime nor TensorRT's builder flags reach it from here, while the
+    override turns TF32 off in every NVIDIA library of the process (the user's own value
+    is kept)."""
+    env = tf32_worker_env(params, device)
+    if (params.get("dtype") == "fp32" and params.get("provider") == "tensorrt"
+            and device.platform == "cuda"):
+        env = env.union(WorkerEnv.of(values={"NVIDIA_TF32_OVERRIDE": "0"}))
+    return env
+
+
 def mfu_precision(engine: str, dtype: str) -> str:
     """The precision whose peak a case's MFU is taken against: int8 for the int8 engine,
     whose matrix products run on the int8 units (its dtype names the fp32 model it
@@ -253,7 +267,7 @@ BENCHMARK = Benchmark(
     devices=("cpu", "cuda"),
     timeout_s=900.0,
     sources=(*MODEL_SOURCES, *engines.ENGINE_SOURCES, "accelbench.benchmarks.models.infer"),
-    worker_env=tf32_worker_env,
+    worker_env=engine_worker_env,
     views=("accelbench.benchmarks.models.view:sections",
            "accelbench.benchmarks.models.engines.view:sections"),
 )

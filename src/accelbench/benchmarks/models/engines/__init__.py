@@ -87,8 +87,8 @@ class Prepared:
     run: Callable[[tuple[Tensor, ...]], Any]
     details: dict[str, Any] = field(default_factory=dict)
     lazy: bool = False
-    # The output as a torch tensor on the device, from what `run` returned (ONNX Runtime
-    # returns numpy arrays or bindings).
+    # The output as a torch tensor on the device, from what `run` returned, for an engine
+    # whose `run` returns something else (a tuple, a model output object).
     output: Callable[[Any], Tensor] | None = None
     cleanup: Callable[[], None] | None = None
 

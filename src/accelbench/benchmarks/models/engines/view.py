@@ -55,8 +55,18 @@ def _cells(r: EngineRow) -> tuple[str, ...]:
         format_value(latency.value if latency else None, "s"),
         format_value(rate.value if rate else None, rate.unit if rate else ""),
         format_value(ready.value if ready else None, "s"),
-        _speedup(r), _parity(r.parity), _tolerance(r.parity), r.providers or "-",
+        _speedup(r), _parity(r.parity), _tolerance(r.parity),
+        node_counts(m.details.get("engine_details")) or r.providers or "-",
     )
+
+
+def node_counts(details: Any) -> str | None:
+    """How many nodes each ONNX Runtime provider ran, where the record counts them (a
+    node left on the CPU shows here, beside the GPU provider's)."""
+    nodes = details.get("nodes_per_provider") if isinstance(details, dict) else None
+    if not isinstance(nodes, dict) or not nodes:
+        return None
+    return ", ".join(f"{p} {n}" for p, n in nodes.items()) + " nodes"
 
 
 def _speedup(r: EngineRow) -> str:
