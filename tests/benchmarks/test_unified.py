@@ -671,7 +671,8 @@ def test_what_crossed_the_host_link_is_a_share_of_that_link(monkeypatch, op, mem
 def test_what_stayed_in_a_memory_is_never_a_share_of_the_link(monkeypatch):
     model = model_from_properties(monkeypatch, MI250X, "gfx90a:sramecc+:xnack-", None)
     touched = recorded(MI250X, model, "cpu-touch", "managed", link=LINK)
-    assert touched.figure("bandwidth").peak is None and "host_link" not in touched.details
+    figure = touched.figure("bandwidth")
+    assert figure is not None and figure.peak is None and "host_link" not in touched.details
     resident = recorded(MI250X, model_from_properties(
         monkeypatch, MI250X, "gfx90a:sramecc+:xnack+", None), "bandwidth", "managed",
         link=LINK)
