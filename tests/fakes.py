@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from types import SimpleNamespace
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -244,3 +245,16 @@ def check_measurement(
     return Measurement(case, status, reason, measured=tuple(figures), time_name="",
                        warnings=tuple(warnings),
                        details={"verdict": verdict} if verdict else {})
+
+
+def device_properties(gcn_arch: str | None = None, integrated: bool | None = None
+                      ) -> SimpleNamespace:
+    """What torch.cuda.get_device_properties gives, as far as the memory model reads it:
+    gcnArchName on ROCm ("gfx90a:sramecc+:xnack-"), is_integrated on PyTorch 2.9 and later;
+    an attribute left as None is absent, as on builds that do not have it."""
+    found = SimpleNamespace()
+    if gcn_arch is not None:
+        found.gcnArchName = gcn_arch
+    if integrated is not None:
+        found.is_integrated = integrated
+    return found

@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 import torch
-from unified_fakes import device_properties, fake_runtime
+from unified_fakes import fake_runtime
 
 from accelbench.benchmarks import REGISTRY
 from accelbench.benchmarks.micro import unified, view
@@ -33,7 +33,7 @@ from accelbench.errors import UserError
 from accelbench.report.results import row
 from accelbench.runner.plan import Request, expand, validate
 from accelbench.store import Store
-from fakes import FakeClock, run_benchmark
+from fakes import FakeClock, device_properties, run_benchmark
 
 BENCH = unified.BENCHMARK
 GIB, MIB = 1 << 30, 1 << 20

@@ -5,7 +5,6 @@ device properties PyTorch would give (gcnArchName with its XNACK feature, is_int
 from __future__ import annotations
 
 import ctypes
-from types import SimpleNamespace
 from typing import Any
 
 from accelbench.benchmarks.micro.gpu_runtime import APIS, Runtime
@@ -89,16 +88,3 @@ def fake_runtime(platform: str, **kwargs: Any) -> tuple[Runtime, FakeLibrary]:
     api = APIS[platform]
     library = FakeLibrary(api.prefix, **kwargs)
     return Runtime(api, library, f"/fake/{api.library}"), library
-
-
-def device_properties(gcn_arch: str | None = None, integrated: bool | None = None
-                      ) -> SimpleNamespace:
-    """What torch.cuda.get_device_properties gives, as far as the memory model reads it:
-    gcnArchName on ROCm ("gfx90a:sramecc+:xnack-"), is_integrated on PyTorch 2.9 and later;
-    an attribute left as None is absent, as on builds that do not have it."""
-    found = SimpleNamespace()
-    if gcn_arch is not None:
-        found.gcnArchName = gcn_arch
-    if integrated is not None:
-        found.is_integrated = integrated
-    return found
