@@ -122,12 +122,6 @@ def test_a_numa_node_slow_in_its_own_memory_warns() -> None:
     assert levels == {"node0": PASS, "node1": WARN}
 
 
-def test_the_pcie_payload_rate_follows_the_generation() -> None:
-    assert copy_matrix.link_rate(32.0, 16, 5) == pytest.approx(63.02e9, rel=1e-3)
-    assert copy_matrix.link_rate(5.0, 16, 2) == pytest.approx(8e9)
-    assert copy_matrix.link_rate(None, 16, None) is None
-
-
 def test_the_copy_matrix_case_runs_on_this_cpu(execute_health) -> None:
     m = execute_health("copy-matrix", bytes="1M")
     assert m.status == "ok", m.reason

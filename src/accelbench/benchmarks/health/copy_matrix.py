@@ -33,8 +33,6 @@ from accelbench.core.registry import Benchmark
 
 CPU_BYTES, GPU_BYTES = 64 << 20, 256 << 20
 COPY = Metric("copy_bw", "copy bandwidth", "B/s", True)
-# The payload share of a PCIe link's raw rate: 8b/10b encoding up to Gen2, 128b/130b after.
-_ENCODING = {1: 0.8, 2: 0.8}
 
 
 def measure(ctx: CaseContext, params: dict[str, Any]) -> CaseResult:
@@ -88,30 +86,21 @@ def _device_matrix(torch: Any, ctx: CaseContext, nodes: Sequence[Any] | None,
 
 
 def _pcie_rates(torch: Any, devices: Sequence[int]) -> dict[str, float]:
-    """Each GPU's PCIe payload rate per direction in B/s, from its link in sysfs."""
+    """Each GPU's PCIe payload rate per direction in B/s, from its link in sysfs at the
+    speed and width it runs at now (env.pcie)."""
     from accelbench.benchmarks.health import sysfs
+    from accelbench.env.pcie import pci_address
+    from accelbench.env.telemetry.sources import DeviceAddress
 
     by_address = {d.address: d for d in sysfs.pci_devices()}
     out = {}
     for index in devices:
-        props = torch.cuda.get_device_properties(index)
-        try:
-            address = (f"{props.pci_domain_id:04x}:{props.pci_bus_id:02x}:"
-                       f"{props.pci_device_id:02x}.0")
-        except AttributeError:
-            continue
-        link = by_address[address].link if address in by_address else None
-        rate = link_rate(link.speed_gts, link.width, link.generation) if link else None
+        pci = DeviceAddress.of(torch.cuda.get_device_properties(index)).pci
+        found = by_address.get(pci_address(pci)) if pci is not None else None
+        rate = found.link.per_direction if found is not None and found.link else None
         if rate:
             out[f"gpu{index}"] = rate
     return out
-
-
-def link_rate(speed_gts: float | None, width: int | None, generation: int | None) -> float | None:
-    """A PCIe link's payload rate per direction, B/s: transfers x lanes x encoding / 8."""
-    if not speed_gts or not width:
-        return None
-    return speed_gts * 1e9 * width * _ENCODING.get(generation or 3, 128 / 130) / 8
 
 
 def _placement(paths: Sequence[CopyPath]) -> list[Finding]:
