@@ -220,6 +220,14 @@ class FakeAmdSmi:
     def amdsmi_get_gpu_activity(self, h: Handle) -> dict[str, Any]:
         return dict(self._answer("amdsmi_get_gpu_activity", h))
 
+    def amdsmi_topo_get_link_type(self, src: Handle, dst: Handle) -> dict[str, Any]:
+        """Recorded per source GPU, keyed by the destination's PCI address; the type by
+        its AmdSmiLinkType member name, returned as the number the binding gives."""
+        assert isinstance(dst, Handle), "amdsmi wants a processor handle"
+        target = str(self.gpus[dst.index]["amdsmi_get_gpu_device_bdf"])
+        found = self._answer("amdsmi_topo_get_link_type", src, target)
+        return {"hops": int(found["hops"]), "type": int(AmdSmiLinkType[found["type"]])}
+
 
 # ------------------------------------------------------------------------------ pynvml
 
@@ -268,6 +276,8 @@ class FakeNvml:
     NVML_NVLINK_ERROR_DL_REPLAY, NVML_NVLINK_ERROR_DL_RECOVERY = 0, 1
     NVML_NVLINK_ERROR_DL_CRC_FLIT, NVML_NVLINK_ERROR_DL_CRC_DATA = 2, 3
     NVML_NVLINK_ERROR_DL_ECC_DATA = 4
+    NVML_NVLINK_DEVICE_TYPE_GPU, NVML_NVLINK_DEVICE_TYPE_IBMNPU = 0, 1
+    NVML_NVLINK_DEVICE_TYPE_SWITCH, NVML_NVLINK_DEVICE_TYPE_UNKNOWN = 2, 0xFF
 
     _ERROR_TYPES = ("corrected", "uncorrected")
     _COUNTERS = ("volatile", "aggregate")
@@ -381,6 +391,9 @@ class FakeNvml:
 
     def nvmlDeviceGetNvLinkRemotePciInfo(self, h: Handle, link: int) -> SimpleNamespace:
         return SimpleNamespace(busId=self._answer("nvmlDeviceGetNvLinkRemotePciInfo", h, link))
+
+    def nvmlDeviceGetNvLinkRemoteDeviceType(self, h: Handle, link: int) -> int:
+        return int(self._answer("nvmlDeviceGetNvLinkRemoteDeviceType", h, link))
 
     def nvmlDeviceGetNvLinkErrorCounter(self, h: Handle, link: int, counter: int) -> int:
         return int(self._answer("nvmlDeviceGetNvLinkErrorCounter", h, link, counter))

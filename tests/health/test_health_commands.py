@@ -9,9 +9,10 @@ import subprocess
 import sys
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
-from sysfs_tree import GPU1, gpu_node
+from sysfs_tree import GPU0, GPU1, GPU2, gpu_node
 
 from accelbench.benchmarks.health import host_checks, sysfs, topology
 from accelbench.benchmarks.health.findings import conclude
@@ -190,6 +191,47 @@ def test_a_node_wired_unlike_its_peers_is_a_finding(tmp_path) -> None:
     [finding] = result.failing[0].findings
     assert finding.rule == "health wiring" and finding.category == "health"
     assert "GPU0: X PIX SYS PIX" in finding.detail and "GPU2" in finding.detail
+
+
+def _linked(tmp_path: Path, lost: bool = False, read: bool = True) -> Measurement:
+    """A node's topology check with its GPUs joined by 4 NVLinks a pair; `lost`: GPU1 has
+    one fewer, so its pairs read NV3; `read`: whether NVML could be read at all."""
+    node = gpu_node(tmp_path)
+    pairs = tuple(topology.GpuPair(a, b, "nvlink", 3 if lost and GPU1 in (a, b) else 4)
+                  for a, b in ((GPU0, GPU1), (GPU0, GPU2), (GPU1, GPU2)))
+    direct = (topology.DirectLinks("nvml", pairs) if read else
+              topology.DirectLinks("nvml", (), "No module named 'pynvml'"))
+    wiring = topology.topology(sysfs.pci_devices(node.sys), direct)
+    case = Case.make("health", "h1", "health", {"check": "topology"}, "cuda:0")
+    return from_result(case, conclude([topology.visible_gpus(3, 3, {})],
+                                      {"topology": wiring.to_dict()}, None), (), 1.8e9, 0.1)
+
+
+def _diagnosed(store_path: Path) -> Any:
+    from accelbench.analysis.diagnose import diagnose
+    from accelbench.analysis.rules import load_rules
+    from accelbench.analysis.select import select_runs
+
+    with Store.open(store_path, create=False) as store:
+        return diagnose(select_runs(store, []), load_rules())
+
+
+def test_a_node_that_lost_an_nvlink_is_wired_unlike_its_peers(tmp_path) -> None:
+    store_path = tmp_path / "fleet.sqlite"
+    _fleet(store_path, tmp_path, lambda host: _linked(tmp_path / host, lost=host == BAD))
+    result = _diagnosed(store_path)
+    assert [n.node for n in result.failing] == [BAD]
+    [finding] = result.failing[0].findings
+    assert finding.rule == "health wiring"
+    # only the rows that differ: GPU0 X NV3 NV4 PIX against GPU0 X NV4 NV4 PIX, ...
+    assert "GPU1: NV3 X NV3 PIX" in finding.detail and "GPU1: NV4 X NV4 PIX" in finding.detail
+    assert "NIC0" not in finding.detail
+
+
+def test_a_node_whose_links_were_not_read_is_judged_by_its_pci_wiring(tmp_path) -> None:
+    store_path = tmp_path / "fleet.sqlite"
+    _fleet(store_path, tmp_path, lambda host: _linked(tmp_path / host, read=host != BAD))
+    assert _diagnosed(store_path).failing == []
 
 
 def test_health_verdicts_and_findings_are_exported_as_metrics(tmp_path, capsys) -> None:

@@ -189,7 +189,7 @@ def _with_wiring(results: list[NodeResult], nodes: Sequence[NodeState],
             own, common, label, key = odd[result.node]
             finding = Finding(RULE, "health", "wiring", label, None, None,
                               "wired as most nodes of its stack", None,
-                              f"GPU/NIC wiring {own}; most nodes: {common}",
+                              f"GPU/NIC wiring {own} (most nodes: {common})",
                               state.run_by_case().get(key))
             result = replace(result, findings=[*result.findings, finding],
                              checks=result.checks + 1)

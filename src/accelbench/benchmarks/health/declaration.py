@@ -3,7 +3,8 @@
 One case per check, each reading what the kernel (sysfs) or the GPU vendor's library
 (amdsmi, NVML) reports and judging every reading by a stated rule (findings):
 
-  edac, numa, pcie, iommu, hugepages, topology   the host, from sysfs and procfs
+  edac, numa, pcie, iommu, hugepages, topology   the host, from sysfs and procfs (the
+                                                  topology's NVLink/XGMI from NVML/amdsmi)
   gpu-faults                                      GPU faults the kernel logged since boot
   gpu-ecc, gpu-pages, gpu-pcie, gpu-links,        each GPU, from amdsmi or NVML
   gpu-throttle, gpu-versions
@@ -36,18 +37,23 @@ def measure(ctx: CaseContext, params: dict[str, Any]) -> CaseResult:
     if check in GPU_CHECKS:
         findings, details, unchecked = _gpu(ctx, check.removeprefix("gpu-"))
     else:
-        findings, details, unchecked = _host(check)
+        findings, details, unchecked = _host(check, _vendor(ctx))
     return conclude(findings, details, unchecked)
 
 
-def _host(check: str) -> tuple[list[Finding], dict[str, Any], str | None]:
+def _vendor(ctx: CaseContext) -> str | None:
+    """The GPU vendor whose library to read: the case's device's, else each in turn."""
+    return {"rocm": "amd", "cuda": "nvidia"}.get(ctx.device.platform)
+
+
+def _host(check: str, vendor: str | None) -> tuple[list[Finding], dict[str, Any], str | None]:
     from accelbench.benchmarks.health import host_checks, sysfs, topology
 
     if check == "gpu-faults":
         return _faults()
     if check == "topology":
         devices = sysfs.pci_devices()
-        wiring = topology.topology(devices)
+        wiring = topology.topology(devices, topology.direct_links(vendor))
         on_bus = sum(d.kind == "gpu" for d in devices)
         found = [topology.visible_gpus(on_bus, _runtime_gpus())]
         return found, {"topology": wiring.to_dict()}, None
@@ -86,8 +92,7 @@ def _runtime_gpus() -> int | None:
 def _gpu(ctx: CaseContext, area: str) -> tuple[list[Finding], dict[str, Any], str | None]:
     from accelbench.benchmarks.health import gpu
 
-    vendor = {"rocm": "amd", "cuda": "nvidia"}.get(ctx.device.platform)
-    read = gpu.read_gpus(vendor)
+    read = gpu.read_gpus(_vendor(ctx))
     if not read.gpus:
         raise CaseSkipped(read.missing or "no GPU found by amdsmi or NVML")
     found = gpu.findings(read)[area]
@@ -98,7 +103,8 @@ BENCHMARK = Benchmark(
     name="health",
     family="health",
     summary="Node health and wiring: host memory errors (EDAC), NUMA, PCIe links and errors, "
-    "IOMMU, hugepages and the GPU/NIC topology from sysfs; each GPU's ECC, retired pages, "
+    "IOMMU, hugepages and the GPU/NIC topology from sysfs (with NVLink/XGMI from NVML or "
+    "amdsmi); each GPU's ECC, retired pages, "
     "PCIe link, XGMI/NVLink links, throttling and firmware from amdsmi or NVML",
     entry="accelbench.benchmarks.health.declaration:measure",
     sources=tuple(f"accelbench.benchmarks.health.{m}" for m in (

@@ -4,6 +4,9 @@
 Each reading is one guarded call: amdsmi raises AmdSmiLibraryException (an
 AmdSmiException) for AMDSMI_STATUS_NOT_SUPPORTED and friends, which costs that field only;
 "N/A" strings and all-ones values are its way of saying "no value".
+
+`read_pairs` reads only what the wiring matrix needs: what amdsmi_topo_get_link_type says
+joins each pair of GPUs (the link type and the hops between them).
 """
 
 from __future__ import annotations
@@ -43,6 +46,60 @@ def read(importer: Importer) -> tuple[str, list[Raw], str | None]:
     """(source, one raw reading per GPU, why none could be read)."""
     return read_with(SOURCE, "amdsmi", "amdsmi", "AmdSmiException", "amdsmi_init",
                      "amdsmi_shut_down", importer, _read_all)
+
+
+def read_pairs(importer: Importer) -> tuple[str, list[Raw], str | None]:
+    """(source, one entry per pair of GPUs: {"a", "b" (PCI addresses, a < b), "kind"
+    ("xgmi", "pcie", ... as the binding names the link type), "hops"}, why none could be
+    read). A pair amdsmi does not answer for is left out."""
+    return read_with(SOURCE, "amdsmi", "amdsmi", "AmdSmiException", "amdsmi_init",
+                     "amdsmi_shut_down", importer, _read_pairs)
+
+
+def _read_pairs(lib: Any, errors: tuple[type[BaseException], ...]
+                ) -> tuple[str, list[Raw], str | None]:
+    try:
+        handles = list(lib.amdsmi_get_processor_handles())
+    except errors as exc:
+        return SOURCE, [], f"amdsmi found no GPUs: {line(exc)}"
+    if not handles:
+        return SOURCE, [], "amdsmi found no GPUs"
+    guard = Guard(errors)
+    found = [(a, h) for h in handles
+             if (a := _address(guard.call(lib.amdsmi_get_gpu_device_bdf, h))) is not None]
+    found.sort(key=lambda item: item[0])
+    pairs = []
+    for i, (a, first) in enumerate(found):
+        for b, second in found[i + 1:]:
+            answer = guard.call(lib.amdsmi_topo_get_link_type, first, second)
+            if isinstance(answer, (list, tuple)) and len(answer) == 2:
+                answer = {"hops": answer[0], "type": answer[1]}
+            kind = _link_kind(lib, _get(answer, "type"))
+            if kind is not None:
+                pairs.append({"a": a, "b": b, "kind": kind,
+                              "hops": _count(_value(_get(answer, "hops")))})
+    return SOURCE, pairs, None
+
+
+def _link_kind(lib: Any, value: object) -> str | None:
+    """The link type's name ("xgmi", "pcie") by the binding's own enum, whose numbering
+    changed between releases (AmdSmiLinkType, AmdSmiIoLinkType before it); a number the
+    binding does not name is kept as "type <n>"."""
+    number_ = _count(_value(value))
+    if number_ is None:
+        return None
+    for enum_name, prefix in (("AmdSmiLinkType", "AMDSMI_LINK_TYPE_"),
+                              ("AmdSmiIoLinkType", "AMDSMI_IOLINK_TYPE_")):
+        for member in getattr(lib, enum_name, None) or ():
+            if int(member) == number_:
+                name = str(member.name).removeprefix(prefix).lower()
+                return "pcie" if name == "pciexpress" else name
+    return f"type {number_}"
+
+
+def _value(value: object) -> object:
+    """A ctypes number's value (older bindings return the ctypes object itself)."""
+    return getattr(value, "value", value) if not isinstance(value, int) else value
 
 
 def _read_all(lib: Any, errors: tuple[type[BaseException], ...]

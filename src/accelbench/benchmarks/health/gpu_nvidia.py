@@ -4,12 +4,16 @@ the plain data of `gpu.GpuHealth.to_dict()`.
 Each reading is one guarded call: pynvml raises an NVMLError subclass
 (NVMLError_NotSupported, NVMLError_InvalidArgument, ...) for a counter the GPU lacks,
 which costs that field only.
+
+`read_pairs` reads only what the wiring matrix needs: which GPUs NVLink joins and with how
+many links (`nvlink_pairs` states the rule).
 """
 
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Mapping
+from collections import Counter
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from accelbench.benchmarks.health.vendor_session import read_with
@@ -47,6 +51,65 @@ def read(importer: Importer) -> tuple[str, list[Raw], str | None]:
     """(source, one raw reading per GPU, why none could be read)."""
     return read_with(SOURCE, "NVML", "pynvml", "NVMLError", "nvmlInit", "nvmlShutdown",
                      importer, _read_all)
+
+
+def read_pairs(importer: Importer) -> tuple[str, list[Raw], str | None]:
+    """(source, one entry per pair of GPUs NVLink joins, why none could be read)."""
+    return read_with(SOURCE, "NVML", "pynvml", "NVMLError", "nvmlInit", "nvmlShutdown",
+                     importer, _read_pairs)
+
+
+def nvlink_pairs(ends: Sequence[Raw | None]) -> list[Raw]:
+    """The pairs of GPUs NVLink joins, from each GPU's active links (`_Gpu.link_ends`):
+    {"a", "b" (PCI addresses, a < b), "kind": "nvlink", "links", "direct", "switched"}.
+
+    `links` is what nvidia-smi prints as NV<links>: the links going straight from one GPU
+    to the other (the fewer of the two ends' counts, as a link is only usable with both
+    ends up), plus, for each NVSwitch both GPUs reach, the fewer of the two GPUs' links to
+    that switch, since traffic between them through the switch cannot use more links than
+    either end has. On an HGX H100 board each GPU has 18 links spread over four switches,
+    so every pair reads NV18; a GPU that lost one link reads NV17 with every peer. A link's
+    far end is a switch where NVML says so (nvmlDeviceGetNvLinkRemoteDeviceType) or, where
+    it cannot say, where the far end is not a GPU of the node; a link whose far end NVML
+    cannot name counts toward no pair."""
+    gpus = [e for e in ends if e is not None and e.get("bus_id")]
+    addresses = {str(e["bus_id"]) for e in gpus}
+    straight: dict[str, Counter[str]] = {}
+    switched: dict[str, Counter[str]] = {}
+    for gpu in gpus:
+        own = str(gpu["bus_id"])
+        straight[own], switched[own] = Counter(), Counter()
+        for end in gpu["ends"]:
+            remote, is_switch = end.get("remote"), end.get("switch")
+            if remote is None or remote == own:
+                continue
+            if is_switch is None:
+                is_switch = remote not in addresses
+            if is_switch:
+                switched[own][remote] += 1
+            elif remote in addresses:
+                straight[own][remote] += 1
+    pairs = []
+    ordered = sorted(addresses)
+    for i, a in enumerate(ordered):
+        for b in ordered[i + 1:]:
+            direct = min(straight[a][b], straight[b][a])
+            through = sum(min(n, switched[b][switch]) for switch, n in switched[a].items())
+            if direct + through:
+                pairs.append({"a": a, "b": b, "kind": "nvlink", "links": direct + through,
+                              "direct": direct, "switched": through})
+    return pairs
+
+
+def _read_pairs(nvml: Any, errors: tuple[type[BaseException], ...]
+                ) -> tuple[str, list[Raw], str | None]:
+    try:
+        count = int(nvml.nvmlDeviceGetCount())
+    except errors as exc:
+        return SOURCE, [], f"NVML found no GPUs: {exc}"
+    if count <= 0:
+        return SOURCE, [], "NVML found no GPUs"
+    return SOURCE, nvlink_pairs([_Gpu(nvml, errors).link_ends(i) for i in range(count)]), None
 
 
 def _read_all(nvml: Any, errors: tuple[type[BaseException], ...]
@@ -104,6 +167,27 @@ class _Gpu:
             "utilization_pct": number(getattr(self.ask("nvmlDeviceGetUtilizationRates"),
                                               "gpu", None)),
         }
+
+    def link_ends(self, index: int) -> Raw | None:
+        """The GPU's address and the far end of each active NVLink: {"remote": address or
+        None, "switch": whether NVML says the far end is an NVSwitch, None where it cannot
+        say}; None for a GPU NVML cannot open."""
+        self.handle = self.guard.call(self.nvml.nvmlDeviceGetHandleByIndex, index)
+        if self.handle is None:
+            return None
+        enabled = self.const("NVML_FEATURE_ENABLED", 1)
+        switch = self.const("NVML_NVLINK_DEVICE_TYPE_SWITCH", 2)
+        unknown = self.const("NVML_NVLINK_DEVICE_TYPE_UNKNOWN", 0xFF)
+        ends = []
+        for link in range(self.const("NVML_NVLINK_MAX_LINKS", 18)):
+            if _count(self.ask("nvmlDeviceGetNvLinkState", link)) != enabled:
+                continue
+            remote = self.ask("nvmlDeviceGetNvLinkRemotePciInfo", link)
+            kind = _count(self.ask("nvmlDeviceGetNvLinkRemoteDeviceType", link))
+            ends.append({"remote": _bus_id(getattr(remote, "busId", None)),
+                         "switch": None if kind in (None, unknown) else kind == switch})
+        return {"bus_id": _bus_id(getattr(self.ask("nvmlDeviceGetPciInfo"), "busId", None)),
+                "ends": ends}
 
     def _firmware(self) -> dict[str, str] | None:
         versions = {"VBIOS": _text(self.ask("nvmlDeviceGetVbiosVersion")),

@@ -84,11 +84,21 @@ def topology_table(measurements: Iterable[Measurement]) -> Table | None:
                                                                     strict=False)]
         numa = [f"{d['name']}: NUMA node {d['numa_node'] if d['numa_node'] is not None else '?'}"
                 f" ({d['address']})" for d in wiring.get("devices", [])]
-        return Table("GPU and NIC wiring (PCI)", ("", *names), rows,
+        return Table("GPU and NIC wiring", ("", *names), rows,
                      ["X itself; PIX one PCIe switch; PXB several bridges; PHB one CPU host "
                       "bridge; NODE across host bridges of one NUMA node; SYS across NUMA "
-                      "nodes. " + "; ".join(numa)])
+                      "nodes; NV# joined by # NVLinks (directly or through NVSwitches); XGMI "
+                      "one XGMI hop. " + "; ".join(numa), _direct_note(wiring.get("direct"))])
     return None
+
+
+def _direct_note(direct: Any) -> str:
+    """Where the NVLink/XGMI words came from, or why the matrix has none."""
+    if not isinstance(direct, dict):  # stored before direct links were read
+        return "PCI tree only: NVLink/XGMI links were not read."
+    if direct.get("read"):
+        return f"NVLink/XGMI links read from {direct.get('source')}."
+    return f"PCI tree only: NVLink/XGMI links not read ({direct.get('missing')})."
 
 
 def copy_tables(measurements: Iterable[Measurement]) -> list[Table]:
