@@ -56,14 +56,20 @@ def read_pairs(importer: Importer) -> tuple[str, list[Raw], str | None]:
                      "amdsmi_shut_down", importer, _read_pairs)
 
 
-def _read_pairs(lib: Any, errors: tuple[type[BaseException], ...]
-                ) -> tuple[str, list[Raw], str | None]:
+def _handles(lib: Any, errors: tuple[type[BaseException], ...]) -> tuple[list[Any], str | None]:
+    """amdsmi's GPUs, or why there are none."""
     try:
         handles = list(lib.amdsmi_get_processor_handles())
     except errors as exc:
-        return SOURCE, [], f"amdsmi found no GPUs: {line(exc)}"
-    if not handles:
-        return SOURCE, [], "amdsmi found no GPUs"
+        return [], f"amdsmi found no GPUs: {line(exc)}"
+    return handles, None if handles else "amdsmi found no GPUs"
+
+
+def _read_pairs(lib: Any, errors: tuple[type[BaseException], ...]
+                ) -> tuple[str, list[Raw], str | None]:
+    handles, none = _handles(lib, errors)
+    if none is not None:
+        return SOURCE, [], none
     guard = Guard(errors)
     found = [(a, h) for h in handles
              if (a := _address(guard.call(lib.amdsmi_get_gpu_device_bdf, h))) is not None]
@@ -104,12 +110,9 @@ def _value(value: object) -> object:
 
 def _read_all(lib: Any, errors: tuple[type[BaseException], ...]
               ) -> tuple[str, list[Raw], str | None]:
-    try:
-        handles = list(lib.amdsmi_get_processor_handles())
-    except errors as exc:
-        return SOURCE, [], f"amdsmi found no GPUs: {line(exc)}"
-    if not handles:
-        return SOURCE, [], "amdsmi found no GPUs"
+    handles, none = _handles(lib, errors)
+    if none is not None:
+        return SOURCE, [], none
     return SOURCE, [_Gpu(lib, errors, h).read(i) for i, h in enumerate(handles)], None
 
 

@@ -101,25 +101,28 @@ def nvlink_pairs(ends: Sequence[Raw | None]) -> list[Raw]:
     return pairs
 
 
-def _read_pairs(nvml: Any, errors: tuple[type[BaseException], ...]
-                ) -> tuple[str, list[Raw], str | None]:
+def _gpu_count(nvml: Any, errors: tuple[type[BaseException], ...]) -> tuple[int, str | None]:
+    """How many GPUs NVML sees, or why there are none."""
     try:
         count = int(nvml.nvmlDeviceGetCount())
     except errors as exc:
-        return SOURCE, [], f"NVML found no GPUs: {exc}"
-    if count <= 0:
-        return SOURCE, [], "NVML found no GPUs"
+        return 0, f"NVML found no GPUs: {exc}"
+    return count, None if count > 0 else "NVML found no GPUs"
+
+
+def _read_pairs(nvml: Any, errors: tuple[type[BaseException], ...]
+                ) -> tuple[str, list[Raw], str | None]:
+    count, none = _gpu_count(nvml, errors)
+    if none is not None:
+        return SOURCE, [], none
     return SOURCE, nvlink_pairs([_Gpu(nvml, errors).link_ends(i) for i in range(count)]), None
 
 
 def _read_all(nvml: Any, errors: tuple[type[BaseException], ...]
               ) -> tuple[str, list[Raw], str | None]:
-    try:
-        count = int(nvml.nvmlDeviceGetCount())
-    except errors as exc:
-        return SOURCE, [], f"NVML found no GPUs: {exc}"
-    if count <= 0:
-        return SOURCE, [], "NVML found no GPUs"
+    count, none = _gpu_count(nvml, errors)
+    if none is not None:
+        return SOURCE, [], none
     driver = _text(Guard(errors).call(nvml.nvmlSystemGetDriverVersion))
     return SOURCE, [_Gpu(nvml, errors).read(i, driver) for i in range(count)], None
 
