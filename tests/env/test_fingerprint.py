@@ -5,6 +5,7 @@ import re
 import subprocess
 import sys
 from collections.abc import Sequence
+from typing import Any
 
 import pytest
 import torch
@@ -20,6 +21,7 @@ from accelbench.env.fingerprint import (
 )
 from accelbench.env.vendor_tools import MISSING, ToolRun
 from accelbench.errors import EXIT_DEVICE, DeviceError, StoreError
+from accelbench.report.fingerprint import rows
 from fakes import no_vendor_tools
 
 ENV = {
@@ -485,3 +487,25 @@ def test_a_timed_out_vendor_tool_is_named_in_the_fingerprint_and_stored(fakes, t
         stored = store.load_run(run_id)
     (again,) = load_json(json.loads(json.dumps(export_json([stored]))))
     assert Fingerprint.from_dict(again.fingerprint) == fp
+
+
+def test_the_fingerprint_keeps_the_nodes_wiring_read_for_its_platform(fakes) -> None:
+    asked: list[str] = []
+
+    def wiring(platform: str) -> dict[str, Any]:
+        asked.append(platform)
+        return {"signature": "GPU0: X NV18; GPU1: NV18 X", "direct": {"source": "nvml"}}
+
+    fp = collect("cuda:1", torch_module=fakes.mi250x(), run=fakes.no_tools, environ={},
+                 wiring=wiring)
+    assert asked == ["rocm"]
+    assert fp.data["topology"]["signature"] == "GPU0: X NV18; GPU1: NV18 X"
+    assert ("GPU/NIC wiring", "GPU0: X NV18; GPU1: NV18 X") in rows(fp.to_dict())
+    assert ("GPU links read from", "nvml") in rows(fp.to_dict())
+
+
+def test_this_machines_wiring_is_read_from_sysfs_without_a_gpu_library() -> None:
+    wiring = collect("cpu", run=no_vendor_tools, environ=ENV).data["topology"]
+    assert "missing" in wiring or (
+        isinstance(wiring["signature"], str) and wiring["direct"]["read"] is False
+        and wiring["direct"]["missing"] == "no GPU library was asked")

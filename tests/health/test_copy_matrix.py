@@ -130,3 +130,37 @@ def test_the_copy_matrix_case_runs_on_this_cpu(execute_health) -> None:
     assert len(paths) == len(nodes) ** 2 and all(p["kind"] == "host" for p in paths)
     figures = {f.name: f.value for f in m.measured}
     assert 0 < figures["min_bandwidth"] <= figures["median_bandwidth"]
+
+
+def test_a_slow_link_through_the_copy_kernel_is_named_beside_the_copy_engines() -> None:
+    paths = _gpu_node() + [_path("d2d-kernel", f"gpu{a}", f"gpu{b}",
+                                 35.0 if {a, b} == {0, 3} else 90.0)
+                           for a in range(4) for b in range(4) if a != b]
+    failed = [f for f in copy_matrix.device_findings(paths, {}) if f.level == FAIL]
+    assert [f.subject for f in failed] == ["gpu0-gpu3 (copy kernel)"]
+    assert "copy-kernel bandwidth" in failed[0].rule
+    assert "35.0 GB/s, 2.57x slower than the median 90.0 GB/s" in failed[0].message
+
+
+def _peers(gpus: int = 4, missing: tuple[str, str] | None = None) -> dict[tuple[str, str], bool]:
+    names = [f"gpu{i}" for i in range(gpus)]
+    return {(a, b): (a, b) != missing for a in names for b in names if a != b}
+
+
+def test_gpus_that_cannot_reach_each_others_memory_warn() -> None:
+    found = copy_matrix.device_findings(_gpu_node(), {}, _peers(missing=("gpu2", "gpu1")))
+    warned = [f for f in found if f.level == WARN]
+    assert [f.subject for f in warned] == ["gpu1-gpu2 peer"]
+    assert warned[0].reading == {"a_to_b": True, "b_to_a": False}
+    assert "staged through host memory" in warned[0].message
+
+
+def test_peer_access_that_gains_nothing_warns() -> None:
+    staged = [_path("d2d-nopeer", "gpu0", "gpu1", 95.0), _path("d2d-nopeer", "gpu1", "gpu0", 20.0)]
+    found = copy_matrix.device_findings(_gpu_node() + staged, {}, _peers())
+    peer = {f.subject: f for f in found if f.subject.endswith(" peer")}
+    assert peer["gpu0->gpu1 peer"].level == WARN
+    assert peer["gpu0->gpu1 peer"].message == ("100.0 GB/s with peer access, 95.0 GB/s "
+                                               "without (1.05x)")
+    assert peer["gpu1->gpu0 peer"].level == PASS
+    assert peer["gpu1->gpu0 peer"].reading["gain"] == pytest.approx(5.0)

@@ -133,15 +133,17 @@ def _health(tmp_path: Path, broken: bool) -> Measurement:
 
 
 def _fleet(store_path: Path, tmp_path: Path,
-           measured: Callable[[str], Measurement] | None = None) -> None:
+           measured: Callable[[str], Measurement] | None = None,
+           wired: Callable[[str], dict[str, Any]] | None = None) -> None:
     """One run on each node: its pcie check (the BAD node's link narrowed), or what
-    `measured` gives for the host."""
+    `measured` gives for the host; `wired` gives the topology its fingerprint keeps."""
     with Store.open(store_path) as store:
         for i, host in enumerate(NODES):
+            extra = {"topology": wired(host)} if wired else {}
             run_id = store.begin_run(
                 fingerprint={"format_version": 1, "platform": "cuda",
                              "device": {"name": "NVIDIA H200", "type": "cuda"},
-                             "host": {"hostname": host}},
+                             "host": {"hostname": host}, **extra},
                 fingerprint_id=f"fp-{host}", generation_key="NVIDIA H200 | CUDA 12.6",
                 device="cuda:0", suite="health", argv=["health"], host=host,
                 accelbench_version="0.1.0", started_at=1.8e9 + i)
@@ -191,6 +193,34 @@ def test_a_node_wired_unlike_its_peers_is_a_finding(tmp_path) -> None:
     [finding] = result.failing[0].findings
     assert finding.rule == "health wiring" and finding.category == "health"
     assert "GPU0: X PIX SYS PIX" in finding.detail and "GPU2" in finding.detail
+
+
+def test_a_node_wired_unlike_its_peers_is_found_from_its_runs_fingerprint(tmp_path) -> None:
+    def wired(host: str) -> dict[str, Any]:
+        found: dict[str, Any] = _wiring(tmp_path / "wired" / host,
+                                        odd=host == BAD).details["topology"]
+        return found
+
+    store_path = tmp_path / "fleet.sqlite"
+    _fleet(store_path, tmp_path, lambda host: _health(tmp_path / host, broken=False), wired)
+    result = _diagnosed(store_path)
+    assert [n.node for n in result.failing] == [BAD]
+    [finding] = result.failing[0].findings
+    assert finding.rule == "health wiring" and finding.case == "the run's fingerprint"
+    assert "GPU0: X PIX SYS PIX" in finding.detail
+    with Store.open(store_path, create=False) as store:
+        bad_run = next(r.id for r in store.list_runs() if r.host == BAD)
+    assert finding.run == bad_run
+
+
+def test_a_topology_check_is_preferred_to_the_fingerprints_wiring(tmp_path) -> None:
+    def wired(host: str) -> dict[str, Any]:  # every fingerprint says the node is odd
+        found: dict[str, Any] = _wiring(tmp_path / "wired" / host, odd=True).details["topology"]
+        return found
+
+    store_path = tmp_path / "fleet.sqlite"
+    _fleet(store_path, tmp_path, lambda host: _wiring(tmp_path / host, odd=host == BAD), wired)
+    assert [n.node for n in _diagnosed(store_path).failing] == [BAD]
 
 
 def _linked(tmp_path: Path, lost: bool = False, read: bool = True) -> Measurement:

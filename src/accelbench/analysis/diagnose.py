@@ -186,11 +186,11 @@ def _with_wiring(results: list[NodeResult], nodes: Sequence[NodeState],
     out = []
     for result, (_, state) in zip(results, named, strict=True):
         if result.node in odd:
-            own, common, label, key = odd[result.node]
-            finding = Finding(RULE, "health", "wiring", label, None, None,
+            own, common, read = odd[result.node]
+            finding = Finding(RULE, "health", "wiring", read.label, None, None,
                               "wired as most nodes of its stack", None,
                               f"GPU/NIC wiring {own} (most nodes: {common})",
-                              state.run_by_case().get(key))
+                              read.run or state.run_by_case().get(read.key))
             result = replace(result, findings=[*result.findings, finding],
                              checks=result.checks + 1)
         out.append(result)

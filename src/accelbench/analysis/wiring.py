@@ -1,6 +1,8 @@
 """A node wired differently from its peers: the GPU/NIC wiring each node's newest
-`health check=topology` stored (its signature, the matrix without addresses), against
-the wiring most nodes of the same stack have. Pure: stored records in, findings out.
+`health check=topology` stored (its signature, the matrix without addresses), or, for a
+node without one, the wiring its newest run's fingerprint keeps (every run reads it),
+against the wiring most nodes of the same stack have. Pure: stored records in, findings
+out.
 
 A wiring is judged only where at least three nodes of a stack stored one and more than
 half of them agree: with fewer, or no majority, there is nothing to call "the fleet's".
@@ -38,22 +40,33 @@ class Wiring:
     direct_read: bool
     label: str
     key: str
+    run: str | None = None  # the run whose fingerprint it is; None: the case's own run
 
 
 def wiring_of(state: NodeState) -> Wiring | None:
-    """The node's newest wiring; None without one."""
+    """The node's newest wiring: its newest topology check's, else its newest run's
+    fingerprint's; None without either."""
     for m in state.measurements:
         if m.case.benchmark != HEALTH or m.case.param_dict.get("check") != TOPOLOGY:
             continue
-        wiring: Any = m.details.get("topology") if isinstance(m.details, dict) else None
-        found = wiring.get("signature") if isinstance(wiring, Mapping) else None
-        if isinstance(found, str) and found:
-            pci = wiring.get("pci_signature")
-            direct = wiring.get("direct")
-            read = isinstance(direct, Mapping) and direct.get("read") is True
-            return Wiring(found, pci if isinstance(pci, str) and pci else found, read,
-                          m.case.label, m.case.key)
-    return None
+        found = _read(m.details.get("topology") if isinstance(m.details, dict) else None,
+                      m.case.label, m.case.key)
+        if found is not None:
+            return found
+    fingerprint = state.run.fingerprint
+    return _read(fingerprint.get("topology") if isinstance(fingerprint, Mapping) else None,
+                 "the run's fingerprint", "", state.run.record.id)
+
+
+def _read(wiring: Any, label: str, key: str, run: str | None = None) -> Wiring | None:
+    found = wiring.get("signature") if isinstance(wiring, Mapping) else None
+    if not isinstance(found, str) or not found:
+        return None
+    pci = wiring.get("pci_signature")
+    direct = wiring.get("direct")
+    read = isinstance(direct, Mapping) and direct.get("read") is True
+    return Wiring(found, pci if isinstance(pci, str) and pci else found, read, label, key,
+                  run)
 
 
 def signature(state: NodeState) -> tuple[str, str, str] | None:
@@ -62,16 +75,17 @@ def signature(state: NodeState) -> tuple[str, str, str] | None:
     return None if found is None else (found.signature, found.label, found.key)
 
 
-def odd_wiring(nodes: Sequence[tuple[str, NodeState]]) -> dict[str, tuple[str, str, str, str]]:
-    """Node name -> (its wiring, the majority's, the case label, the case key), for each
-    node wired unlike most nodes of its stack; where the two have the same rows, only the
-    rows that differ are given."""
+def odd_wiring(nodes: Sequence[tuple[str, NodeState]]
+               ) -> dict[str, tuple[str, str, Wiring]]:
+    """Node name -> (its wiring, the majority's, where its wiring was read), for each node
+    wired unlike most nodes of its stack; where the two have the same rows, only the rows
+    that differ are given."""
     by_stack: dict[str, list[tuple[str, Wiring]]] = {}
     for name, state in nodes:
         found = wiring_of(state)
         if found is not None:
             by_stack.setdefault(state.generation_key, []).append((name, found))
-    odd: dict[str, tuple[str, str, str, str]] = {}
+    odd: dict[str, tuple[str, str, Wiring]] = {}
     for group in by_stack.values():
         if len(group) < MIN_NODES:
             continue
@@ -86,7 +100,7 @@ def odd_wiring(nodes: Sequence[tuple[str, NodeState]]) -> dict[str, tuple[str, s
                 continue
             if own != common:
                 own, common = _differing(own, common)
-                odd[name] = (own[:SHOWN], common[:SHOWN], w.label, w.key)
+                odd[name] = (own[:SHOWN], common[:SHOWN], w)
     return odd
 
 

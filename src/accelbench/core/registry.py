@@ -135,7 +135,7 @@ class Benchmark:
                 and (value in _OFF or declared.quiet_default))
 
     def load(self) -> MeasureFn:
-        measure: MeasureFn = _resolve(self.entry)
+        measure: MeasureFn = resolve_entry(self.entry)
         return measure
 
     def describe(self) -> dict[str, Any]:
@@ -153,7 +153,7 @@ class Benchmark:
         }
 
 
-def _resolve(entry: str) -> Any:
+def resolve_entry(entry: str) -> Any:
     """The function a "module:function" entry names, its module imported now."""
     module, _, attr = entry.partition(":")
     return getattr(importlib.import_module(module), attr)
@@ -266,7 +266,7 @@ class Registry:
             bench = self._by_name.get(m.case.benchmark)
             for entry in bench.views if bench else shared.get(m.case.family, ()):
                 given.setdefault(entry, []).append(m)
-        return [(_resolve(entry), given[entry]) for entry in order if entry in given]
+        return [(resolve_entry(entry), given[entry]) for entry in order if entry in given]
 
     def get(self, name: str) -> Benchmark:
         try:

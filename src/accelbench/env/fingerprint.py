@@ -18,12 +18,13 @@ import os
 import platform as _platform
 import re
 import warnings
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 from accelbench.core import peaks, product
 from accelbench.core.device import DeviceInfo, parse_device_spec
+from accelbench.core.registry import resolve_entry
 from accelbench.env import apu, vendor_tools
 from accelbench.errors import DeviceError, StoreError
 
@@ -92,6 +93,11 @@ ECOSYSTEM_PACKAGES = (
     "pytorch-triton-rocm",
     "numpy",
 )
+
+# The node's wiring is read by the health family (the PCI tree from sysfs, NVLink and XGMI
+# from NVML and amdsmi), loaded by name as the runner loads a benchmark's measure function:
+# the families sit above env.
+WIRING_READER = "accelbench.benchmarks.health.topology:fingerprint_entry"
 
 _RUNTIME_NAMES = {"rocm": "ROCm", "cuda": "CUDA", "xpu": "XPU", "mps": "MPS", "cpu": "CPU"}
 
@@ -518,8 +524,12 @@ def collect(
     torch_module: object | None = None,
     run: vendor_tools.Runner = vendor_tools.run_tool,
     environ: Mapping[str, str] | None = None,
+    wiring: Callable[[str], dict[str, Any]] | None = None,
 ) -> Fingerprint:
     """Fingerprint the stack for `device` ("auto", "cpu", "cuda", "cuda:1", ...).
+
+    `wiring` reads the node's GPU/NIC topology for a platform (default: WIRING_READER),
+    kept under "topology" so that every run says how its node was wired.
 
     Raises DeviceError when the device asked for is not there.
     """
@@ -557,4 +567,5 @@ def collect(
     providers = onnxruntime_providers(packages)
     if providers is not None:
         data["onnxruntime_providers"] = providers
+    data["topology"] = (wiring or resolve_entry(WIRING_READER))(platform)
     return Fingerprint(device=selected, data=data)

@@ -87,6 +87,8 @@ KEYS: tuple[MetadataKey, ...] = (
     MetadataKey("environment", "Environment", expand=True),
     MetadataKey("cluster", "Nodes", kind=CLUSTER),
     MetadataKey("host.hostname", "Host"),
+    MetadataKey("topology.signature", "GPU/NIC wiring"),
+    MetadataKey("topology.direct.source", "GPU links read from"),
     MetadataKey("host.cpu_model", "CPU"),
     MetadataKey("host.physical_cores", "CPU cores"),
     MetadataKey("host.logical_cores", "CPU threads"),

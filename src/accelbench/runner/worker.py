@@ -29,6 +29,7 @@ from accelbench.core.measurement import (
     not_measured,
 )
 from accelbench.core.timing import SOLO, Coordinator, TimingPolicy, noise_warnings
+from accelbench.runner import gpu_faults
 from accelbench.runner.library_log import library_warnings
 from accelbench.runner.messages import (
     CaseMeasured,
@@ -73,6 +74,7 @@ def execute_case(
         return not_measured(case, STATUS_SKIPPED,
                             f"{planned.benchmark.name} does not run on {device.type} devices",
                             started, 0.0)
+    faults = gpu_faults.watch(device)
     sampler = _host_sampler(policy, dist)
     telemetry = _telemetry_sampler(policy, device)
     with library_warnings() as said:
@@ -87,6 +89,10 @@ def execute_case(
         series = telemetry.stop()
         outcome = dataclasses.replace(outcome,
                                       telemetry=(*outcome.telemetry, series.to_dict()))
+    if faults is not None:
+        kernel, address = faults
+        with kernel:
+            outcome = gpu_faults.judge(outcome, kernel.read(), address)
     # Outside the except blocks, so the exception's frames (and tensors) are gone.
     with contextlib.suppress(Exception):  # a broken device must not hide the failure
         release(device)

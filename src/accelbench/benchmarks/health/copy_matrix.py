@@ -3,14 +3,19 @@ should? (TransferBench's question, with `isolate`'s rule for naming what is slow
 
 On the CPU: each NUMA node's CPUs copying within each node's memory (`copy_paths.host`),
 the memory placed by first touch and its placement checked with the kernel. On GPUs:
-every ordered pair of devices one way, every pair both ways at once, each NUMA node's
-pinned memory to and from each device, and every device copying to every other at
-once. Every path is checked on known data before it is timed.
+every ordered pair of devices one way (through the copy engines, through a copy kernel
+writing into the peer's memory, and with peer access turned off), every pair both ways
+at once, each NUMA node's pinned memory to and from each device, and every device
+copying to every other at once. Every path is checked on known data before it is timed.
 
 Findings: a copy that delivers wrong bytes fails the case before anything is timed. A
 slow device (every path through it slow) or a slow link between two devices is named by
-`isolate`'s rule (median and MAD over the pairs, at least 1.25x slower) and fails; so
-is a device whose host link is that much slower than the other devices'. Memory that
+`isolate`'s rule (median and MAD over the pairs, at least 1.25x slower) and fails, by
+the copy engines' figures and by the copy kernel's; so is a device whose host link is
+that much slower than the other devices'. Two GPUs that cannot reach each other's
+memory (no peer access: P2P off in the firmware, the IOMMU, or ACS on a PCIe switch)
+warn, as does a pair whose copies gain less than PEER_GAIN from peer access (the bytes
+are staged through host memory either way). Memory that
 could not be placed where asked, and a NUMA node whose CPUs copy their own memory that
 much slower than the best node's, warn. Host-to-device paths are rated against the
 device's PCIe link (generation x width, from sysfs) where the kernel reports it.
@@ -33,6 +38,8 @@ from accelbench.core.registry import Benchmark
 
 CPU_BYTES, GPU_BYTES = 64 << 20, 256 << 20
 COPY = Metric("copy_bw", "copy bandwidth", "B/s", True)
+KERNEL = Metric("kernel_copy_bw", "copy-kernel bandwidth", "B/s", True)
+PEER_GAIN = 1.1  # peer access on must copy at least this much faster than off
 
 
 def measure(ctx: CaseContext, params: dict[str, Any]) -> CaseResult:
@@ -45,8 +52,8 @@ def measure(ctx: CaseContext, params: dict[str, Any]) -> CaseResult:
         paths = _host_matrix(torch, ctx, nodes, params["bytes"] or CPU_BYTES)
         findings = host_findings(paths)
     else:
-        paths, links = _device_matrix(torch, ctx, nodes, params["bytes"] or GPU_BYTES)
-        findings = device_findings(paths, links)
+        paths, links, peers = _device_matrix(torch, ctx, nodes, params["bytes"] or GPU_BYTES)
+        findings = device_findings(paths, links, peers)
     values = [p.bandwidth for p in paths if p.kind != "all"]
     figures = (Figure("min_bandwidth", min(values), "B/s"),
                Figure("median_bandwidth", statistics.median(values), "B/s"))
@@ -64,14 +71,21 @@ def _host_matrix(torch: Any, ctx: CaseContext, nodes: Sequence[Any] | None,
             for a in nodes for b in nodes]
 
 
-def _device_matrix(torch: Any, ctx: CaseContext, nodes: Sequence[Any] | None,
-                   nbytes: int) -> tuple[list[CopyPath], dict[str, float]]:
-    from accelbench.benchmarks.health import copy_paths
+def _device_matrix(torch: Any, ctx: CaseContext, nodes: Sequence[Any] | None, nbytes: int
+                   ) -> tuple[list[CopyPath], dict[str, float], dict[tuple[str, str], bool]]:
+    from accelbench.benchmarks.health import copy_paths, peer_access
 
     count = torch.cuda.device_count()
     devices = list(range(count))
-    out = [copy_paths.device_path(torch, ctx, a, b, nbytes)
-           for a in devices for b in devices if a != b]
+    ordered = [(a, b) for a in devices for b in devices if a != b]
+    peers = {(a, b): bool(torch.cuda.can_device_access_peer(a, b)) for a, b in ordered}
+    out = [copy_paths.device_path(torch, ctx, a, b, nbytes) for a, b in ordered]
+    out += [copy_paths.kernel_path(torch, ctx, a, b, nbytes) for a, b in ordered
+            if peers[(a, b)]]
+    runtime = peer_access.open_runtime(ctx.device.platform) if any(peers.values()) else None
+    if runtime is not None:
+        out += [copy_paths.peer_off_path(torch, ctx, runtime, a, b, nbytes)
+                for a, b in ordered if peers[(a, b)] and peers[(b, a)]]
     out += [copy_paths.both_ways(torch, ctx, a, b, nbytes)
             for a in devices for b in devices if a < b]
     host_nodes = [(n.node, n.cpus) for n in nodes] if nodes else [
@@ -82,7 +96,8 @@ def _device_matrix(torch: Any, ctx: CaseContext, nodes: Sequence[Any] | None,
             out.append(copy_paths.host_device_path(torch, ctx, node, cpus, d, False, nbytes))
     if count > 2:
         out.append(copy_paths.all_to_all(torch, ctx, devices, nbytes))
-    return out, _pcie_rates(torch, devices)
+    return out, _pcie_rates(torch, devices), {
+        (f"gpu{a}", f"gpu{b}"): on for (a, b), on in peers.items()}
 
 
 def _pcie_rates(torch: Any, devices: Sequence[int]) -> dict[str, float]:
@@ -139,21 +154,61 @@ def host_findings(paths: Sequence[CopyPath]) -> list[Finding]:
     return out + _placement(paths)
 
 
-def device_findings(paths: Sequence[CopyPath], pcie: dict[str, float]) -> list[Finding]:
-    """The slow devices and links among the GPU pairs, the slow host links, each path's
-    share of its PCIe link."""
-    one_way = {(p.source, p.target): p.bandwidth for p in paths if p.kind == "d2d"}
+def _named_slow(paths: Sequence[CopyPath], kind: str, metric: Metric) -> list[Finding]:
+    """The devices and links `isolate`'s rule names slow among the `kind` copies."""
+    one_way = {(p.source, p.target): p.bandwidth for p in paths if p.kind == kind}
     members = sorted({m for pair in one_way for m in pair})
     pairs: dict[tuple[str, str], float] = {}
     for (a, b), bw in one_way.items():
         key = (a, b) if a < b else (b, a)
         pairs[key] = min(bw, pairs.get(key, bw))  # a link is as slow as its slower way
-    out = [Finding(n.name, FAIL, f"no device or link is named slow ({COPY.title}, "
-                   f"isolate's rule: at least {MIN_SLOWNESS:g}x slower than the median and "
-                   "an outlier)", f"{n.what} {n.name}: {n.value / 1e9:.1f} GB/s, "
-                   f"{n.slowness:.2f}x slower than the median {n.center / 1e9:.1f} GB/s",
-                   n.to_dict())
-           for n in name_slow(members, pairs, COPY, "device")]
+    if not pairs:
+        return []
+    suffix = "" if kind == "d2d" else " (copy kernel)"
+    return [Finding(n.name + suffix, FAIL, f"no device or link is named slow ({metric.title}, "
+                    f"isolate's rule: at least {MIN_SLOWNESS:g}x slower than the median and "
+                    "an outlier)", f"{n.what} {n.name}: {n.value / 1e9:.1f} GB/s, "
+                    f"{n.slowness:.2f}x slower than the median {n.center / 1e9:.1f} GB/s",
+                    n.to_dict())
+            for n in name_slow(members, pairs, metric, "device")]
+
+
+def _peer_findings(paths: Sequence[CopyPath], peers: dict[tuple[str, str], bool]
+                   ) -> list[Finding]:
+    """Pairs without peer access, and what peer access gains each pair that has it."""
+    out = []
+    for a, b in sorted({(min(x, y), max(x, y)) for x, y in peers}):
+        if not (peers.get((a, b)) and peers.get((b, a))):
+            out.append(Finding(f"{a}-{b} peer", WARN, "every two GPUs of the node can reach "
+                               "each other's memory (peer access)", f"{a} and {b} cannot both "
+                               "reach each other's memory: copies between them are staged "
+                               "through host memory (P2P off in the firmware or the IOMMU, "
+                               "or ACS on a PCIe switch)",
+                               {"a_to_b": peers.get((a, b)), "b_to_a": peers.get((b, a))}))
+    on = {(p.source, p.target): p.bandwidth for p in paths if p.kind == "d2d"}
+    for p in paths:
+        if p.kind != "d2d-nopeer" or (p.source, p.target) not in on:
+            continue
+        with_peer, without = on[(p.source, p.target)], p.bandwidth
+        gain = with_peer / without if without > 0 else float("inf")
+        out.append(Finding(
+            f"{p.source}->{p.target} peer", WARN if gain < PEER_GAIN else PASS,
+            f"peer access makes a copy between GPUs at least {PEER_GAIN:g}x faster than "
+            "the driver's staging through host memory",
+            f"{with_peer / 1e9:.1f} GB/s with peer access, {without / 1e9:.1f} GB/s "
+            f"without ({gain:.2f}x)", {"with_peer": with_peer, "without": without,
+                                       "gain": gain}))
+    return out
+
+
+def device_findings(paths: Sequence[CopyPath], pcie: dict[str, float],
+                    peers: dict[tuple[str, str], bool] | None = None) -> list[Finding]:
+    """The slow devices and links among the GPU pairs (through the copy engines and
+    through a copy kernel), the pairs peer access does not join or does not speed up,
+    the slow host links, each path's share of its PCIe link."""
+    members = sorted({m for p in paths if p.kind == "d2d" for m in (p.source, p.target)})
+    out = _named_slow(paths, "d2d", COPY) + _named_slow(paths, "d2d-kernel", KERNEL)
+    out += _peer_findings(paths, peers or {})
     for kind in ("h2d", "d2h"):
         per_device: dict[str, list[float]] = {}
         for p in paths:
@@ -182,10 +237,12 @@ BENCHMARK = Benchmark(
     name="copy-matrix",
     family="health",
     summary="Copy bandwidth over every path of the node, checked on known data: NUMA node "
-    "to node on the CPU; GPU to GPU one way and both ways, host memory of each NUMA node to "
-    "and from each GPU, all GPUs at once; names a slow device or link",
+    "to node on the CPU; GPU to GPU one way (copy engines, a copy kernel, peer access off) "
+    "and both ways, host memory of each NUMA node to and from each GPU, all GPUs at once; "
+    "names a slow device or link",
     entry="accelbench.benchmarks.health.copy_matrix:measure",
     sources=("accelbench.benchmarks.health.copy_paths", "accelbench.benchmarks.health.numa_place",
+             "accelbench.benchmarks.health.peer_access",
              "accelbench.benchmarks.isolate.verdict", "accelbench.benchmarks.health.findings"),
     params=(SizeParam("bytes", "int", 0, help=f"bytes per copy; K/M/G suffixes (0: "
                       f"{CPU_BYTES >> 20} MiB on the CPU, {GPU_BYTES >> 20} MiB on GPUs)",

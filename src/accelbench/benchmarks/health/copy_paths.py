@@ -6,6 +6,11 @@ with the case's timing policy.
             nodes: local and remote bandwidth, as Intel MLC's matrix)
   d2d       GPU i to GPU j through the copy engines (`copy_` between devices; PyTorch
             enables peer access where the driver allows it), one way and both at once
+  d2d-kernel  GPU i to GPU j through a copy kernel: a copy that is not one plain
+            memcpy (the rows of a padded buffer), which PyTorch runs as a kernel on GPU
+            i writing into GPU j's memory over the link (only where peer access is on)
+  d2d-nopeer  the d2d copy with peer access turned off both ways (peer_access): the
+            path of a process that cannot map the peer, staged by the driver
   h2d, d2h  pinned host memory on each NUMA node to and from each GPU
   all       every GPU copying to every other at once (the fabric under full load)
 
@@ -14,6 +19,7 @@ A path's figure is bytes copied per second (a copy reads and writes that many by
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from types import ModuleType
@@ -29,7 +35,7 @@ if TYPE_CHECKING:
 
 @dataclass(frozen=True)
 class CopyPath:
-    kind: str  # host, d2d, d2d-bidir, h2d, d2h, all
+    kind: str  # host, d2d, d2d-bidir, d2d-kernel, d2d-nopeer, h2d, d2h, all
     source: str  # "node0", "gpu1"
     target: str
     nbytes: int  # copied per call
@@ -103,6 +109,39 @@ def device_path(torch: ModuleType, ctx: CaseContext, src_dev: int, dst_dev: int,
     call()
     check_arrived(torch, f"gpu{src_dev} to gpu{dst_dev}", dst, src.to(dst.device))
     return CopyPath("d2d", f"gpu{src_dev}", f"gpu{dst_dev}", nbytes, ctx.time(call).samples)
+
+
+# The kernel path's buffer: rows of 1 MiB, each followed by 64 bytes the copy leaves out,
+# so the copy is not one memcpy but stays a stream of whole, aligned rows.
+_ROW_INTS, _PAD_INTS = 1 << 18, 16
+
+
+def kernel_path(torch: ModuleType, ctx: CaseContext, src_dev: int, dst_dev: int,
+                nbytes: int) -> CopyPath:
+    """GPU `src_dev` to `dst_dev` through PyTorch's copy kernel (peer access must be on,
+    or PyTorch would stage the copy instead of running the kernel across the link)."""
+    rows = max(1, nbytes // (4 * _ROW_INTS))
+    padded = (torch.arange(rows * (_ROW_INTS + _PAD_INTS), dtype=torch.int64,
+                           device=f"cuda:{src_dev}") % 251).to(torch.int32)
+    src = padded.view(rows, _ROW_INTS + _PAD_INTS)[:, :_ROW_INTS]
+    dst = torch.zeros(rows, _ROW_INTS, dtype=torch.int32, device=f"cuda:{dst_dev}")
+    call = _synced(torch, (src_dev, dst_dev), lambda: dst.copy_(src, non_blocking=True))
+    call()
+    check_arrived(torch, f"gpu{src_dev} to gpu{dst_dev} (copy kernel)", dst,
+                  src.contiguous().to(dst.device))
+    return CopyPath("d2d-kernel", f"gpu{src_dev}", f"gpu{dst_dev}", rows * _ROW_INTS * 4,
+                    ctx.time(call).samples)
+
+
+def peer_off_path(torch: ModuleType, ctx: CaseContext, runtime: tuple[Any, str],
+                  src_dev: int, dst_dev: int, nbytes: int) -> CopyPath:
+    """The one-way copy between two GPUs with their peer access off both ways."""
+    from accelbench.benchmarks.health.peer_access import PeerAccessOff
+
+    library, prefix = runtime
+    with PeerAccessOff(torch, library, prefix, src_dev, dst_dev):
+        path = device_path(torch, ctx, src_dev, dst_dev, nbytes)
+    return dataclasses.replace(path, kind="d2d-nopeer")
 
 
 def both_ways(torch: ModuleType, ctx: CaseContext, a: int, b: int, nbytes: int) -> CopyPath:

@@ -196,6 +196,24 @@ def topology(devices: Sequence[sysfs.PciDevice], direct: DirectLinks | None = No
     return Topology(chosen, matrix, pci, direct)
 
 
+def read(vendor: str | None) -> Topology:
+    """This node's topology: the PCI tree from sysfs, with the direct links `vendor`'s
+    library reads ("amd", "nvidia"; None: no library asked, the PCI tree alone)."""
+    direct = direct_links(vendor) if vendor is not None else None
+    return topology(sysfs.pci_devices(), direct)
+
+
+def fingerprint_entry(platform: str) -> dict[str, Any]:
+    """The wiring a run's fingerprint keeps (env.fingerprint): the matrix of the node's
+    GPUs and NICs with their NUMA nodes, direct links read on a GPU platform; where the
+    tree cannot be read, why."""
+    vendor = {"rocm": "amd", "cuda": "nvidia"}.get(platform)
+    try:
+        return read(vendor).to_dict()
+    except Exception as exc:  # the fingerprint must never fail for its wiring
+        return {"missing": f"{type(exc).__name__}: {str(exc)[:200]}"}
+
+
 def visible_gpus(on_bus: int, runtime: int | None,
                  environ: Mapping[str, str] = os.environ) -> Finding:
     """Every GPU on the PCI bus is one the runtime sees, unless a visibility variable hides
