@@ -4,7 +4,8 @@
 Expected on one H200 (PCIe Gen5 x16, 63 GB/s per direction): the GPU health checks read
 from NVML pass or warn (none fails on a healthy node), the GPU's PCIe link is read at
 x16; pinned host-to-device and device-to-host copies reach 20-60 GB/s, checked on known
-data; with one GPU there is no pair of devices to copy between."""
+data; with one GPU there is no pair of devices to copy between. The run's fingerprint
+keeps the GPU in its wiring, its direct links read through NVML; no case logs a GPU fault."""
 
 from __future__ import annotations
 
@@ -43,3 +44,18 @@ def test_host_links_are_copied_checked_and_rated(run, gpu):
     for p in m.details["paths"]:
         if p["kind"] in ("h2d", "d2h"):
             assert 5e9 < p["bandwidth"] < 200e9, p
+    if gpu.count > 1:  # a copy kernel and peer access off, where the pair has peer access
+        assert {"d2d-kernel", "d2d-nopeer"} & kinds or any(
+            f["subject"].endswith(" peer") for f in m.details.get("findings", []))
+
+
+def test_the_runs_fingerprint_keeps_the_gpus_wiring_and_no_case_logged_a_fault(run, gpu):
+    wiring = run.fingerprint["topology"]
+    assert "missing" not in wiring, wiring
+    assert sum(name.startswith("GPU") for name in wiring["names"]) >= gpu.count
+    if wiring["direct"]["read"] is False:
+        pytest.skip(f"no GPU library: {wiring['direct']['missing']} (accelbench[telemetry])")
+    assert wiring["direct"]["source"] in ("nvml", "amdsmi")
+    faulted = {m.case.label: m.details["gpu_events"] for m in run.measurements
+               if "gpu_events" in m.details}
+    assert not faulted, faulted
