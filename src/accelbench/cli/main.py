@@ -21,6 +21,7 @@ from accelbench.cli import (
     list_cmd,
     merge_cmd,
     profile_cmd,
+    publish_cmd,
     report_cmd,
     run_cmd,
     runs_cmd,
@@ -42,8 +43,8 @@ DEBUG_ENV = "ACCELBENCH_DEBUG"  # set: an unexpected error shows its traceback
 
 # Every command, in the order `accelbench --help` lists them.
 COMMANDS = (run_cmd, validate_cmd, health_cmd, list_cmd, env_cmd, runs_cmd, show_cmd,
-            report_cmd, export_cmd, profile_cmd, compare_cmd, generations_cmd, history_cmd,
-            diagnose_cmd, baseline_cmd, merge_cmd, slurm_cmd, isolate_cmd)
+            report_cmd, publish_cmd, export_cmd, profile_cmd, compare_cmd, generations_cmd,
+            history_cmd, diagnose_cmd, baseline_cmd, merge_cmd, slurm_cmd, isolate_cmd)
 
 
 class Parser(argparse.ArgumentParser):

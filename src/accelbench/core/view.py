@@ -40,9 +40,18 @@ class BarSeries:
 
 @dataclass(frozen=True)
 class LineSeries:
+    """A line of points; optionally each point's interval drawn as a band (`band`: one
+    (low, high) per point), points marked apart (`marked`: indices drawn as open red
+    rings, such as figures measured on a busy host), steps (`steps`: indices where a new
+    level starts, drawn as a dashed line) and a text per point shown on hover (`tips`)."""
+
     name: str
     x: Sequence[float]
     y: Sequence[float]
+    band: Sequence[tuple[float, float]] = ()
+    marked: Sequence[int] = ()
+    steps: Sequence[int] = ()
+    tips: Sequence[str] = ()
 
 
 @dataclass(frozen=True)
@@ -78,6 +87,8 @@ class Lines:
     caption: str = ""
     logx: bool = False
     byte_ticks: bool = False  # the x axis is a size in bytes, ticked at powers of two
+    dates: bool = False  # x is a Unix time, ticked as dates (UTC)
+    marked_label: str = ""  # the legend's name of the series' marked points
 
 
 @dataclass(frozen=True)
@@ -95,7 +106,8 @@ class TimeSeries:
 
 @dataclass(frozen=True)
 class HeatMap:
-    """A square matrix over `labels` (None: not measured), each cell written out."""
+    """A square matrix over `labels` (None: not measured), each cell written out; with
+    `columns`, a matrix of `labels` (rows) by `columns`."""
 
     title: str
     labels: Sequence[str]
@@ -105,6 +117,7 @@ class HeatMap:
     cells: Sequence[Sequence[str]] = ()
     low_is_bad: bool = True
     marked: Sequence[str] = ()  # labels drawn in red
+    columns: Sequence[str] = ()  # a rectangular matrix: its column labels
 
 
 Chart: TypeAlias = Bars | Lines | TimeSeries | HeatMap

@@ -9,6 +9,7 @@ matplotlib; `$` is escaped so that a label is never read as mathtext.
 
 from __future__ import annotations
 
+import html
 import io
 import math
 import re
@@ -56,14 +57,16 @@ def draw(chart: Chart, chart_id: str) -> str:
                          reference=chart.reference, horizontal=chart.horizontal)
     if isinstance(chart, Lines):
         return line_chart(chart_id, chart.series, xlabel=chart.xlabel, ylabel=chart.ylabel,
-                          logx=chart.logx, byte_ticks=chart.byte_ticks)
+                          logx=chart.logx, byte_ticks=chart.byte_ticks, dates=chart.dates,
+                          marked_label=chart.marked_label)
     if isinstance(chart, TimeSeries):
         return time_chart(chart_id, chart.x, chart.panels, xlabel=chart.xlabel,
                           window=chart.window, window_label=chart.window_label)
     if isinstance(chart, HeatMap):
         return heat_map(chart_id, chart.labels, chart.values,
                         colorbar_label=chart.colorbar_label, cells=chart.cells,
-                        low_is_bad=chart.low_is_bad, marked=chart.marked)
+                        low_is_bad=chart.low_is_bad, marked=chart.marked,
+                        columns=chart.columns)
     raise TypeError(f"not a chart: {type(chart).__name__}")
 
 
@@ -152,26 +155,98 @@ def line_chart(
     title: str = "",
     logx: bool = False,
     byte_ticks: bool = False,
+    dates: bool = False,
+    marked_label: str = "",
 ) -> str:
     """Lines with point markers. `logx` spaces the x axis by powers of two; `byte_ticks`
-    labels them as sizes (64 KiB)."""
+    labels them as sizes (64 KiB); `dates` reads x as Unix times and ticks them as dates
+    (UTC). A series' band, marked points, steps and hover texts are drawn as
+    `LineSeries` says; `marked_label` names the marked points in the legend."""
     from matplotlib.figure import Figure
 
+    scale = 1.0 / 86400.0 if dates else 1.0  # matplotlib's dates: days since 1970
+    tipped: list[tuple[str, Sequence[str]]] = []
     with _style(chart_id):
         fig = Figure(figsize=(_WIDTH_IN, _HEIGHT_IN), layout="constrained")
         ax = fig.add_subplot()
-        for s in series:
-            ax.plot(list(s.x), list(s.y), marker="o", markersize=3, linewidth=1.2,
-                    label=text(s.name))
+        named_marks = False
+        for i, s in enumerate(series):
+            xs = [x * scale for x in s.x]
+            ys = list(s.y)
+            plain = not (s.band or s.marked or s.steps or s.tips)
+            (line,) = ax.plot(xs, ys, marker="o" if plain else None, markersize=3,
+                              linewidth=1.2, label=text(s.name))
+            if plain:
+                continue
+            color = line.get_color()
+            if s.band and len(s.band) == len(xs):
+                ax.fill_between(xs, [b[0] for b in s.band], [b[1] for b in s.band],
+                                color=color, alpha=0.18, linewidth=0)
+            for index in s.steps:
+                if 0 <= index < len(xs):
+                    ax.axvline(xs[index], color=color, linewidth=0.9, linestyle="--")
+            # The points as a line of their own, so that each marker is one <use> of a
+            # group the hover texts can be found in.
+            gid = f"tips-{i}"
+            ax.plot(xs, ys, linestyle="none", marker="o", markersize=3, color=color,
+                    gid=gid)
+            if s.tips and len(s.tips) == len(xs):
+                tipped.append((f"{chart_id}-{gid}", s.tips))
+            marked = [j for j in s.marked if 0 <= j < len(xs)]
+            if marked:
+                ax.plot([xs[j] for j in marked], [ys[j] for j in marked], linestyle="none",
+                        marker="o", markersize=7, markerfacecolor="none",
+                        markeredgecolor="#b00020", markeredgewidth=1.1,
+                        label=text(marked_label) if marked_label and not named_marks
+                        else None)
+                named_marks = named_marks or bool(marked_label)
         if logx:
             _log2_axis(ax.xaxis, byte_ticks)
+        if dates:
+            from matplotlib.dates import AutoDateLocator, ConciseDateFormatter
+
+            locator = AutoDateLocator()  # type: ignore[no-untyped-call]
+            ax.xaxis.set_major_locator(locator)
+            ax.xaxis.set_major_formatter(ConciseDateFormatter(locator))  # type: ignore[no-untyped-call]
         ax.set_xlabel(text(xlabel))
         ax.set_ylabel(text(ylabel))
         if title:
             ax.set_title(text(title))
         ax.legend(fontsize="small", frameon=False)
         ax.grid(linewidth=0.3)
-        return _svg(fig, chart_id)
+        svg = _svg(fig, chart_id)
+    for group, tips in tipped:
+        svg = _with_tips(svg, group, tips)
+    return svg
+
+
+_GROUP_TAG = re.compile(r"<g[\s>]|</g>")
+_USE = re.compile(r"<use ([^>]*?)/>")
+
+
+def _with_tips(svg: str, group: str, tips: Sequence[str]) -> str:
+    """Each marker of the group `group` with its hover text (an SVG <title>), in order;
+    the SVG as it was where the markers are not one per text (a point off the canvas)."""
+    start = svg.find(f'<g id="{group}"')
+    if start < 0:
+        return svg
+    depth, end = 0, -1
+    for tag in _GROUP_TAG.finditer(svg, start):
+        depth += -1 if tag.group(0) == "</g>" else 1
+        if depth == 0:
+            end = tag.end()
+            break
+    if end < 0:
+        return svg
+    inside = svg[start:end]
+    uses = _USE.findall(inside)
+    if len(uses) != len(tips):
+        return svg
+    shown = iter(tips)
+    inside = _USE.sub(lambda m: f"<use {m.group(1)}><title>"
+                      f"{html.escape(printable(next(shown), multiline=True))}</title></use>",
+                      inside)
+    return svg[:start] + inside + svg[end:]
 
 
 def time_chart(
@@ -219,29 +294,39 @@ def heat_map(
     cells: Sequence[Sequence[str]] = (),
     low_is_bad: bool = True,
     marked: Sequence[str] = (),
+    columns: Sequence[str] = (),
 ) -> str:
     """A square matrix of members x members as coloured cells, blank where there is no
-    value (the diagonal). The colours run the same way for every figure: the bad end
-    (low when `low_is_bad`, else high) is dark. `cells` writes a text in each cell (for
-    a small matrix); labels in `marked` are drawn in red, bold."""
+    value (the diagonal); with `columns`, a matrix of `labels` (rows) by `columns`. The
+    colours run the same way for every figure: the bad end (low when `low_is_bad`, else
+    high) is dark. `cells` writes a text in each cell (for a small matrix); labels in
+    `marked` are drawn in red, bold."""
     import numpy as np
     from matplotlib import colormaps
     from matplotlib.figure import Figure
 
-    n = max(len(labels), 1)
+    across = list(columns) if columns else list(labels)
+    n = max(len(labels), len(across), 1)
     side = min(max(2.6, 0.55 * n + 1.6), 12.0)
+    # A rectangular matrix: room for its rows, and under them for its tilted column labels.
+    longest = max((len(text(c)) for c in across), default=0)
+    size = (side + 1.4, side) if not columns else (
+        min(max(4.0, 0.45 * len(across) + 0.09 * longest + 3.0), 16.0),
+        min(max(2.4, 0.3 * len(labels) + 0.075 * longest + 1.2), 16.0))
     grid = np.array([[math.nan if v is None or not math.isfinite(v) else float(v)
                       for v in row] for row in values], dtype=float).reshape(len(labels), -1)
     with _style(chart_id):
-        fig = Figure(figsize=(side + 1.4, side), layout="constrained")
+        fig = Figure(figsize=size, layout="constrained")
         ax = fig.add_subplot()
         cmap = colormaps["viridis" if low_is_bad else "viridis_r"].with_extremes(bad="white")
-        image = ax.imshow(np.ma.masked_invalid(grid), cmap=cmap, aspect="equal")
+        image = ax.imshow(np.ma.masked_invalid(grid), cmap=cmap,
+                          aspect="auto" if columns else "equal")
         bar = fig.colorbar(image, ax=ax, shrink=0.8)
         bar.set_label(text(colorbar_label))
         shown = [text(label) for label in labels]
-        tilt = n > 3 or max((len(x) for x in shown), default=0) > 6
-        ax.set_xticks(range(len(labels)), shown, rotation=45 if tilt else 0,
+        shown_across = [text(label) for label in across]
+        tilt = len(across) > 3 or max((len(x) for x in shown_across), default=0) > 6
+        ax.set_xticks(range(len(across)), shown_across, rotation=45 if tilt else 0,
                       ha="right" if tilt else "center")
         ax.set_yticks(range(len(labels)), shown)
         for tick in (*ax.get_xticklabels(), *ax.get_yticklabels()):
