@@ -1,4 +1,9 @@
-"""`accelbench run`: measure a suite or chosen benchmarks, store every case, report."""
+"""`accelbench run`: measure a suite or chosen benchmarks, store every case, report.
+
+Long campaigns: `--resume RUN` goes on with a stored run, with the run's own request
+(`runner.resume` says which cases it measures); `--repeat N` makes N runs in a row of
+one request, each stored as its own run with the same command line.
+"""
 
 from __future__ import annotations
 
@@ -6,7 +11,7 @@ import argparse
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TypeAlias
+from typing import TYPE_CHECKING, Any, NoReturn, TypeAlias
 
 from accelbench.cli.options import (
     StoreOnFirstUse,
@@ -26,22 +31,32 @@ from accelbench.cli.options import (
     split_list,
     telemetry_settings,
 )
-from accelbench.errors import UserError
+from accelbench.errors import (
+    EXIT_CASE_FAILED,
+    EXIT_INTERRUPTED,
+    EXIT_OK,
+    EXIT_TERMINATED,
+    Terminated,
+    UserError,
+)
 
 if TYPE_CHECKING:
     from accelbench.runner.plan import Request, ValidRequest
     from accelbench.runner.recorder import Outcome
+    from accelbench.runner.resume import Resume
 
 NAME = "run"
 HELP = "run a suite (default quick) or chosen benchmarks and store every result"
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--suite", type=name_arg, default="quick",
+    # No default here (build_request's is "quick"): --resume tells a --suite given.
+    parser.add_argument("--suite", type=name_arg,
                         help="quick (default), standard or full")
     parser.add_argument("--bench", nargs="+", type=names_arg, metavar="NAME",
                         help="only these benchmarks (with the suite's grids for them)")
     add_device(parser)
+    parser.set_defaults(device=None)  # "auto" (build_request); --resume tells one given
     parser.add_argument("--dtype", nargs="+", type=names_arg, metavar="DTYPE",
                         help="precisions to measure, replacing the suite's: fp64 fp32 tf32 "
                         "fp16 bf16 fp8 int8")
@@ -70,9 +85,35 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_telemetry(parser)
     parser.add_argument("--timeout", type=positive_seconds, metavar="S",
                         help="fail a case that takes longer than this (default: per benchmark)")
+    parser.add_argument("--resume", metavar="RUN",
+                        help="go on with a stored run that was interrupted, killed or had "
+                        "failed cases (a run id, a unique prefix, or latest): its cases "
+                        "that failed or were not reached are measured and added to the same "
+                        "run, with the run's own request; only on the stack it was measured "
+                        "on")
+    parser.add_argument("--repeat", type=positive_int, metavar="N",
+                        help="make N runs in a row of the same request, each stored as its "
+                        "own run (default: the suite's, else 1); Ctrl-C stops them all")
     add_report(parser)
     add_store(parser)
     add_json(parser)
+
+
+# What --resume may be given with: where the run is stored and reported, and how it is
+# printed. Every other option would change the request, which is the stored run's own.
+_BESIDE_RESUME = frozenset({"resume", "store", "report", "no_report", "json"})
+
+# Exit codes of runs, from best to worst: --repeat exits with its worst run's.
+EXIT_ORDER = (EXIT_OK, EXIT_CASE_FAILED, EXIT_INTERRUPTED, EXIT_TERMINATED)
+
+
+def worst_exit_code(codes: Sequence[int]) -> int:
+    """The worst of several runs' exit codes: interrupted (SIGTERM, then Ctrl-C) over
+    failed over ok; a code outside EXIT_ORDER is worse than any."""
+    def rank(code: int) -> int:
+        return EXIT_ORDER.index(code) if code in EXIT_ORDER else len(EXIT_ORDER)
+
+    return max(codes, key=rank, default=EXIT_OK)
 
 
 def parse_overrides(items: Sequence[str] | None) -> dict[str, tuple[str, ...]]:
@@ -130,11 +171,11 @@ def build_request(args: argparse.Namespace) -> Request:
     if args.flush_cache:
         timing["flush_cache"] = True
     return Request(
-        suite=args.suite,
+        suite=args.suite or "quick",
         benches=split_list(args.bench),
         overrides=parse_overrides(args.param),
         dtypes=split_list(args.dtype),
-        device=args.device,
+        device=args.device or "auto",
         timing={**timing, **telemetry_settings(args)},
         nproc_per_node=args.nproc_per_node,
         backend=args.backend,
@@ -153,15 +194,117 @@ def run(args: argparse.Namespace) -> int:
     from accelbench.benchmarks import REGISTRY
     from accelbench.runner.plan import validate
 
+    if args.resume is not None:
+        return _resume(args)
     # Bad names and values fail here, once, before anything starts or the store is opened.
     valid = validate(build_request(args), REGISTRY)
+    times = args.repeat or valid.suite.repeat
+    if times > 1:
+        return _repeat(args, valid, times)
     return run_request(args, valid, _finish, args.timeout)
 
 
+def _repeat(args: argparse.Namespace, valid: ValidRequest, times: int) -> int:
+    """`times` runs in a row of one request, each its own run with the same command line,
+    so that they compare; Ctrl-C (or SIGTERM) stops the sequence, what was stored is kept.
+    Exits with the worst run's code (`worst_exit_code`); with --json, prints one document
+    holding every run's."""
+    from accelbench.runner.distributed import launched_by_torchrun
+
+    if launched_by_torchrun():
+        raise UserError("--repeat starts its runs one after another: under torchrun, start "
+                        "the job again for each run")
+    if args.report and not args.no_report:
+        raise UserError("--report names one file: with --repeat each run writes its own "
+                        "report beside the store (or none, with --no-report)")
+    printed: list[dict[str, Any]] = []
+    made: list[str] = []  # each run made: its id and status
+
+    def finish(args: argparse.Namespace, outcome: Outcome, store_location: str,
+               report: Path | None) -> int:
+        made.append(f"{outcome.run_id} {outcome.status}")
+        if args.json:
+            printed.append(outcome_json(outcome, store_location, report))
+            return outcome.exit_code
+        return _finish(args, outcome, store_location, report)
+
+    codes: list[int] = []
+    for number in range(1, times + 1):
+        print(f"accelbench: run {number}/{times} of the repeated request", file=sys.stderr,
+              flush=True)
+        try:
+            codes.append(run_request(args, valid, finish, args.timeout))
+        except KeyboardInterrupt as stop:  # outside the cases: what was stored is kept
+            codes.append(EXIT_TERMINATED if isinstance(stop, Terminated) else EXIT_INTERRUPTED)
+        if codes[-1] in (EXIT_INTERRUPTED, EXIT_TERMINATED):
+            break
+    print(f"accelbench: {len(made)} of {times} runs made: {', '.join(made) or 'none'}",
+          file=sys.stderr)
+    if args.json:
+        print_json({"runs": printed})
+    return worst_exit_code(codes)
+
+
+def _resume(args: argparse.Namespace) -> int:
+    """Go on with the stored run `args.resume` (`runner.resume`), with its own request."""
+    from accelbench.benchmarks import REGISTRY
+    from accelbench.runner.distributed import launched_by_torchrun
+    from accelbench.runner.plan import validate
+    from accelbench.runner.resume import Resume
+
+    given = _request_options_given(args)
+    if given:
+        raise UserError(f"--resume goes on with the run's own request: leave out "
+                        f"{', '.join(given)}")
+    if launched_by_torchrun():
+        # Only rank 0 reads the store, and every rank must plan the same cases.
+        raise UserError("--resume is not supported under torchrun: start a new run there")
+    with open_store(args, create=False) as reader:
+        resume = Resume(reader.load_run(args.resume))
+    record = resume.run.record
+    if resume.complete:
+        print(f"accelbench: run {record.id} is complete: nothing to resume", file=sys.stderr)
+        return EXIT_OK
+    stored = stored_request(record.id, record.argv)
+    valid = validate(build_request(stored), REGISTRY)
+    print(f"accelbench: resuming run {record.id} ({record.status}): {len(resume.kept)} "
+          f"stored case(s) kept", file=sys.stderr, flush=True)
+    return run_request(args, valid, _finish, stored.timeout, resume)
+
+
+def stored_request(run_id: str, argv: Sequence[str]) -> argparse.Namespace:
+    """The options of a run's stored command line, read by the options `run` has; a
+    UserError for a run that `accelbench run` did not make."""
+    if not argv or argv[0] != NAME:
+        made_by = f"`accelbench {argv[0]}`" if argv else "no command line that was stored"
+        raise UserError(f"run {run_id} was made by {made_by}: only a run of `accelbench run` "
+                        "can be resumed")
+    parser = _StoredLine(prog=f"run {run_id}: its stored command line", add_help=False)
+    add_arguments(parser)
+    return parser.parse_args(list(argv[1:]))
+
+
+class _StoredLine(argparse.ArgumentParser):
+    """A stored command line that does not read is the run's problem: one line."""
+
+    def error(self, message: str) -> NoReturn:
+        raise UserError(f"{self.prog}: {message}")
+
+
+def _request_options_given(args: argparse.Namespace) -> list[str]:
+    """The options given that --resume refuses (`_BESIDE_RESUME`), as written."""
+    parser = argparse.ArgumentParser(add_help=False)
+    add_arguments(parser)
+    return [action.option_strings[-1] for action in parser._actions
+            if action.option_strings and action.dest not in _BESIDE_RESUME
+            and getattr(args, action.dest, action.default) != action.default]
+
+
 def run_request(args: argparse.Namespace, valid: ValidRequest, finish: Finish,
-                case_timeout: float | None = None) -> int:
+                case_timeout: float | None = None, resume: Resume | None = None) -> int:
     """Measure a validated request, store every case, write the report (`args.report`,
-    `args.no_report`, `args.store`) and let `finish` print it: `run` and `validate`."""
+    `args.no_report`, `args.store`) and let `finish` print it: `run` and `validate`.
+    With `resume`, go on with that stored run instead of beginning one."""
     from accelbench.report.terminal import console
     from accelbench.runner.distributed import launched_by_torchrun
     from accelbench.runner.session import run_session
@@ -174,7 +317,7 @@ def run_request(args: argparse.Namespace, valid: ValidRequest, finish: Finish,
         return _run_as_rank(args, valid, listener, finish, case_timeout)
     with open_store(args, create=True) as store:
         outcome = run_session(valid, store, argv=sys.argv[1:], listener=listener,
-                              case_timeout=case_timeout)
+                              case_timeout=case_timeout, resume=resume)
         listener.close()
         report = _write_report(args, store, outcome)
         store_location = store.name
@@ -217,6 +360,8 @@ def outcome_json(outcome: Outcome, store_location: str, report: Path | None,
         "generation_key": outcome.fingerprint.generation_key,
         "store": str(store_location),
         "report": str(report) if report else None,
+        # A resumed run: how many of its measurements were stored before and kept.
+        **({"resumed": True, "kept": outcome.kept} if outcome.resumed else {}),
         **extra,
         "measurements": [m.export_dict() for m in outcome.measurements],
     }
@@ -236,6 +381,7 @@ def _finish(args: argparse.Namespace, outcome: Outcome, store_location: str,
         print_sections(run_sections(outcome.measurements), out)
         failed = len(outcome.failed)
         summary = f"{len(outcome.measurements)} cases, {failed} failed" + (
+            f" ({outcome.kept} kept from before the resume)" if outcome.resumed else "") + (
             " (interrupted)" if outcome.interrupted else "")
         out.print(summary)
         out.print(text(f"Stored in {store_location} as run {outcome.run_id}"))

@@ -54,6 +54,9 @@ class Suite:
     description: str
     timing: Mapping[str, Any]
     entries: tuple[SuiteEntry, ...]
+    # Runs `accelbench run --suite NAME` makes in a row when not given --repeat (the
+    # suite's top-level `repeat`; inherited through `extends`).
+    repeat: int = 1
 
     def benchmarks(self) -> list[str]:
         return list(dict.fromkeys(e.bench for e in self.entries))
@@ -63,13 +66,23 @@ def load_suite(name: str) -> Suite:
     if name not in SUITES:
         raise UserError(f"unknown suite {name!r} (suites: {', '.join(SUITES)})")
     data = tomllib.loads(resources.files("accelbench.suites").joinpath(f"{name}.toml").read_text())
+    return parse_suite(name, data)
+
+
+def parse_suite(name: str, data: Mapping[str, Any]) -> Suite:
+    """The suite `name` of its TOML file's `data` (a suite it extends is loaded by name)."""
     entries: list[SuiteEntry] = []
     timing: dict[str, Any] = {}
+    repeat = 1
     if "extends" in data:
         base = load_suite(data["extends"])
         entries.extend(base.entries)
         timing.update(base.timing)
+        repeat = base.repeat
     timing.update(data.get("timing", {}))
+    repeat = data.get("repeat", repeat)
+    if isinstance(repeat, bool) or not isinstance(repeat, int) or repeat < 1:
+        raise ValueError(f"suite {name}: repeat must be a positive number")
     for raw in data.get("cases", ()):
         devices = tuple(raw.get("devices", ["any"]))
         bad = set(devices) - set(DEVICE_CLASSES)
@@ -80,7 +93,7 @@ def load_suite(name: str) -> Suite:
         if not (ranks is None or ranks == "devices" or (isinstance(ranks, int) and ranks >= 1)):
             raise ValueError(f"suite {name}: ranks must be a positive number or 'devices'")
         entries.append(SuiteEntry(raw["bench"], devices, grid, ranks))
-    return Suite(name, data.get("description", ""), timing, tuple(entries))
+    return Suite(name, data.get("description", ""), timing, tuple(entries), repeat)
 
 
 @dataclass(frozen=True)

@@ -35,7 +35,9 @@ from accelbench.errors import (
 if TYPE_CHECKING:
     from accelbench.env.fingerprint import Fingerprint
     from accelbench.runner.plan import PlannedCase
+    from accelbench.runner.resume import Resume
     from accelbench.store import Store
+    from accelbench.store.records import ResumeEvent
 
 
 class Listener(Protocol):
@@ -70,6 +72,10 @@ class Outcome:
     measurements: list[Measurement] = field(default_factory=list)
     interrupted: bool = False
     terminated: bool = False  # interrupted by SIGTERM rather than Ctrl-C
+    # A resumed run (`runner.resume`): its measurements begin with this many results
+    # stored before the resume and kept.
+    kept: int = 0
+    resumed: bool = False
 
     @property
     def failed(self) -> list[Measurement]:
@@ -118,6 +124,30 @@ class RunRecorder:
         )
         self.outcome = Outcome(run_id, fingerprint)
         self._finished = False
+        self._earlier: tuple[Measurement, ...] = ()
+        self._resumes: tuple[ResumeEvent, ...] = ()
+
+    @classmethod
+    def resuming(cls, store: Store, fingerprint: Fingerprint, resume: Resume,
+                 listener: Listener | None = None) -> RunRecorder:
+        """A recorder that goes on with the stored run of `resume`: the resume is noted
+        in the store (the run is "running" again, on `fingerprint`, the run's own stack),
+        and the outcome starts from the results it keeps."""
+        record = resume.run.record
+        event = store.resume_run(record.id, fingerprint_id=fingerprint.fingerprint_id)
+        recorder = cls.__new__(cls)
+        recorder._store = store
+        recorder.listener = listener or SilentListener()
+        recorder._started_at = record.started_at
+        recorder._suite = record.suite
+        recorder._argv = record.argv
+        kept = resume.kept
+        recorder.outcome = Outcome(record.id, fingerprint, list(kept), kept=len(kept),
+                                   resumed=True)
+        recorder._finished = False
+        recorder._earlier = resume.earlier
+        recorder._resumes = (*record.resumes, event)
+        return recorder
 
     @classmethod
     def resumed(cls, store: Store, outcome: Outcome,
@@ -132,6 +162,8 @@ class RunRecorder:
         recorder._started_at = time.time()
         recorder._suite = None
         recorder._argv = ()
+        recorder._earlier = ()
+        recorder._resumes = ()
         return recorder
 
     @property
@@ -186,16 +218,18 @@ class RunRecorder:
         path = location.files_dir / "spool" / f"{self.run_id}.sqlite"
         fingerprint = self.outcome.fingerprint
         measurements = tuple(self.outcome.measurements)
+        # A resumed run's whole record: what it had stored before, then what it measured.
+        rows = (*self._earlier, *measurements)
         record = RunRecord(
             id=self.run_id, started_at=self._started_at, finished_at=time.time(),
             status=status, suite=self._suite, argv=self._argv,
             device=fingerprint.device.torch_device,
             generation_key=fingerprint.generation_key, host=socket.gethostname(),
             accelbench_version=__version__, fingerprint_id=fingerprint.fingerprint_id,
-            n_ok=0, n_failed=0, n_skipped=0)
+            n_ok=0, n_failed=0, n_skipped=0, resumes=self._resumes)
         try:
             with Store.open(path, create=True) as spool:
-                spool.import_runs([StoredRun(record, fingerprint.to_dict(), measurements)])
+                spool.import_runs([StoredRun.of_rows(record, fingerprint.to_dict(), rows)])
         except StoreError as e:
             return type(lost)(f"{lost}; the {len(measurements)} case(s) measured could not "
                               f"be kept either: {e}")

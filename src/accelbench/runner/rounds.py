@@ -21,6 +21,7 @@ from accelbench.core.timing import TimingPolicy
 from accelbench.runner.messages import CaseMeasured, MeasureCase, Refused
 from accelbench.runner.plan import PlannedCase
 from accelbench.runner.recorder import RunRecorder
+from accelbench.runner.resume import CUT_SHORT
 from accelbench.runner.supervisor import WorkerLost, WorkerProcess, WorkerSlot
 
 if TYPE_CHECKING:
@@ -79,7 +80,7 @@ class Rounds:
     def record_partial(self) -> None:
         for offset in self.pending():
             if self._parts[offset]:
-                self._record(offset, f"interrupted after {len(self._parts[offset])} of "
+                self._record(offset, f"{CUT_SHORT} {len(self._parts[offset])} of "
                                      f"{self.count} processes")
 
     def _record(self, offset: int, note: str | None = None) -> None:

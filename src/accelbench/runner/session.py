@@ -36,6 +36,7 @@ from accelbench.runner.supervisor import (
 
 if TYPE_CHECKING:
     from accelbench.env.fingerprint import Fingerprint
+    from accelbench.runner.resume import Resume
     from accelbench.store import Store
 
 __all__ = ["Executor", "Listener", "Outcome", "SilentListener", "Supervised", "conduct",
@@ -81,16 +82,26 @@ class Executor(Protocol):
 
 
 def conduct(executor: Executor, open_store: Callable[[], Store], suite: str | None,
-            argv: Sequence[str] = (), listener: Listener | None = None) -> Outcome | None:
+            argv: Sequence[str] = (), listener: Listener | None = None,
+            resume: Resume | None = None) -> Outcome | None:
     """Run one run through `executor`. The store is opened only once the cases are
     planned, so bad input never begins a run. Returns the outcome; None in a process
-    that does not store the run (a rank other than 0)."""
+    that does not store the run (a rank other than 0).
+
+    With `resume`, the run goes on with a stored one (`runner.resume`): refused before
+    anything is stored when the stack is not the run's own; its cases that are done are
+    kept, and the others are measured and added to it."""
     try:
         fingerprint, cases = executor.plan(executor.fingerprint())
+        if resume is not None:
+            resume.check_stack(fingerprint)
+            cases = resume.pending(cases)
         if not executor.stores:
             executor.execute(cases, None)
             return None
-        recorder = RunRecorder(open_store(), fingerprint, suite, argv, listener)
+        recorder = (RunRecorder(open_store(), fingerprint, suite, argv, listener)
+                    if resume is None
+                    else RunRecorder.resuming(open_store(), fingerprint, resume, listener))
         recorder.planned(cases)
         status = None
         try:
@@ -109,11 +120,12 @@ def run_session(
     listener: Listener | None = None,
     case_timeout: float | None = None,
     worker_factory: WorkerFactory = Worker,
+    resume: Resume | None = None,
 ) -> Outcome:
     """`accelbench run` on this node, supervised; `worker_factory` starts a worker
-    process (tests give a fake)."""
+    process (tests give a fake); `resume` goes on with a stored run (`conduct`)."""
     outcome = conduct(Supervised(valid, case_timeout, worker_factory), lambda: store,
-                      valid.request.suite, argv, listener)
+                      valid.request.suite, argv, listener, resume)
     assert outcome is not None  # the supervisor always stores its run
     return outcome
 

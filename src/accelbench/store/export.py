@@ -8,10 +8,16 @@ Format history of the JSON export (FORMAT_VERSION):
   2: each measurement is Measurement.export_dict(): its raw record (format 2 or newer)
      plus "figures", the figures derived from it with their intervals, for other tools.
      Loading reads the raw record only; nothing else changed, so version 1 loads as is.
+  3: a run may have been resumed (`accelbench run --resume`): its "run" may hold
+     "resumes" (ResumeEvent.to_dict(), oldest first), and its entry "superseded": the
+     earlier measurements of the cases a resume measured again, kept beside the newest
+     ("measurements" holds the newest of each case). Both are left out of a run never
+     resumed, so version 2 loads as is.
 """
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable, Iterable
 from typing import Any
 
@@ -19,14 +25,15 @@ from accelbench.core.formats import upgrade
 from accelbench.core.measurement import STATUS_FAILED, STATUS_OK, STATUS_SKIPPED, Measurement
 from accelbench.core.untrusted import clip
 from accelbench.errors import StoreError
-from accelbench.store.records import RunRecord, StoredRun
+from accelbench.store.records import ResumeEvent, RunRecord, StoredRun
 
 FORMAT = "accelbench-results"
-FORMAT_VERSION = 2
+FORMAT_VERSION = 3
 
 # Upgrades one version older to the next: _UPGRADES[v] turns version v into v + 1.
 _UPGRADES: dict[int, Callable[[dict[str, Any]], dict[str, Any]]] = {
     1: lambda data: {**data, "format_version": 2},
+    2: lambda data: {**data, "format_version": 3},
 }
 
 
@@ -34,15 +41,19 @@ def export_json(runs: Iterable[StoredRun]) -> dict[str, Any]:
     return {
         "format": FORMAT,
         "format_version": FORMAT_VERSION,
-        "runs": [
-            {
-                "run": run.record.to_dict(),
-                "fingerprint": run.fingerprint,
-                "measurements": [m.export_dict() for m in run.measurements],
-            }
-            for run in runs
-        ],
+        "runs": [_entry(run) for run in runs],
     }
+
+
+def _entry(run: StoredRun) -> dict[str, Any]:
+    entry = {
+        "run": run.record.to_dict(),
+        "fingerprint": run.fingerprint,
+        "measurements": [m.export_dict() for m in run.measurements],
+    }
+    if run.superseded:
+        entry["superseded"] = [m.export_dict() for m in run.superseded]
+    return entry
 
 
 def load_json(data: Any, source: str = "results export") -> list[StoredRun]:
@@ -66,12 +77,9 @@ def load_json(data: Any, source: str = "results export") -> list[StoredRun]:
 
 
 def _stored_run(entry: dict[str, Any]) -> StoredRun:
-    measurements = tuple(Measurement.from_dict(m) for m in entry["measurements"])
+    superseded = [Measurement.from_dict(m) for m in entry.get("superseded", ())]
+    measurements = [Measurement.from_dict(m) for m in entry["measurements"]]
     run = entry["run"]
-
-    def count(status: str) -> int:
-        return sum(m.status == status for m in measurements)
-
     record = RunRecord(
         id=run["id"],
         started_at=run["started_at"],
@@ -84,8 +92,19 @@ def _stored_run(entry: dict[str, Any]) -> StoredRun:
         host=run.get("host", ""),
         accelbench_version=run.get("accelbench_version", ""),
         fingerprint_id=run["fingerprint_id"],
-        n_ok=count(STATUS_OK),
-        n_failed=count(STATUS_FAILED),
-        n_skipped=count(STATUS_SKIPPED),
+        n_ok=0,
+        n_failed=0,
+        n_skipped=0,
+        resumes=tuple(ResumeEvent(e["resumed_at"], e["fingerprint_id"], e["status_before"])
+                      for e in run.get("resumes", ())),
     )
-    return StoredRun(record, dict(entry["fingerprint"]), measurements)
+    # As the store reads a run: the last measurement of each case is its result (a case
+    # that "measurements" holds twice, in an export written by hand, included).
+    stored = StoredRun.of_rows(record, dict(entry["fingerprint"]), [*superseded, *measurements])
+
+    def count(status: str) -> int:
+        return sum(m.status == status for m in stored.measurements)
+
+    counted = dataclasses.replace(record, n_ok=count(STATUS_OK), n_failed=count(STATUS_FAILED),
+                                  n_skipped=count(STATUS_SKIPPED))
+    return dataclasses.replace(stored, record=counted)

@@ -239,6 +239,14 @@ RUN = {
         # Counted again from the measurements on import.
         "n_ok": {"type": "integer"}, "n_failed": {"type": "integer"},
         "n_skipped": {"type": "integer"},
+        # Export format 3: each `accelbench run --resume` of the run (ResumeEvent).
+        "resumes": {"type": "array", "items": {
+            "type": "object",
+            "required": ["resumed_at", "fingerprint_id", "status_before"],
+            "properties": {"resumed_at": _FINITE, "fingerprint_id": _TEXT,
+                           "status_before": {"enum": list(RUN_STATUSES)}},
+            "additionalProperties": False,
+        }},
     },
     "additionalProperties": False,
 }
@@ -260,6 +268,9 @@ SCHEMA: dict[str, Any] = {
                     "run": {"$ref": "#/$defs/run"},
                     "fingerprint": {"$ref": "#/$defs/fingerprint"},
                     "measurements": {"type": "array", "items": {"$ref": "#/$defs/record"}},
+                    # Export format 3: the earlier measurements of cases a resume
+                    # measured again.
+                    "superseded": {"type": "array", "items": {"$ref": "#/$defs/record"}},
                 },
                 "additionalProperties": False,
             },
@@ -284,6 +295,8 @@ def check_runs(runs: Iterable[Any], source: str) -> None:
         where = f"{source}: run {short(run.record.id)}"
         data = {"run": run.record.to_dict(), "fingerprint": run.fingerprint,
                 "measurements": [m.to_dict() for m in run.measurements]}
+        if run.superseded:
+            data["superseded"] = [m.to_dict() for m in run.superseded]
         check_shape(data, where, StoreError)
         _validate(data, _DOCUMENT_RUN, source, ["runs", index])
         if not RUN_ID.fullmatch(run.record.id):  # the schema's "$" also takes a final "\n"

@@ -3,12 +3,26 @@
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from accelbench.core.measurement import Measurement
 
-__all__ = ["RunRecord", "StoredProfile", "StoredRun"]
+__all__ = ["ResumeEvent", "RunRecord", "StoredProfile", "StoredRun"]
+
+
+@dataclass(frozen=True)
+class ResumeEvent:
+    """One `accelbench run --resume` of a run: when it began, on which stack (always the
+    run's own: a resume on another is refused), and the status the run had then."""
+
+    resumed_at: float
+    fingerprint_id: str
+    status_before: str
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
 
 
 @dataclass(frozen=True)
@@ -27,19 +41,49 @@ class RunRecord:
     n_ok: int
     n_failed: int
     n_skipped: int
+    resumes: tuple[ResumeEvent, ...] = ()  # oldest first; empty for a run never resumed
 
     def to_dict(self) -> dict[str, Any]:
-        """The run's entry of an export (its JSON form)."""
+        """The run's entry of an export (its JSON form); "resumes" only where it has
+        some, so that the entry of a run never resumed is as it always was."""
         d = dataclasses.asdict(self)
         d["argv"] = list(self.argv)
+        if self.resumes:
+            d["resumes"] = [event.to_dict() for event in self.resumes]
+        else:
+            del d["resumes"]
         return d
 
 
 @dataclass(frozen=True)
 class StoredRun:
+    """A run as read back. A run measures each case once, unless it was resumed: a
+    resume measures again the cases that failed or were cut short, and the new
+    measurement is the run's result for its case while the earlier one is kept, in
+    `superseded`, never overwritten."""
+
     record: RunRecord
     fingerprint: dict[str, Any]
-    measurements: tuple[Measurement, ...]  # in the order they were added
+    # The newest measurement of each case (by case key), in the order they were added.
+    measurements: tuple[Measurement, ...]
+    # The earlier measurements of cases measured again by a resume, in the order added.
+    superseded: tuple[Measurement, ...] = ()
+
+    @classmethod
+    def of_rows(cls, record: RunRecord, fingerprint: dict[str, Any],
+                rows: Sequence[Measurement]) -> StoredRun:
+        """The run of `record` from all of its measurements in the order they were added:
+        the last of each case key is its result, the others superseded."""
+        last = {m.case.key: i for i, m in enumerate(rows)}
+        return cls(record, fingerprint,
+                   tuple(m for i, m in enumerate(rows) if last[m.case.key] == i),
+                   tuple(m for i, m in enumerate(rows) if last[m.case.key] != i))
+
+    @property
+    def rows(self) -> tuple[Measurement, ...]:
+        """Every measurement, in an order that `of_rows` reads back as this run: the
+        superseded first."""
+        return (*self.superseded, *self.measurements)
 
 
 @dataclass(frozen=True)

@@ -15,6 +15,7 @@ SQLite file that cannot is read from an upgraded copy in memory.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import secrets
@@ -41,7 +42,7 @@ from accelbench.store.location import (
     parse_location,
     redact_argv,
 )
-from accelbench.store.records import RunRecord, StoredProfile, StoredRun
+from accelbench.store.records import ResumeEvent, RunRecord, StoredProfile, StoredRun
 
 __all__ = [
     "RUN_COMPLETE", "RUN_FAILED", "RUN_INTERRUPTED", "RUN_RUNNING", "RUN_STATUSES",
@@ -60,13 +61,20 @@ def default_store_path() -> Path:
     return user_data_path("accelbench", appauthor=False) / "results.sqlite"
 
 
-# Counts by status, written so that SQLite and PostgreSQL read it alike.
+# A measurement that is its run's result for its case: no later one of the same case in
+# the same run (a resume measures again the cases that failed or were cut short, and
+# keeps the earlier measurement: `StoredRun.superseded`).
+_NEWEST = ("NOT EXISTS (SELECT 1 FROM measurements later WHERE later.run_id = m.run_id"
+           " AND later.case_key = m.case_key AND later.id > m.id)")
+
+# Counts by status of the cases' newest measurements, written so that SQLite and
+# PostgreSQL read it alike.
 _RUNS_QUERY = """
 SELECT r.*,
        COALESCE(SUM(CASE WHEN m.status = 'ok' THEN 1 ELSE 0 END), 0) AS n_ok,
        COALESCE(SUM(CASE WHEN m.status = 'failed' THEN 1 ELSE 0 END), 0) AS n_failed,
        COALESCE(SUM(CASE WHEN m.status = 'skipped' THEN 1 ELSE 0 END), 0) AS n_skipped
-FROM runs r LEFT JOIN measurements m ON m.run_id = r.id
+FROM runs r LEFT JOIN measurements m ON m.run_id = r.id AND """ + _NEWEST + """
 {where}
 GROUP BY r.id
 ORDER BY r.started_at DESC, r.id DESC
@@ -267,6 +275,26 @@ class Store:
         with self._write() as tx:
             _insert_measurement(tx, run_id, m)
 
+    def resume_run(self, run_id: str, *, fingerprint_id: str,
+                   resumed_at: float | None = None) -> ResumeEvent:
+        """Note that `run_id` is being resumed on the stack `fingerprint_id` (which must be
+        the run's own) and set it "running" again, in one transaction; the run's
+        measurements are left as they are. Returns the event recorded."""
+        resumed_at = time.time() if resumed_at is None else resumed_at
+        with self._write() as tx:
+            row = tx.execute("SELECT status, fingerprint_id FROM runs WHERE id = ?",
+                             (run_id,)).fetchone()
+            if row is None:
+                raise StoreError(f"no run {run_id} in result store {self.name}")
+            if row[1] != fingerprint_id:
+                raise StoreError(f"run {run_id} was measured on stack {row[1]}, not "
+                                 f"{fingerprint_id}: it cannot be resumed on this one")
+            event = ResumeEvent(resumed_at, fingerprint_id, row[0])
+            _insert_resumes(tx, run_id, [event])
+            tx.execute("UPDATE runs SET status = ?, finished_at = NULL WHERE id = ?",
+                       (RUN_RUNNING, run_id))
+        return event
+
     def import_run(self, stored: StoredRun) -> bool:
         """Copy a run read from another store or an export into this one, with its id;
         see import_runs."""
@@ -298,7 +326,8 @@ class Store:
                     added.append(False)  # written meanwhile by another merge
                     continue
                 tx.executemany(_INSERT_MEASUREMENT,
-                               [_measurement_row(record.id, m) for m in stored.measurements])
+                               [_measurement_row(record.id, m) for m in stored.rows])
+                _insert_resumes(tx, record.id, record.resumes)
                 added.append(True)
         return added
 
@@ -386,14 +415,12 @@ class Store:
         rows = self._query(
             "SELECT id, record FROM measurements WHERE run_id = ? ORDER BY id", (run_id,)
         )
-        return StoredRun(
-            record=record,
-            fingerprint=json.loads(row["data"]),
-            measurements=tuple(self._measurement(r["id"], r["record"]) for r in rows),
-        )
+        return StoredRun.of_rows(record, json.loads(row["data"]),
+                                 [self._measurement(r["id"], r["record"]) for r in rows])
 
     def measurements_for_case(self, case_key: str) -> list[tuple[RunRecord, Measurement]]:
-        """Every stored measurement of one case, oldest run first."""
+        """Every stored measurement of one case, oldest run first: each run's result for
+        it (a measurement a resume superseded is left out, as `load_run` leaves it)."""
         return self._measurements_where("m.case_key = ?", (case_key,))
 
     def case_examples(self) -> list[Measurement]:
@@ -421,7 +448,7 @@ class Store:
                             ) -> list[tuple[RunRecord, Measurement]]:
         rows = self._query(
             "SELECT m.id, m.run_id, m.record FROM measurements m JOIN runs r ON r.id = m.run_id"
-            f" WHERE {where} ORDER BY r.started_at, r.id, m.id", params)
+            f" WHERE ({where}) AND {_NEWEST} ORDER BY r.started_at, r.id, m.id", params)
         ids = sorted({r["run_id"] for r in rows})
         runs: dict[str, RunRecord] = {}
         for start in range(0, len(ids), _IDS_PER_QUERY):
@@ -434,7 +461,27 @@ class Store:
     def _runs(self, where: str, params: Sequence[Any], limit: int | None = None) -> list[RunRecord]:
         sql = _RUNS_QUERY.format(where=where, limit="LIMIT ?" if limit is not None else "")
         rows = self._query(sql, (*params, limit) if limit is not None else params)
-        return [_run_record(row) for row in rows]
+        records = [_run_record(row) for row in rows]
+        resumes = self._resumes([r.id for r in records])
+        return [dataclasses.replace(r, resumes=tuple(resumes[r.id])) if r.id in resumes else r
+                for r in records]
+
+    def _resumes(self, run_ids: Sequence[str]) -> dict[str, list[ResumeEvent]]:
+        """The resumes of these runs, oldest first, by run id (runs never resumed have
+        none). Most runs never are: the table is read only when it holds anything."""
+        out: dict[str, list[ResumeEvent]] = {}
+        if not run_ids or not self._query("SELECT 1 FROM run_resumes LIMIT 1"):
+            return out
+        ids = sorted(set(run_ids))
+        for start in range(0, len(ids), _IDS_PER_QUERY):
+            chunk = ids[start:start + _IDS_PER_QUERY]
+            marks = ", ".join("?" for _ in chunk)
+            for row in self._query(
+                    "SELECT run_id, resumed_at, fingerprint_id, status_before FROM run_resumes"
+                    f" WHERE run_id IN ({marks}) ORDER BY resumed_at, id", chunk):
+                out.setdefault(row["run_id"], []).append(
+                    ResumeEvent(row["resumed_at"], row["fingerprint_id"], row["status_before"]))
+        return out
 
     def _measurement(self, measurement_id: int, record: str) -> Measurement:
         try:
@@ -493,22 +540,52 @@ def _insert_run(tx: Transaction, record: RunRecord, fingerprint: dict[str, Any])
 
 def _complete_run(tx: Transaction, stored: StoredRun, status: str, fingerprint_id: str) -> bool:
     """Complete the run left "running" here from `stored`, if it is the same run further
-    on: the same stack, and the cases stored here are the first of its own. Whether it
-    was completed."""
+    on: the same stack, and the cases stored here are the first of its own (for a
+    resumed run, whose measurements are not in one order: every measurement and resume
+    stored here is one of its own, by case, status and start). Whether it was
+    completed: what it has that is not here added, its status and end set."""
     record = stored.record
     if status != RUN_RUNNING or record.status == RUN_RUNNING \
             or fingerprint_id != record.fingerprint_id:
         return False
-    keys = [row[0] for row in tx.execute(
-        "SELECT case_key FROM measurements WHERE run_id = ? ORDER BY id", (record.id,)
-    ).fetchall()]
-    if [m.case.key for m in stored.measurements[:len(keys)]] != keys:
+    here = tx.execute("SELECT case_key, record FROM measurements WHERE run_id = ? ORDER BY id",
+                      (record.id,)).fetchall()
+    theirs = stored.rows
+    if not record.resumes:
+        if [m.case.key for m in theirs[:len(here)]] != [row[0] for row in here]:
+            return False
+        added = list(theirs[len(here):])
+    else:
+        unmatched: list[tuple[str, object, object] | None] = [
+            _identity(m.case.key, m.to_dict()) for m in theirs]
+        for key, text in here:
+            try:
+                unmatched[unmatched.index(_identity(key, json.loads(text)))] = None
+            except (ValueError, AttributeError):
+                return False  # not one of the imported run's measurements
+        added = [m for m, left in zip(theirs, unmatched, strict=True) if left is not None]
+    resumed = {row[0] for row in tx.execute(
+        "SELECT resumed_at FROM run_resumes WHERE run_id = ?", (record.id,)).fetchall()}
+    if not resumed <= {event.resumed_at for event in record.resumes}:
         return False
-    tx.executemany(_INSERT_MEASUREMENT, [_measurement_row(record.id, m)
-                                         for m in stored.measurements[len(keys):]])
+    tx.executemany(_INSERT_MEASUREMENT, [_measurement_row(record.id, m) for m in added])
+    _insert_resumes(tx, record.id, [e for e in record.resumes if e.resumed_at not in resumed])
     tx.execute("UPDATE runs SET status = ?, finished_at = ? WHERE id = ?",
                (record.status, record.finished_at, record.id))
     return True
+
+
+def _identity(case_key: str, record: Any) -> tuple[str, object, object]:
+    """What tells one stored measurement of a run from another: its case, status and
+    start."""
+    return (case_key, record.get("status"), record.get("started_at"))
+
+
+def _insert_resumes(tx: Transaction, run_id: str, events: Sequence[ResumeEvent]) -> None:
+    tx.executemany(
+        "INSERT INTO run_resumes (run_id, resumed_at, fingerprint_id, status_before)"
+        " VALUES (?, ?, ?, ?)",
+        [(run_id, e.resumed_at, e.fingerprint_id, e.status_before) for e in events])
 
 
 def _check_fingerprint(tx: Transaction, name: str, fingerprint_id: str,

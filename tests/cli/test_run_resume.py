@@ -1,0 +1,229 @@
+"""`accelbench run --resume RUN`: the run's own request, only the cases left, the same run
+id; refused with one line where it cannot go on. The worker is a scripted fake (which
+cases ran is known exactly); the slow test at the end interrupts a real run."""
+
+from __future__ import annotations
+
+import functools
+import json
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from accelbench.cli.main import main
+from accelbench.errors import EXIT_DEVICE, EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE
+from accelbench.runner import session
+from accelbench.store import Store
+from postgres import sql
+from scripted_worker import ScriptedWorker
+
+RUN = ["run", "--bench", "memory", "launch", "--device", "cpu", "--no-report"]
+CASES = ["memory op=copy pinned=yes size_mib=64", "memory op=triad pinned=yes size_mib=64",
+         "launch mode=eager"]
+
+
+@pytest.fixture(autouse=True)
+def scripted(monkeypatch, store_path):
+    """Every run's worker is the scripted one."""
+    monkeypatch.setattr(session, "run_session",
+                        functools.partial(session.run_session, worker_factory=ScriptedWorker))
+    ScriptedWorker.reset()
+    yield ScriptedWorker
+    ScriptedWorker.reset()
+
+
+def accelbench(monkeypatch, *args: str) -> int:
+    """The command, with the command line a run stores (its own)."""
+    monkeypatch.setattr(sys, "argv", ["accelbench", *args])
+    return main(list(args))
+
+
+def _interrupted_run(monkeypatch, capsys, at: int = 5) -> str:
+    """A run stopped by Ctrl-C when its worker is asked for case number `at` (three
+    processes per case, interleaved: the first round is asks 1-3); its id."""
+    ScriptedWorker.interrupt_at = at
+    assert accelbench(monkeypatch, *RUN) == EXIT_INTERRUPTED
+    capsys.readouterr()
+    ScriptedWorker.interrupt_at = None
+    ScriptedWorker.asked = []
+    with Store.open(create=False) as store:
+        return store.resolve_run("latest")
+
+
+def test_resume_measures_what_is_left_into_the_same_run(monkeypatch, capsys) -> None:
+    ScriptedWorker.fail = {CASES[2]}
+    assert accelbench(monkeypatch, *RUN) == 1
+    capsys.readouterr()
+    run_id = json.loads(_json(monkeypatch, capsys, "runs", "--json"))[0]["id"]
+    ScriptedWorker.fail = set()
+    ScriptedWorker.asked = []
+
+    assert accelbench(monkeypatch, "run", "--resume", run_id[:10], "--json") == EXIT_OK
+    captured = capsys.readouterr()
+    assert ScriptedWorker.asked == [CASES[2]] * 3  # three processes, the failed case only
+    assert f"resuming run {run_id} (failed): 2 stored case(s) kept" in captured.err
+    printed = json.loads(captured.out)
+    assert printed["run_id"] == run_id and printed["status"] == "complete"
+    assert printed["resumed"] is True and printed["kept"] == 2
+    assert len(printed["measurements"]) == 3
+    (record,) = json.loads(_json(monkeypatch, capsys, "runs", "--json"))
+    assert (record["id"], record["status"], record["n_ok"], record["n_failed"]) == (
+        run_id, "complete", 3, 0)
+    assert [e["status_before"] for e in record["resumes"]] == ["failed"]
+
+
+def test_show_compare_and_history_see_the_resumed_results(monkeypatch, capsys) -> None:
+    """Every case of the run was cut short (measured in fewer processes than planned) and
+    is measured again: what the run shows and compares is the new measurement alone."""
+    run_id = _interrupted_run(monkeypatch, capsys)
+    assert accelbench(monkeypatch, "run", "--resume", run_id) == EXIT_OK
+    assert ScriptedWorker.asked == CASES * 3
+    assert accelbench(monkeypatch, *RUN) == EXIT_OK
+    capsys.readouterr()
+
+    shown = json.loads(_json(monkeypatch, capsys, "show", run_id, "--json"))
+    (entry,) = shown["runs"]
+    assert [len(m["timings"]) for m in entry["measurements"]] == [3, 3, 3]
+    assert sorted(len(m["timings"]) for m in entry["superseded"]) == [1, 1, 2]
+    assert len(entry["run"]["resumes"]) == 1
+
+    compared = json.loads(_json(monkeypatch, capsys, "compare", run_id, "latest", "--json"))
+    assert len(compared["cases"]) == 3 and compared["not_measured"] == []
+    assert all(c["a"]["processes"] == 3 and c["a"]["runs"] == [run_id]
+               for c in compared["cases"])
+
+    history = json.loads(_json(monkeypatch, capsys, "history", "launch", "--json"))
+    (series,) = history["series"]
+    assert series["points"][0]["run"] == run_id
+    assert [p["processes"] for p in series["points"]] == [3, 3]
+
+
+def test_a_resume_interrupted_again_resumes_again(monkeypatch, capsys) -> None:
+    run_id = _interrupted_run(monkeypatch, capsys, at=2)  # nothing stored: one part only
+    ScriptedWorker.interrupt_at = 4
+    assert accelbench(monkeypatch, "run", "--resume", run_id) == EXIT_INTERRUPTED
+    ScriptedWorker.interrupt_at = None
+    assert accelbench(monkeypatch, "run", "--resume", run_id) == EXIT_OK
+    with Store.open(create=False) as store:
+        stored = store.load_run(run_id)
+        assert len(store.list_runs()) == 1
+    assert stored.record.status == "complete" and len(stored.measurements) == 3
+    assert [e.status_before for e in stored.record.resumes] == ["interrupted"] * 2
+
+
+def test_a_complete_run_has_nothing_to_resume(monkeypatch, capsys) -> None:
+    assert accelbench(monkeypatch, *RUN) == EXIT_OK
+    capsys.readouterr()
+    ScriptedWorker.asked = []
+    assert accelbench(monkeypatch, "run", "--resume", "latest") == EXIT_OK
+    assert "is complete: nothing to resume" in capsys.readouterr().err
+    assert ScriptedWorker.asked == []
+    with Store.open(create=False) as store:
+        assert store.load_run("latest").record.resumes == ()
+
+
+def test_another_stack_is_refused_and_nothing_is_stored(monkeypatch, capsys, store_path
+                                                        ) -> None:
+    run_id = _interrupted_run(monkeypatch, capsys)
+    with Store.open(create=False) as store:
+        before = store.load_run(run_id)
+    ScriptedWorker.environ = {"OMP_NUM_THREADS": "3"}
+    assert accelbench(monkeypatch, "run", "--resume", run_id) == EXIT_DEVICE
+    err = capsys.readouterr().err
+    assert err.count("\n") == 2 and "resuming run" in err  # the note, then the one line
+    assert "a run resumes only on the stack it was measured on" in err
+    assert ScriptedWorker.asked == []
+    with Store.open(create=False) as store:
+        assert store.load_run(run_id) == before
+    assert sql(str(store_path), "SELECT count(*) FROM run_resumes") == [(0,)]
+
+
+@pytest.mark.parametrize(("extra", "message"), [
+    (["--bench", "gemm"], "leave out --bench"),
+    (["--suite", "quick"], "leave out --suite"),
+    (["--device", "auto"], "leave out --device"),
+    (["-p", "size_mib=1", "--max-time", "1"], "leave out --param, --max-time"),
+    (["--repeat", "2"], "leave out --repeat"),
+])
+def test_options_that_change_the_request_are_refused(monkeypatch, capsys, extra, message
+                                                     ) -> None:
+    run_id = _interrupted_run(monkeypatch, capsys)
+    assert accelbench(monkeypatch, "run", "--resume", run_id, *extra) == EXIT_USAGE
+    err = capsys.readouterr().err
+    assert message in err and err.count("\n") == 1
+    assert ScriptedWorker.asked == []
+
+
+def test_unknown_runs_and_runs_of_other_commands_are_refused(monkeypatch, capsys) -> None:
+    run_id = _interrupted_run(monkeypatch, capsys)
+    assert accelbench(monkeypatch, "run", "--resume", "nope") == EXIT_USAGE
+    assert "no run matches 'nope'" in capsys.readouterr().err
+    with Store.open() as store:
+        fingerprint = store.load_run(run_id).fingerprint
+        record = store.load_run(run_id).record
+        made = {}
+        for argv in (["validate"], ["run", "--bogus"], []):
+            made[len(argv)] = store.begin_run(
+                fingerprint=fingerprint, fingerprint_id=record.fingerprint_id,
+                generation_key=record.generation_key, device="cpu", suite=None, argv=argv,
+                host="h", accelbench_version="0")
+    for runs, message in ((made[1], "was made by `accelbench validate`"),
+                          (made[2], "its stored command line: unrecognized arguments: --bogus"),
+                          (made[0], "was made by no command line that was stored")):
+        assert accelbench(monkeypatch, "run", "--resume", runs) == EXIT_USAGE
+        assert message in capsys.readouterr().err
+    assert ScriptedWorker.asked == []
+
+
+def test_resume_is_refused_under_torchrun(monkeypatch, capsys) -> None:
+    run_id = _interrupted_run(monkeypatch, capsys)
+    for name, value in (("RANK", "0"), ("WORLD_SIZE", "2"), ("LOCAL_RANK", "0")):
+        monkeypatch.setenv(name, value)
+    assert accelbench(monkeypatch, "run", "--resume", run_id) == EXIT_USAGE
+    assert "not supported under torchrun" in capsys.readouterr().err
+
+
+def _json(monkeypatch, capsys, *args: str) -> str:
+    assert accelbench(monkeypatch, *args) == 0
+    return str(capsys.readouterr().out)
+
+
+@pytest.mark.slow
+def test_a_real_run_interrupted_by_ctrl_c_resumes(tmp_path: Path, monkeypatch) -> None:
+    """A real `accelbench run` of three cases stopped by SIGINT once its first case is
+    stored, then resumed: the first case is kept as it was, the others are measured.
+    (What is left of the run takes far longer than the signal takes to land.)"""
+    monkeypatch.undo()  # the real worker and command line
+    store = str(tmp_path / "results.sqlite")
+    args = [sys.executable, "-m", "accelbench", "run", "--bench", "launch", "memory",
+            "--device", "cpu", "--max-time", "0.2", "--threads", "1", "--no-report",
+            "--store", store]
+    env = {**os.environ, "ACCELBENCH_STORE": store}
+    with subprocess.Popen(args, stderr=subprocess.PIPE, stdout=subprocess.DEVNULL,
+                          text=True, env=env) as process:
+        assert process.stderr is not None
+        for line in process.stderr:
+            if "[1/3] ✓" in line:  # written once the case is stored
+                process.send_signal(signal.SIGINT)
+                break
+        process.stderr.read()
+        assert process.wait(timeout=120) == EXIT_INTERRUPTED
+    with Store.open(store, create=False) as opened:
+        before = opened.load_run("latest")
+    assert before.record.status == "interrupted" and before.measurements[0].ok
+
+    resumed = subprocess.run([sys.executable, "-m", "accelbench", "run", "--resume",
+                              before.record.id, "--no-report", "--store", store],
+                             capture_output=True, text=True, timeout=120, env=env)
+    assert resumed.returncode == EXIT_OK, resumed.stderr
+    with Store.open(store, create=False) as opened:
+        after = opened.load_run(before.record.id)
+        assert len(opened.list_runs()) == 1
+    assert after.record.status == "complete" and len(after.measurements) == 3
+    assert after.measurements[0] == before.measurements[0]  # kept, not measured again
+    assert all(m.ok and len(m.timings) == 3 for m in after.measurements)
+    assert len(after.record.resumes) == 1
