@@ -4,6 +4,8 @@ lifecycle (resume, repeat) that must know exactly which cases ran, in no time.""
 
 from __future__ import annotations
 
+import functools
+import sys
 import time
 from typing import Any, ClassVar
 
@@ -68,3 +70,21 @@ class ScriptedWorker:
 
     def kill(self) -> None:
         pass
+
+
+def scripted_sessions(monkeypatch: Any) -> type[ScriptedWorker]:
+    """Every `run_session` of the test gets the scripted worker, its script empty."""
+    from accelbench.runner import session
+
+    monkeypatch.setattr(session, "run_session",
+                        functools.partial(session.run_session, worker_factory=ScriptedWorker))
+    ScriptedWorker.reset()
+    return ScriptedWorker
+
+
+def run_cli(monkeypatch: Any, *args: str) -> int:
+    """`accelbench ARGS` in this process, with the command line a run stores (its own)."""
+    from accelbench.cli.main import main
+
+    monkeypatch.setattr(sys, "argv", ["accelbench", *args])
+    return main(list(args))

@@ -7,11 +7,9 @@ from __future__ import annotations
 import dataclasses
 import functools
 import json
-import sys
 
 import pytest
 
-from accelbench.cli.main import main
 from accelbench.cli.run_cmd import worst_exit_code
 from accelbench.errors import (
     EXIT_CASE_FAILED,
@@ -24,7 +22,7 @@ from accelbench.errors import (
 from accelbench.runner import plan, session
 from accelbench.runner.plan import parse_suite
 from accelbench.store import Store
-from scripted_worker import ScriptedWorker
+from scripted_worker import ScriptedWorker, run_cli, scripted_sessions
 
 RUN = ["run", "--bench", "launch", "--device", "cpu", "--no-report"]
 LAUNCH = "launch mode=eager"  # one case, three processes per run (the quick suite's)
@@ -32,16 +30,12 @@ LAUNCH = "launch mode=eager"  # one case, three processes per run (the quick sui
 
 @pytest.fixture(autouse=True)
 def scripted(monkeypatch, store_path):
-    monkeypatch.setattr(session, "run_session",
-                        functools.partial(session.run_session, worker_factory=ScriptedWorker))
-    ScriptedWorker.reset()
-    yield ScriptedWorker
+    """Every run's worker is the scripted one."""
+    yield scripted_sessions(monkeypatch)
     ScriptedWorker.reset()
 
 
-def accelbench(monkeypatch, *args: str) -> int:
-    monkeypatch.setattr(sys, "argv", ["accelbench", *args])
-    return main(list(args))
+accelbench = run_cli
 
 
 def _runs():

@@ -4,7 +4,6 @@ cases ran is known exactly); the slow test at the end interrupts a real run."""
 
 from __future__ import annotations
 
-import functools
 import json
 import os
 import signal
@@ -14,12 +13,10 @@ from pathlib import Path
 
 import pytest
 
-from accelbench.cli.main import main
 from accelbench.errors import EXIT_DEVICE, EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE
-from accelbench.runner import session
 from accelbench.store import Store
 from postgres import sql
-from scripted_worker import ScriptedWorker
+from scripted_worker import ScriptedWorker, run_cli, scripted_sessions
 
 RUN = ["run", "--bench", "memory", "launch", "--device", "cpu", "--no-report"]
 CASES = ["memory op=copy pinned=yes size_mib=64", "memory op=triad pinned=yes size_mib=64",
@@ -29,17 +26,11 @@ CASES = ["memory op=copy pinned=yes size_mib=64", "memory op=triad pinned=yes si
 @pytest.fixture(autouse=True)
 def scripted(monkeypatch, store_path):
     """Every run's worker is the scripted one."""
-    monkeypatch.setattr(session, "run_session",
-                        functools.partial(session.run_session, worker_factory=ScriptedWorker))
-    ScriptedWorker.reset()
-    yield ScriptedWorker
+    yield scripted_sessions(monkeypatch)
     ScriptedWorker.reset()
 
 
-def accelbench(monkeypatch, *args: str) -> int:
-    """The command, with the command line a run stores (its own)."""
-    monkeypatch.setattr(sys, "argv", ["accelbench", *args])
-    return main(list(args))
+accelbench = run_cli
 
 
 def _interrupted_run(monkeypatch, capsys, at: int = 5) -> str:

@@ -4,11 +4,8 @@ a real headless browser (Debian's chromium; .ci/run installs it, so in CI it mus
 from __future__ import annotations
 
 import html
-import json
-import os
 import re
 import shutil
-import subprocess
 from pathlib import Path
 from typing import Any
 
@@ -22,14 +19,13 @@ from accelbench.core.case import Case
 from accelbench.core.measurement import Figure
 from accelbench.report.html import html_report
 from accelbench.store import RunRecord, Store, StoredRun
+from browser import probed
 from fakes import stored_measurement
 
 CORPUS = Path(__file__).parents[1] / "fixtures" / "analysis" / "generations-schema1.db"
 HOSTILE = ("<script>document.title='pwned';"
            "document.documentElement.setAttribute('data-pwned','1')</script>")
 HOSTILE_IMG = "<img src=x onerror=\"document.documentElement.setAttribute('data-pwned','2')\">"
-CHROMIUM = shutil.which("chromium") or ("/usr/bin/chromium" if Path("/usr/bin/chromium").exists()
-                                        else None)
 
 
 @pytest.fixture(scope="module")
@@ -157,24 +153,9 @@ PROBE = """<script>
 
 
 def _browser_probe(report: str, tmp_path: Path) -> dict[str, Any]:
-    if CHROMIUM is None:
-        if os.environ.get("CI") == "true":
-            pytest.fail("chromium is missing in CI: .ci/run should have installed it")
-        pytest.skip("chromium is not installed (apt-get install chromium)")
     page = tmp_path / "report.html"
     page.write_text(report.replace("</body>", PROBE + "</body>"), encoding="utf-8")
-    result = subprocess.run(
-        [CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu",
-         "--disable-background-networking", "--disable-component-update", "--disable-sync",
-         "--no-first-run", "--hide-scrollbars", "--window-size=1280,2000",
-         f"--user-data-dir={tmp_path / 'profile'}", "--dump-dom", page.as_uri()],
-        capture_output=True, text=True, timeout=120,
-    )
-    assert result.returncode == 0, result.stderr[-2000:]
-    match = re.search(r'<html[^>]*\sdata-probe="([^"]*)"', result.stdout)
-    assert match, result.stdout[:2000]
-    probe: dict[str, Any] = json.loads(html.unescape(match.group(1)))
-    return probe
+    return probed(page, tmp_path / "profile")
 
 
 @pytest.mark.browser

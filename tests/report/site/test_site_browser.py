@@ -4,20 +4,15 @@ text never run, and the filter hiding what it should. One browser start per page
 
 from __future__ import annotations
 
-import html
-import json
-import os
 import re
 import shutil
-import subprocess
 from pathlib import Path
 from typing import Any
 
 import pytest
 from site_fleet import HOSTILE, STEPPED, kern
 
-CHROMIUM = shutil.which("chromium") or ("/usr/bin/chromium" if Path("/usr/bin/chromium").exists()
-                                        else None)
+from browser import probed
 
 # First in <head>: every error and console.error from then on is kept.
 CATCH = """<script>
@@ -75,29 +70,16 @@ PROBE = """<script>
 
 
 def _probe(page: Path) -> dict[str, Any]:
-    if CHROMIUM is None:
-        if os.environ.get("CI") == "true":
-            pytest.fail("chromium is missing in CI: .ci/run should have installed it")
-        pytest.skip("chromium is not installed (apt-get install chromium)")
     text = page.read_text(encoding="utf-8")
     text = re.sub(r"(<head>)", lambda m: m.group(1) + CATCH, text, count=1)
-    probed = page.with_name(f"probe-{page.name}")  # beside it: its links resolve alike
-    probed.write_text(text.replace("</body>", PROBE + "</body>"), encoding="utf-8")
+    probe_page = page.with_name(f"probe-{page.name}")  # beside it: its links resolve alike
+    probe_page.write_text(text.replace("</body>", PROBE + "</body>"), encoding="utf-8")
     profile = page.parent / f".profile-{page.stem}"
-    result = subprocess.run(
-        [CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu",
-         "--disable-background-networking", "--disable-component-update", "--disable-sync",
-         "--no-first-run", "--hide-scrollbars", "--window-size=1400,2000",
-         f"--user-data-dir={profile}", "--dump-dom", probed.as_uri()],
-        capture_output=True, text=True, timeout=120,
-    )
-    shutil.rmtree(profile, ignore_errors=True)
-    probed.unlink()
-    assert result.returncode == 0, result.stderr[-2000:]
-    match = re.search(r'<html[^>]*\sdata-probe="([^"]*)"', result.stdout)
-    assert match, result.stdout[:2000]
-    probe: dict[str, Any] = json.loads(html.unescape(match.group(1)))
-    return probe
+    try:
+        return probed(probe_page, profile, window="1400,2000")
+    finally:
+        shutil.rmtree(profile, ignore_errors=True)
+        probe_page.unlink()
 
 
 def _page_of(site: Path, kind: str) -> Path:
