@@ -14,5 +14,8 @@ if [ ! -x .venv/bin/python ]; then
   fi
 fi
 .venv/bin/python -m pip install --quiet -e .
+# Byte-compiled once, so that no worker process compiles accelbench again (where the
+# environment sets PYTHONDONTWRITEBYTECODE, each one would).
+.venv/bin/python -m compileall -q src >/dev/null
 
 exec .venv/bin/accelbench run --suite quick "$@"

@@ -35,5 +35,6 @@ if [ "$workers" -gt 1 ]; then
   parallel=(-n "$workers" --dist loadfile)
 fi
 
+.venv-floor/bin/python -m compileall -q src >/dev/null  # as scripts/test.sh does
 .venv-floor/bin/python -c 'import torch; print("accelbench tests on PyTorch", torch.__version__)'
 .venv-floor/bin/python -m pytest -p no:cacheprovider "${parallel[@]}" -m torch_api "$@"
