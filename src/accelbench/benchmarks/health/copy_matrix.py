@@ -15,10 +15,11 @@ the copy engines' figures and by the copy kernel's; so is a device whose host li
 that much slower than the other devices'. Two GPUs that cannot reach each other's
 memory (no peer access: P2P off in the firmware, the IOMMU, or ACS on a PCIe switch)
 warn, as does a pair whose copies gain less than PEER_GAIN from peer access (the bytes
-are staged through host memory either way). Memory that
-could not be placed where asked, and a NUMA node whose CPUs copy their own memory that
-much slower than the best node's, warn. Host-to-device paths are rated against the
-device's PCIe link (generation x width, from sysfs) where the kernel reports it.
+are staged through host memory either way). Memory that could not be placed where asked,
+and a NUMA node whose CPUs copy their own memory that much slower than the best node's,
+warn. Host-to-device paths are rated against the device's PCIe link (generation x width,
+from sysfs) where the kernel reports it. The figures (min and median bandwidth) are of
+the node's own paths, the copy with peer access off left out.
 """
 
 from __future__ import annotations
@@ -54,7 +55,9 @@ def measure(ctx: CaseContext, params: dict[str, Any]) -> CaseResult:
     else:
         paths, links, peers = _device_matrix(torch, ctx, nodes, params["bytes"] or GPU_BYTES)
         findings = device_findings(paths, links, peers)
-    values = [p.bandwidth for p in paths if p.kind != "all"]
+    # The figures are of the node's own paths: the copy with peer access turned off is
+    # the yardstick of the one with it on, not a path the node's copies take.
+    values = [p.bandwidth for p in paths if p.kind not in ("all", "d2d-nopeer")]
     figures = (Figure("min_bandwidth", min(values), "B/s"),
                Figure("median_bandwidth", statistics.median(values), "B/s"))
     return conclude(findings, {"paths": [p.to_dict() for p in paths]}, None, figures)
