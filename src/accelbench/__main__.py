@@ -1,6 +1,4 @@
-import sys
-
-from accelbench.cli.main import main
+from accelbench.cli.main import entry
 
 if __name__ == "__main__":
-    sys.exit(main())
+    entry()

@@ -287,3 +287,31 @@ def test_sigterm_is_raised_as_terminated_within_and_restored_after():
         _wait_until(lambda: False)  # the handler raises within a few bytecodes
     assert signal.getsignal(signal.SIGTERM) == before
     assert issubclass(Terminated, KeyboardInterrupt)  # every Ctrl-C path handles it
+
+
+def test_a_rank_exits_with_its_code_its_output_flushed_and_its_exit_handlers_run(tmp_path):
+    marker = tmp_path / "left"
+    script = (
+        "import atexit, sys\n"
+        "from accelbench.runner.lifeline import exit_rank\n"
+        f"atexit.register(lambda: open({str(marker)!r}, 'w').write('left'))\n"
+        "sys.stdout.write('the last line, unflushed')\n"
+        "exit_rank(3)\n"
+        "print('never')\n"
+    )
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                          timeout=60)
+    assert done.returncode == 3
+    assert done.stdout == "the last line, unflushed"
+    assert marker.read_text() == "left"
+
+
+def test_the_command_under_torchrun_ends_as_a_rank_does(tmp_path):
+    environ = {**os.environ, "RANK": "0", "WORLD_SIZE": "1", "LOCAL_RANK": "0"}
+    done = subprocess.run([sys.executable, "-m", "accelbench", "--version"], env=environ,
+                          capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0 and done.stdout.startswith("accelbench ")
+    missing = subprocess.run([sys.executable, "-m", "accelbench", "show", "x", "--store",
+                              str(tmp_path / "none.sqlite")], env=environ,
+                             capture_output=True, text=True, timeout=60)
+    assert missing.returncode == 3 and missing.stderr.startswith("accelbench: error:")

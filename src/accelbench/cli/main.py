@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-from typing import Any
+from typing import Any, NoReturn
 
 from accelbench import __version__
 from accelbench.cli import (
@@ -78,6 +78,20 @@ def build_parser() -> Parser:
         command.add_arguments(p)
         p.set_defaults(handler=command.run)
     return parser
+
+
+def entry() -> NoReturn:
+    """The `accelbench` command (and `python -m accelbench`): `main`, then exit with its
+    code; a rank of a torchrun job exits without the interpreter's teardown, its work done
+    (runner.lifeline.exit_rank)."""
+    code = main()
+    from accelbench.runner.distributed import launched_by_torchrun
+
+    if launched_by_torchrun():
+        from accelbench.runner.lifeline import exit_rank
+
+        exit_rank(code)
+    sys.exit(code)
 
 
 def main(argv: list[str] | None = None) -> int:

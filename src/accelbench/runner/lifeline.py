@@ -33,6 +33,7 @@ import time
 from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from types import FrameType
+from typing import NoReturn
 
 from accelbench.errors import Terminated
 
@@ -305,3 +306,21 @@ def terminate_as_interrupt() -> Iterator[None]:
         yield
     finally:
         signal.signal(signal.SIGTERM, previous)
+
+
+def exit_rank(code: int) -> NoReturn:
+    """End a rank of a torchrun job with `code`, its work done and its process group
+    destroyed, without the interpreter's teardown: what is registered to run at exit runs
+    and the standard streams are flushed, then the process ends (os._exit).
+
+    In the teardown, PyTorch's Gloo backend can abort the process ("terminate called
+    without an active exception", SIGABRT) when one of its threads is still alive while
+    the interpreter finalizes, even after destroy_process_group(); torchrun would then
+    report a rank that did all it had to as failed, and the job with it."""
+    import atexit
+
+    atexit._run_exitfuncs()
+    for stream in (sys.stdout, sys.stderr):
+        with contextlib.suppress(Exception):
+            stream.flush()
+    os._exit(code)

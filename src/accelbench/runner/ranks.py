@@ -147,4 +147,6 @@ def _all_pids() -> list[int]:
 
 
 if __name__ == "__main__":
-    sys.exit(main(sys.argv[1:]))
+    from accelbench.runner.lifeline import exit_rank
+
+    exit_rank(main(sys.argv[1:]))
