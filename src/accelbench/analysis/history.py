@@ -77,6 +77,9 @@ class ChangePoint:
     after: float  # median level of the segment after
     change: float  # relative change in speed: -0.12 is 12% slower
     kind: str  # REGRESSED or IMPROVED
+    # The 95% CI of the speed ratio, the runs after the step over those before it (the
+    # test that kept the step); None where there was nothing to weigh it against.
+    speed_ci: tuple[float, float] | None = None
 
     def describe(self) -> str:
         return f"{self.kind} by {abs(self.change) * 100:.1f}% at run {self.run_id}"
@@ -85,6 +88,7 @@ class ChangePoint:
         return {"index": self.index, "run": self.run_id, "started_at": self.started_at,
                 "before": self.before, "after": self.after,
                 "change_pct": 100.0 * self.change, "kind": self.kind,
+                "speed_ci": list(self.speed_ci) if self.speed_ci else None,
                 "description": self.describe()}
 
 
@@ -204,24 +208,27 @@ def _series(case: Case, generation_key: str, figure: Figure, points: list[Point]
             small += 1
             continue
         (s0, e0), (s1, e1) = bounds[i], bounds[i + 1]
-        if not _tells(values[s0:e0], values[s1:e1], floor):
+        weighed = _weighed(values[s0:e0], values[s1:e1], floor)
+        if weighed is None or (weighed.p_value is not None and not weighed.significant):
             unsure += 1
             continue
         point = points[index]
+        ci = None
+        if weighed.p_value is not None:
+            ci = ((weighed.low, weighed.high) if figure.higher_is_better
+                  else (1.0 / weighed.high, 1.0 / weighed.low))
         changes.append(ChangePoint(index, point.run_id, point.started_at, before, after, change,
-                                   IMPROVED if change > 0 else REGRESSED))
+                                   IMPROVED if change > 0 else REGRESSED, ci))
     return Series(case, generation_key, figure.name, figure.unit, figure.higher_is_better,
                   points, changes, small, unsure, floor)
 
 
-def _tells(before: Sequence[float], after: Sequence[float], floor: NoiseFloor | None) -> bool:
-    """Whether the runs after a step differ from those before it beyond their noise (each
-    run's figure one value; the series' run-to-run noise as a floor under their spread).
-    A step with nothing to weigh it against (one run a side, no floor) is kept, as the
-    step detection found it."""
+def _weighed(before: Sequence[float], after: Sequence[float], floor: NoiseFloor | None
+             ) -> ev.Evidence | None:
+    """The runs after a step against those before it (each run's figure one value; the
+    series' run-to-run noise as a floor under their spread); None with no run on a side.
+    A step the noise explains is dropped; one with nothing to weigh it against (one run a
+    side, no floor: no p-value) is kept, as the step detection found it."""
     if min(len(before), len(after)) < 1:
-        return False
-    a = ev.side([[v] for v in before], floor)
-    b = ev.side([[v] for v in after], floor)
-    found = ev.weigh(a, b)
-    return found.p_value is None or found.significant
+        return None
+    return ev.weigh(ev.side([[v] for v in before], floor), ev.side([[v] for v in after], floor))

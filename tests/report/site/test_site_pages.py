@@ -148,6 +148,7 @@ def test_the_steps_are_those_of_history(fleet_store, fleet_site, capsys) -> None
     assert found[5] == step["run"] and found[6] == format_change(step["change_pct"] / 100)
     low, high = (float(x) for x in re.findall(r"\[([\d.]+), ([\d.]+)\]", found[8])[0])
     assert low < 1 + step["change_pct"] / 100 < high < 1
+    assert (low, high) == pytest.approx(tuple(step["speed_ci"]), abs=1e-3)  # history's own
     # The case's page marks the step and the busy host's point.
     case = _rows((fleet_site / f"cases/{key}.html").read_text())
     assert case[step["run"]][-1] == f"regressed by {abs(step['change_pct']):.1f}% at run " \

@@ -22,14 +22,13 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
-from accelbench.analysis import evidence as ev
 from accelbench.analysis import floors as floors_mod
 from accelbench.analysis.baseline import Baseline
 from accelbench.analysis.checks import FAIL, PASS, SKIP, check_results, tally
 from accelbench.analysis.compare import FASTER, INCONCLUSIVE, SAME, SLOWER, Comparison, compare
 from accelbench.analysis.diagnose import NodeResult, diagnose
 from accelbench.analysis.generations import generations, short_labels
-from accelbench.analysis.history import Series, history
+from accelbench.analysis.history import ChangePoint, Series, history
 from accelbench.analysis.latest import NodeState, node_states
 from accelbench.analysis.rules import load_rules
 from accelbench.analysis.select import RunGroup
@@ -240,6 +239,7 @@ def case_series(ordered: Sequence[StoredRun], threshold: float
     """Case key -> the series of `history` on each node, in case order; only cases with
     a measured headline figure."""
     grouped: dict[tuple[str, str], list[StoredRun]] = {}
+    hosts: dict[str, set[str]] = {}
     cases: dict[str, Case] = {}
     for run in ordered:
         kept: dict[str, list[Measurement]] = {}
@@ -250,10 +250,10 @@ def case_series(ordered: Sequence[StoredRun], threshold: float
         for key, ms in kept.items():
             grouped.setdefault((key, run.record.host), []).append(
                 StoredRun(run.record, {}, tuple(ms)))
+            hosts.setdefault(key, set()).add(run.record.host)
     out: dict[str, list[NodeSeries]] = {}
     for key in sorted(cases, key=lambda k: (case_sort_key(cases[k]), k)):
-        hosts = sorted(host for k, host in grouped if k == key)
-        out[key] = [NodeSeries(host, s) for host in hosts
+        out[key] = [NodeSeries(host, s) for host in sorted(hosts[key])
                     for s in history(grouped[(key, host)], key, min_effect=threshold)]
     return out
 
@@ -514,53 +514,34 @@ def generations_page(ordered: Sequence[StoredRun]) -> Page:
 
 @dataclass(frozen=True)
 class Step:
-    """A step `history` found, with the interval of its speed ratio."""
+    """A step `history` found and weighed: the change point and its series."""
 
     item: NodeSeries
-    index: int  # of the change point among the series' change points
-    low: float
-    high: float
+    change: ChangePoint
+    speed_ci: tuple[float, float]
 
 
 def steps(by_case: dict[str, list[NodeSeries]]) -> list[Step]:
-    """Every change point of every series, with the 95% CI of the speed ratio between the
-    runs either side of it (up to the change points around it, each run's figure one
-    value, the series' noise floor under their spread: the test `history` applies);
-    only those that test tells from noise, newest first."""
-    out = []
-    for items in by_case.values():
-        for item in items:
-            s = item.series
-            values = [p.value for p in s.points]
-            bounds = [0, *(c.index for c in s.change_points), len(values)]
-            for i in range(len(s.change_points)):
-                before = values[bounds[i]:bounds[i + 1]]
-                after = values[bounds[i + 1]:bounds[i + 2]]
-                found = ev.weigh(ev.side([[v] for v in before], s.noise_floor),
-                                 ev.side([[v] for v in after], s.noise_floor))
-                if found.p_value is None or not found.significant:
-                    continue
-                low, high = found.low, found.high
-                if not s.higher_is_better:
-                    low, high = 1.0 / high, 1.0 / low
-                out.append(Step(item, i, low, high))
-    out.sort(key=lambda st: (-st.item.series.change_points[st.index].started_at,
-                             st.item.series.change_points[st.index].run_id))
+    """Every change point of every series that `history`'s test told from noise (those it
+    kept with nothing to weigh them against are left out), newest first, each with the
+    95% CI of the speed ratio between the runs either side of it."""
+    out = [Step(item, c, c.speed_ci) for items in by_case.values() for item in items
+           for c in item.series.change_points if c.speed_ci is not None]
+    out.sort(key=lambda st: (-st.change.started_at, st.change.run_id))
     return out
 
 
 def regressions_page(by_case: dict[str, list[NodeSeries]], threshold: float) -> Page:
     rows = []
     for st in steps(by_case):
-        s = st.item.series
-        c = s.change_points[st.index]
+        s, c = st.item.series, st.change
         before = s.points[c.index - 1]
         rows.append(Row((
             format_timestamp(c.started_at), Link(s.case.label, case_href(s.case.key)),
             st.item.host, s.generation_key, Link(before.run_id, run_href(before.run_id)),
             Link(c.run_id, run_href(c.run_id)), format_change(c.change),
             f"{format_value(c.before, s.unit)} to {format_value(c.after, s.unit)}",
-            format_ratio(1.0 + c.change, st.low, st.high), c.kind),
+            format_ratio(1.0 + c.change, *st.speed_ci), c.kind),
             BAD if c.change < 0 else GOOD,
             Scope(bench=s.case.benchmark, node=st.item.host, stack=s.generation_key),
             f"{s.case.key}:{st.item.host}:{c.run_id}"))
