@@ -26,7 +26,7 @@ def test_every_suite_loads_and_its_cases_are_valid(name):
     for device in (CPU, MI300X):
         cases = expand(validate(Request(suite=name), REGISTRY, suite), device)
         assert cases, f"{name} has no case for {device.platform}"
-        assert len({c.case for c in cases}) == len(cases)
+        assert len({(c.case, c.ranks) for c in cases}) == len(cases)
 
 
 def test_quick_suite_differs_by_device_class():

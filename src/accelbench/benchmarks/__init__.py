@@ -12,6 +12,7 @@ from accelbench.benchmarks.health import declaration as health
 from accelbench.benchmarks.isolate import declaration as isolate
 from accelbench.benchmarks.micro import attention, conv, gemm, launch, memory, unified
 from accelbench.benchmarks.models import generate, infer, infer_engine, train
+from accelbench.benchmarks.scale import declaration as scale
 from accelbench.benchmarks.serving import bench as serve
 from accelbench.benchmarks.validation import (
     amp,
@@ -40,6 +41,8 @@ REGISTRY = Registry([
     isolate.BENCHMARK,
     train.BENCHMARK,
     train.DDP_BENCHMARK,
+    # Training at scale: FSDP2, tensor and pipeline parallelism, a 2-D mesh.
+    *scale.BENCHMARKS,
     infer.BENCHMARK,
     infer_engine.BENCHMARK,
     generate.BENCHMARK,

@@ -25,6 +25,7 @@ from accelbench.cli import (
     report_cmd,
     run_cmd,
     runs_cmd,
+    scaling_cmd,
     show_cmd,
     slurm_cmd,
     validate_cmd,
@@ -44,7 +45,7 @@ DEBUG_ENV = "ACCELBENCH_DEBUG"  # set: an unexpected error shows its traceback
 # Every command, in the order `accelbench --help` lists them.
 COMMANDS = (run_cmd, validate_cmd, health_cmd, list_cmd, env_cmd, runs_cmd, show_cmd,
             report_cmd, publish_cmd, export_cmd, profile_cmd, compare_cmd, generations_cmd,
-            history_cmd, diagnose_cmd, baseline_cmd, merge_cmd, slurm_cmd, isolate_cmd)
+            scaling_cmd, history_cmd, diagnose_cmd, baseline_cmd, merge_cmd, slurm_cmd, isolate_cmd)
 
 
 class Parser(argparse.ArgumentParser):

@@ -157,67 +157,92 @@ def line_chart(
     byte_ticks: bool = False,
     dates: bool = False,
     marked_label: str = "",
+    standalone: bool = False,
 ) -> str:
     """Lines with point markers. `logx` spaces the x axis by powers of two; `byte_ticks`
     labels them as sizes (64 KiB); `dates` reads x as Unix times and ticks them as dates
     (UTC). A series' band, marked points, steps and hover texts are drawn as
-    `LineSeries` says; `marked_label` names the marked points in the legend."""
+    `LineSeries` says; `marked_label` names the marked points in the legend.
+    `standalone` gives an SVG file of its own, as `bar_chart` does."""
+    with _style(chart_id):
+        fig, tipped = _line_figure(series, xlabel=xlabel, ylabel=ylabel, title=title,
+                                   logx=logx, byte_ticks=byte_ticks, dates=dates,
+                                   marked_label=marked_label)
+        svg = _svg(fig, chart_id, standalone)
+    for gid, tips in tipped:
+        svg = _with_tips(svg, gid if standalone else f"{chart_id}-{gid}", tips)
+    return svg
+
+
+def lines_png(chart: Lines, *, dpi: int = 150) -> bytes:
+    """A `Lines` chart, its title drawn, as a PNG image (an image has no hover texts)."""
+    with _style("png"):
+        fig, _ = _line_figure(chart.series, xlabel=chart.xlabel, ylabel=chart.ylabel,
+                              title=chart.title, logx=chart.logx, byte_ticks=chart.byte_ticks,
+                              dates=chart.dates, marked_label=chart.marked_label)
+        buf = io.BytesIO()
+        fig.savefig(buf, format="png", dpi=dpi)
+    return buf.getvalue()
+
+
+def _line_figure(
+    series: Sequence[LineSeries], *, xlabel: str, ylabel: str, title: str, logx: bool,
+    byte_ticks: bool, dates: bool, marked_label: str,
+) -> tuple[Any, list[tuple[str, Sequence[str]]]]:
+    """The figure of `line_chart`, drawn inside `_style`, and the group id and hover
+    texts of each series that has them."""
     from matplotlib.figure import Figure
 
     scale = 1.0 / 86400.0 if dates else 1.0  # matplotlib's dates: days since 1970
     tipped: list[tuple[str, Sequence[str]]] = []
-    with _style(chart_id):
-        fig = Figure(figsize=(_WIDTH_IN, _HEIGHT_IN), layout="constrained")
-        ax = fig.add_subplot()
-        named_marks = False
-        for i, s in enumerate(series):
-            xs = [x * scale for x in s.x]
-            ys = list(s.y)
-            plain = not (s.band or s.marked or s.steps or s.tips)
-            (line,) = ax.plot(xs, ys, marker="o" if plain else None, markersize=3,
-                              linewidth=1.2, label=text(s.name))
-            if plain:
-                continue
-            color = line.get_color()
-            if s.band and len(s.band) == len(xs):
-                ax.fill_between(xs, [b[0] for b in s.band], [b[1] for b in s.band],
-                                color=color, alpha=0.18, linewidth=0)
-            for index in s.steps:
-                if 0 <= index < len(xs):
-                    ax.axvline(xs[index], color=color, linewidth=0.9, linestyle="--")
-            # The points as a line of their own, so that each marker is one <use> of a
-            # group the hover texts can be found in.
-            gid = f"tips-{i}"
-            ax.plot(xs, ys, linestyle="none", marker="o", markersize=3, color=color,
-                    gid=gid)
-            if s.tips and len(s.tips) == len(xs):
-                tipped.append((f"{chart_id}-{gid}", s.tips))
-            marked = [j for j in s.marked if 0 <= j < len(xs)]
-            if marked:
-                ax.plot([xs[j] for j in marked], [ys[j] for j in marked], linestyle="none",
-                        marker="o", markersize=7, markerfacecolor="none",
-                        markeredgecolor="#b00020", markeredgewidth=1.1,
-                        label=text(marked_label) if marked_label and not named_marks
-                        else None)
-                named_marks = named_marks or bool(marked_label)
-        if logx:
-            _log2_axis(ax.xaxis, byte_ticks)
-        if dates:
-            from matplotlib.dates import AutoDateLocator, ConciseDateFormatter
+    fig = Figure(figsize=(_WIDTH_IN, _HEIGHT_IN), layout="constrained")
+    ax = fig.add_subplot()
+    named_marks = False
+    for i, s in enumerate(series):
+        xs = [x * scale for x in s.x]
+        ys = list(s.y)
+        plain = not (s.band or s.marked or s.steps or s.tips)
+        (line,) = ax.plot(xs, ys, marker="o" if plain else None, markersize=3,
+                          linewidth=1.2, label=text(s.name))
+        if plain:
+            continue
+        color = line.get_color()
+        if s.band and len(s.band) == len(xs):
+            ax.fill_between(xs, [b[0] for b in s.band], [b[1] for b in s.band],
+                            color=color, alpha=0.18, linewidth=0)
+        for index in s.steps:
+            if 0 <= index < len(xs):
+                ax.axvline(xs[index], color=color, linewidth=0.9, linestyle="--")
+        # The points as a line of their own, so that each marker is one <use> of a
+        # group the hover texts can be found in.
+        gid = f"tips-{i}"
+        ax.plot(xs, ys, linestyle="none", marker="o", markersize=3, color=color,
+                gid=gid)
+        if s.tips and len(s.tips) == len(xs):
+            tipped.append((gid, s.tips))
+        marked = [j for j in s.marked if 0 <= j < len(xs)]
+        if marked:
+            ax.plot([xs[j] for j in marked], [ys[j] for j in marked], linestyle="none",
+                    marker="o", markersize=7, markerfacecolor="none",
+                    markeredgecolor="#b00020", markeredgewidth=1.1,
+                    label=text(marked_label) if marked_label and not named_marks
+                    else None)
+            named_marks = named_marks or bool(marked_label)
+    if logx:
+        _log2_axis(ax.xaxis, byte_ticks)
+    if dates:
+        from matplotlib.dates import AutoDateLocator, ConciseDateFormatter
 
-            locator = AutoDateLocator()  # type: ignore[no-untyped-call]
-            ax.xaxis.set_major_locator(locator)
-            ax.xaxis.set_major_formatter(ConciseDateFormatter(locator))  # type: ignore[no-untyped-call]
-        ax.set_xlabel(text(xlabel))
-        ax.set_ylabel(text(ylabel))
-        if title:
-            ax.set_title(text(title))
-        ax.legend(fontsize="small", frameon=False)
-        ax.grid(linewidth=0.3)
-        svg = _svg(fig, chart_id)
-    for group, tips in tipped:
-        svg = _with_tips(svg, group, tips)
-    return svg
+        locator = AutoDateLocator()  # type: ignore[no-untyped-call]
+        ax.xaxis.set_major_locator(locator)
+        ax.xaxis.set_major_formatter(ConciseDateFormatter(locator))  # type: ignore[no-untyped-call]
+    ax.set_xlabel(text(xlabel))
+    ax.set_ylabel(text(ylabel))
+    if title:
+        ax.set_title(text(title))
+    ax.legend(fontsize="small", frameon=False)
+    ax.grid(linewidth=0.3)
+    return fig, tipped
 
 
 _GROUP_TAG = re.compile(r"<g[\s>]|</g>")

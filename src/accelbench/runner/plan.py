@@ -31,7 +31,7 @@ if sys.version_info >= (3, 11):
 else:  # pragma: no cover
     import tomli as tomllib
 
-SUITES = ("quick", "standard", "full", "generations", "validate", "health")
+SUITES = ("quick", "standard", "full", "generations", "validate", "health", "scaling")
 DEVICE_CLASSES = ("any", "cpu", "gpu", "cuda", "rocm", "xpu", "mps")
 
 
@@ -41,8 +41,9 @@ class SuiteEntry:
     devices: tuple[str, ...]
     grid: Mapping[str, tuple[Any, ...]]
     # Ranks for a distributed benchmark when the user asks for none: a number, or
-    # "devices" for one rank per visible GPU.
-    ranks: int | str | None = None
+    # "devices" for one rank per visible GPU; a list of those runs the entry's cases at
+    # each (a scaling series: 1, 2, 4 ... ranks).
+    ranks: int | str | tuple[int | str, ...] | None = None
 
     def applies_to(self, device: DeviceInfo) -> bool:
         return bool({"any", device.device_class, device.platform} & set(self.devices))
@@ -90,10 +91,19 @@ def parse_suite(name: str, data: Mapping[str, Any]) -> Suite:
             raise ValueError(f"suite {name}: unknown device class {sorted(bad)}")
         grid = {k: tuple(v if isinstance(v, list) else [v]) for k, v in raw.get("grid", {}).items()}
         ranks = raw.get("ranks")
-        if not (ranks is None or ranks == "devices" or (isinstance(ranks, int) and ranks >= 1)):
-            raise ValueError(f"suite {name}: ranks must be a positive number or 'devices'")
+        if isinstance(ranks, list):
+            ranks = tuple(ranks)
+        if not all(_rank_count(r) for r in (ranks if isinstance(ranks, tuple) and ranks
+                                            else (ranks,))):
+            raise ValueError(f"suite {name}: ranks must be a positive number, 'devices', or "
+                             f"a list of those")
         entries.append(SuiteEntry(raw["bench"], devices, grid, ranks))
     return Suite(name, data.get("description", ""), timing, tuple(entries), repeat)
+
+
+def _rank_count(value: object) -> bool:
+    return value is None or value == "devices" or (
+        isinstance(value, int) and not isinstance(value, bool) and value >= 1)
 
 
 @dataclass(frozen=True)
@@ -244,23 +254,26 @@ def expand(valid: ValidRequest, device: DeviceInfo, device_count: int = 1
     asked for by name (`--bench`), when it runs with its defaults."""
     request, suite = valid.request, valid.suite
     names = list(request.benches) or suite.benchmarks()
-    planned: dict[Case, PlannedCase] = {}
+    planned: dict[tuple[Case, int], PlannedCase] = {}
     for name in names:
         bench = valid.registry.get(name)
         entries = [e for e in suite.entries if e.bench == name and e.applies_to(device)]
         if not entries and not request.benches:
             continue  # the suite measures it on other devices only
         for entry in entries or [SuiteEntry(name, ("any",), {})]:
-            ranks = _ranks(valid, entry, device, device_count)
             axes = {k: spread_values(bench, k, v) for k, v in entry.grid.items()}
             axes.update(valid.given.get(name, {}))
             if request.dtypes and bench.param("dtype") is not None:
                 axes["dtype"] = tuple(d for d in request.dtypes if d in bench.dtypes)
             keys = list(axes)
-            for combo in itertools.product(*(axes[k] for k in keys)):
-                params = bench.resolve(dict(zip(keys, combo, strict=True)))
-                case = bench.case(params, device.torch_device)
-                planned.setdefault(case, PlannedCase(bench, case, params, ranks))
+            # A scaling series runs every case at its fewest ranks first: one job each.
+            counts = _ranks(valid, entry, device, device_count)
+            counts = counts if bench.distributed else counts[:1]
+            for ranks in counts:
+                for combo in itertools.product(*(axes[k] for k in keys)):
+                    params = bench.resolve(dict(zip(keys, combo, strict=True)))
+                    case = bench.case(params, device.torch_device)
+                    planned.setdefault((case, ranks), PlannedCase(bench, case, params, ranks))
     return by_worker(list(planned.values()), device)
 
 
@@ -311,12 +324,19 @@ def by_worker(cases: list[PlannedCase], device: DeviceInfo) -> list[PlannedCase]
 
 
 def _ranks(valid: ValidRequest, entry: SuiteEntry, device: DeviceInfo, device_count: int
-           ) -> int:
+           ) -> tuple[int, ...]:
+    """The rank counts an entry's cases run at, fewest first, each once."""
     if valid.request.nproc_per_node is not None:
-        return valid.request.nproc_per_node
-    if entry.ranks == "devices":
+        return (valid.request.nproc_per_node,)
+    wanted = entry.ranks if isinstance(entry.ranks, tuple) and entry.ranks else (entry.ranks,)
+    return tuple(sorted({_count(valid, r, device, device_count) for r in wanted}))
+
+
+def _count(valid: ValidRequest, ranks: object, device: DeviceInfo,
+           device_count: int) -> int:
+    if ranks == "devices":
         # A device named with its index (--device cuda:1) is one device.
         _, index = valid.device
         return max(1, device_count) if device.type != "cpu" and index is None else 1
-    return int(entry.ranks or 1)
+    return ranks if isinstance(ranks, int) else 1
 

@@ -98,8 +98,11 @@ class RankExecutor:
         world = self._info.world_size
         planned = expand(self.valid, device)
         say_given_aside(self.valid, planned, say=self._info.rank == 0)  # each rank alike
-        cases = [c.on_world(world, self._backend) if c.benchmark.distributed else c
-                 for c in planned]
+        # This job's world is every case's: a suite's scaling series of rank counts is
+        # one case here.
+        cases = list({c.case: c for c in (
+            c.on_world(world, self._backend) if c.benchmark.distributed else c
+            for c in planned)}.values())
         fingerprint = fingerprint.with_cluster(self._cluster.to_dict())
         if device.type == "cpu":
             cases, source = _on_threads(cases, request.threads, self._info.local_world_size)

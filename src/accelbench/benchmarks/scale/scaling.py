@@ -1,0 +1,575 @@
+"""Scaling efficiency of the training-at-scale benchmarks across ranks and nodes, and what
+drags it (pure: reads stored measurements; no torch).
+
+Series. The measured cases of `train-fsdp`, `train-tp`, `train-pp` and `train-2d` are
+grouped by their identity (benchmark and parameters) without "world_size", "backend" and
+"threads", on one stack generation (device | ROCm/CUDA | PyTorch) and one kind of device:
+one configuration, measured at several world sizes, is one scaling series. Of several
+measurements of a configuration at one world size, the newest is taken (runs by start
+time), not a pool: a scaling series says how the cluster scales now, and what drags it is
+read from that one measurement's ranks; how many there were is kept (`runs_at_size`).
+
+Figure. Each point's aggregate training throughput: the "tokens" figure (token/s) where
+every point of the series has one, else the headline figure (sample/s), with the interval
+the store keeps for it (`CaseResults.stated_ci`, as `accelbench show` states it).
+
+Efficiency. With N0 the smallest world size of the series (1 ideally; a note says when it
+is more, since what is lost below N0 ranks is then not seen):
+
+    speed-up(N)   = T(N) / T(N0)
+    efficiency(N) = T(N) / (N / N0 * T(N0)) = speed-up(N) * N0 / N
+    lost(N)       = 1 - efficiency(N)         (the share of the ideal throughput lost)
+
+The ideal is the same for both kinds of scaling, which `details["scaling"]` labels: weak
+(a fixed batch per data-parallel rank: N/N0 times the work per step in the same time) and
+strong (a fixed global batch split between the ranks: the same work in N0/N of the time).
+
+Interval. The speed-up's 95% interval is the ratio interval `compare` and `generations`
+give (`analysis.evidence.weigh`: Welch's t on the logarithms of the values each worker
+process measured, the two points' measurements as the two sides); the efficiency's and
+what is lost follow by the constant factor N0/N. Where neither side has a spread of its
+own (one process a side), the interval is the conservative combination of the two
+figures' stated intervals that `analysis.significance` falls back on with too few
+samples: [low(N) / high(N0), high(N) / low(N0)]. A point measured with another benchmark
+version than the baseline's is not normalised.
+
+What drags (the rule of the `isolate` family, `benchmarks.isolate.verdict`: median and
+MAD, `core.stats.robust_z`, OUTLIER_Z, MIN_SLOWNESS). Per measurement, from each rank's
+`rank_solo_s` (the same per-rank step with no communication) and `rank_step_s`:
+1. nodes, in a measurement on three nodes or more: a node's compute time is the median
+   of its ranks' solo times; a node is named ("compute") when its compute time lies more
+   than OUTLIER_Z robust standard deviations (1.4826 MAD) from the median node's, on the
+   slow side, and is at least MIN_SLOWNESS times the center (the median of the inliers,
+   `core.stats.robust_center`);
+2. ranks, within each node of three ranks or more (one node included): the same test on
+   the solo times of that node's ranks ("compute");
+3. links, where no node is named in 1: a node's communication time is the median over its
+   ranks of step minus solo time; a node whose communication time passes the same test
+   has its link named ("link").
+With fewer than three members (two nodes, two ranks on a node) nothing can be told apart:
+a note says so and nothing is named.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+from collections import Counter
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from accelbench.analysis import evidence as ev
+from accelbench.analysis.generations import short_labels
+from accelbench.analysis.significance import RatioEstimate
+from accelbench.analysis.values import CaseResults
+from accelbench.benchmarks.isolate.verdict import MIN_SLOWNESS
+from accelbench.benchmarks.scale.declaration import BENCHMARKS
+from accelbench.core.case import Case
+from accelbench.core.measurement import Measurement
+from accelbench.core.stats import OUTLIER_Z, robust_center, robust_z
+from accelbench.core.units import format_factor, format_ratio, format_share, format_value
+from accelbench.core.view import BAD, Lines, LineSeries, Table
+from accelbench.errors import UserError
+from accelbench.store import StoredRun
+
+NAMES = tuple(b.name for b in BENCHMARKS)  # train-fsdp, train-tp, train-pp, train-2d
+NOT_CONFIGURATION = ("world_size", "backend", "threads")  # what a series varies over
+TOKENS = "tokens"  # the token/s figure of a model case (`models.results.model_result`)
+POLICY = "newest"  # of several measurements at one world size, the newest is taken
+STATED = "stated intervals"  # the conservative interval from the two figures' intervals
+BASELINE = "baseline"
+IDEAL = "ideal"
+CONFIDENCE = 0.95
+RULE = (
+    f"a node is named (compute) when the median solo step time of its ranks lies more than "
+    f"{OUTLIER_Z:g} robust standard deviations (1.4826 MAD) from the median node's, on the "
+    f"slow side, and is at least {MIN_SLOWNESS:g}x the center; a rank by the same test among "
+    f"its node's ranks; where no node is named, a node's link when its communication time "
+    f"(step minus solo, median over its ranks) passes the same test; fewer than three "
+    f"members cannot be told apart"
+)
+
+
+@dataclass(frozen=True)
+class Drag:
+    """A node, rank or link named as dragging the scaling, with the times it was judged on."""
+
+    what: str  # "node", "rank" or "link"
+    cause: str  # "compute" or "link"
+    name: str  # the node, or "rank R" (a global rank)
+    node: str
+    seconds: float  # its compute time (solo), or communication time (step minus solo)
+    center: float  # the center it was judged against, in seconds
+    slowness: float  # seconds / center
+    z: float
+
+    def describe(self) -> str:
+        if self.what == "link":
+            return (f"link of {self.node}: communication {self.slowness:.2f}x the "
+                    f"median node's ({format_value(self.seconds, 's')})")
+        where = self.name if self.what == "node" else f"{self.name} on {self.node}"
+        peer = "node's" if self.what == "node" else "rank's"
+        return (f"{where}: compute {self.slowness:.2f}x the median {peer} "
+                f"({format_value(self.seconds, 's')})")
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"what": self.what, "cause": self.cause, "name": self.name, "node": self.node,
+                "seconds": self.seconds, "center": self.center, "slowness": self.slowness,
+                "z": _finite(self.z)}
+
+
+@dataclass(frozen=True)
+class Point:
+    """One world size of a series: its newest measurement, and how it scales against the
+    series' baseline (None where it cannot be normalised, `notes` say why)."""
+
+    world_size: int
+    nodes: int
+    ranks_per_node: tuple[int, ...]  # per node, in the order of their first rank
+    parallel: Mapping[str, Any]
+    run: str
+    case: Case
+    value: float  # the throughput, in the series' unit
+    ci: tuple[float, float] | None  # its stated interval
+    speedup: RatioEstimate | None
+    efficiency: RatioEstimate | None
+    scaling: str  # "weak", "strong" or "unknown"
+    tokens_per_s_per_device: float | None
+    drags: tuple[Drag, ...] = ()
+    notes: tuple[str, ...] = ()
+    runs_at_size: int = 1  # measurements of this configuration at this world size
+    contended: bool = False
+    throttled: bool = False
+
+    @property
+    def lost(self) -> float | None:
+        """The share of the ideal throughput lost: 1 - efficiency."""
+        return None if self.efficiency is None else 1.0 - self.efficiency.ratio
+
+    @property
+    def lost_ci(self) -> tuple[float, float] | None:
+        e = self.efficiency
+        return None if e is None else (1.0 - e.high, 1.0 - e.low)
+
+    @property
+    def ranks_text(self) -> str:
+        """Ranks per node: "4", or "4,4,3" when they differ."""
+        counts = set(self.ranks_per_node)
+        if len(counts) == 1:
+            return str(self.ranks_per_node[0])
+        return ",".join(str(c) for c in self.ranks_per_node) or "-"
+
+    def to_dict(self) -> dict[str, Any]:
+        s, e, lost = self.speedup, self.efficiency, self.lost_ci
+        return {
+            "world_size": self.world_size, "nodes": self.nodes,
+            "ranks_per_node": list(self.ranks_per_node), "parallel": dict(self.parallel),
+            "scaling": self.scaling, "run": self.run, "case": self.case.label,
+            "key": self.case.key, "value": self.value,
+            "ci": list(self.ci) if self.ci is not None else None,
+            "speedup": s.ratio if s else None,
+            "speedup_ci": _interval(s.low, s.high) if s else None,
+            "efficiency": e.ratio if e else None,
+            "efficiency_ci": _interval(e.low, e.high) if e else None,
+            "lost": self.lost, "lost_ci": _interval(*lost) if lost else None,
+            "ci_method": e.method if e else None,
+            "tokens_per_s_per_device": self.tokens_per_s_per_device,
+            "drags": [d.to_dict() for d in self.drags], "notes": list(self.notes),
+            "runs_at_size": self.runs_at_size, "contended": self.contended,
+            "throttled": self.throttled,
+        }
+
+
+@dataclass(frozen=True)
+class Series:
+    """One configuration measured at several world sizes, smallest first."""
+
+    label: str
+    benchmark: str
+    params: tuple[tuple[str, Any], ...]  # the identity without NOT_CONFIGURATION
+    device: str  # "cpu", "cuda"
+    generation: str
+    scaling: str  # "weak", "strong", "mixed" or "unknown"
+    figure: str
+    unit: str
+    points: tuple[Point, ...]
+    notes: tuple[str, ...] = ()
+
+    @property
+    def baseline_world_size(self) -> int:
+        return self.points[0].world_size
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"label": self.label, "benchmark": self.benchmark, "params": dict(self.params),
+                "device": self.device, "generation": self.generation, "scaling": self.scaling,
+                "baseline_world_size": self.baseline_world_size, "figure": self.figure,
+                "unit": self.unit, "notes": list(self.notes),
+                "points": [p.to_dict() for p in self.points]}
+
+
+@dataclass(frozen=True)
+class Scaling:
+    series: tuple[Series, ...]
+    filters: Mapping[str, Any] = field(default_factory=dict)
+    notes: tuple[str, ...] = ()
+    rule: str = RULE
+    policy: str = POLICY
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"policy": self.policy, "rule": self.rule, "confidence": CONFIDENCE,
+                "filters": dict(self.filters), "notes": list(self.notes),
+                "series": [s.to_dict() for s in self.series]}
+
+
+# -- grouping -----------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class _Measured:
+    run: str
+    measurement: Measurement
+    world_size: int
+
+
+def scaling(runs: Sequence[StoredRun], *, benchmarks: Sequence[str] = ()) -> Scaling:
+    """The scaling series of `runs` (any order), of the `benchmarks` named (default: all
+    four). Raises UserError for an unknown benchmark name or when no run is selected."""
+    unknown = [b for b in benchmarks if b not in NAMES]
+    if unknown:
+        raise UserError(f"unknown scaling benchmark {unknown[0]!r} "
+                        f"(benchmarks: {', '.join(NAMES)})")
+    if not runs:
+        raise UserError("no runs selected")
+    wanted = set(benchmarks or NAMES)
+    groups: dict[tuple[Any, ...], dict[int, list[_Measured]]] = {}
+    unplaced = 0
+    for run in sorted(runs, key=lambda r: (r.record.started_at, r.record.id)):
+        for m in run.measurements:
+            if m.case.benchmark not in wanted or not m.ok:
+                continue
+            world = _world_size(m)
+            if world is None:
+                unplaced += 1
+                continue
+            key = (*configuration(m.case), run.record.generation_key)
+            groups.setdefault(key, {}).setdefault(world, []).append(
+                _Measured(run.record.id, m, world))
+    built = [s for key, sizes in groups.items()
+             if (s := _series(key[-1], sizes)) is not None]
+    built.sort(key=lambda s: (s.benchmark, s.generation, s.device,
+                              tuple((k, str(v)) for k, v in s.params)))
+    labelled = _labelled(built)
+    notes: tuple[str, ...] = ()
+    if unplaced:
+        notes = (f"{unplaced} measurement(s) without a world size left out",)
+    return Scaling(tuple(labelled), {"benchmarks": sorted(wanted)}, notes)
+
+
+def configuration(case: Case) -> tuple[Any, ...]:
+    """What one scaling series shares: benchmark, parameters without NOT_CONFIGURATION,
+    and the kind of device ("cuda:3" and "cuda:0" are one)."""
+    params = tuple((k, v) for k, v in case.params if k not in NOT_CONFIGURATION)
+    return (case.benchmark, params, case.device.split(":")[0])
+
+
+def _world_size(m: Measurement) -> int | None:
+    for value in (m.case.param_dict.get("world_size"), m.details.get("world_size")):
+        if isinstance(value, int) and not isinstance(value, bool) and value >= 1:
+            return value
+    return None
+
+
+def _series(generation: str, sizes: Mapping[int, Sequence[_Measured]]) -> Series | None:
+    newest = {n: found[-1] for n, found in sorted(sizes.items())}
+    figure_name = TOKENS if all(m.measurement.figure(TOKENS) is not None
+                                for m in newest.values()) else None
+    results = {n: CaseResults(m.measurement.case.key, ok=[(m.run, m.measurement)],
+                              figure_pattern=figure_name) for n, m in newest.items()}
+    results = {n: r for n, r in results.items() if r.figure is not None and r.values.size}
+    if not results:
+        return None
+    base_n = min(results)
+    base = results[base_n]
+    figure = base.figure
+    assert figure is not None
+    points = tuple(_point(newest[n], r, base, base_n, len(sizes[n])) for n, r in results.items())
+    case = newest[base_n].measurement.case
+    benchmark, params, device = configuration(case)
+    labels = {p.scaling for p in points}
+    scaling_label = labels.pop() if len(labels) == 1 else "mixed"
+    notes = []
+    if base_n > 1:
+        notes.append(f"baseline {base_n} ranks, not 1: efficiency is relative to "
+                     f"{base_n} ranks' throughput; what is lost below it is not seen")
+    if len(points) == 1:
+        notes.append("one world size only: nothing to scale against")
+    if scaling_label == "mixed":
+        notes.append("the points disagree on weak or strong scaling: "
+                     + ", ".join(f"{p.world_size}: {p.scaling}" for p in points))
+    return Series("", benchmark, params, device, generation, scaling_label, figure.name,
+                  figure.unit, points, tuple(notes))
+
+
+def _labelled(series: Sequence[Series]) -> list[Series]:
+    cases = [Case(s.benchmark, "", "", s.params, s.device) for s in series]
+    labels = short_labels(cases, dtype=True)
+    if len({s.generation for s in series}) > 1:
+        labels = [f"{label} on {s.generation}" for label, s in zip(labels, series, strict=True)]
+    if len({s.device for s in series}) > 1:
+        labels = [f"{label} ({s.device})" for label, s in zip(labels, series, strict=True)]
+    return [Series(label, s.benchmark, s.params, s.device, s.generation, s.scaling, s.figure,
+                   s.unit, s.points, s.notes) for label, s in zip(labels, series, strict=True)]
+
+
+# -- one point ----------------------------------------------------------------------------
+
+
+def _point(measured: _Measured, entry: CaseResults, base: CaseResults, base_n: int,
+           runs_at_size: int) -> Point:
+    m = measured.measurement
+    n = measured.world_size
+    details = m.details if isinstance(m.details, Mapping) else {}
+    rank_nodes = _strings(details.get("rank_nodes"), n)
+    counts = tuple(Counter(rank_nodes).values()) if rank_nodes else ()
+    nodes = _positive_int(details.get("nodes")) or len(counts) or 1
+    if not counts and n % nodes == 0:
+        counts = (n // nodes,) * nodes
+    notes: list[str] = []
+    speedup: RatioEstimate | None = None
+    if n == base_n:
+        speedup = RatioEstimate(1.0, 1.0, 1.0, BASELINE)
+    elif entry.version != base.version:
+        notes.append("benchmark version differs from the baseline's: not normalised")
+    else:
+        speedup = speed_ratio(base, entry)
+    efficiency = None if speedup is None else scaled(speedup, base_n / n)
+    drags, drag_notes = judge_ranks(details, n)
+    scaling_label = details.get("scaling")
+    parallel = details.get("parallel")
+    per_device_figure = m.figure("tokens_per_device")
+    per_device = per_device_figure.value if per_device_figure is not None else None
+    return Point(
+        world_size=n, nodes=nodes, ranks_per_node=counts,
+        parallel=dict(parallel) if isinstance(parallel, Mapping) else {},
+        run=measured.run, case=m.case, value=entry.median, ci=entry.stated_ci(CONFIDENCE),
+        speedup=speedup, efficiency=efficiency,
+        scaling=scaling_label if scaling_label in ("weak", "strong") else "unknown",
+        tokens_per_s_per_device=float(per_device) if isinstance(per_device, (int, float))
+        and _is_number(per_device) else None,
+        drags=drags, notes=(*notes, *drag_notes), runs_at_size=runs_at_size,
+        contended=entry.contended, throttled=entry.throttled,
+    )
+
+
+def speed_ratio(base: CaseResults, entry: CaseResults) -> RatioEstimate:
+    """How many times faster `entry` is than `base`, with the interval `compare` gives
+    (Welch's t on log process values); with one value a side, the conservative interval
+    of the two stated intervals, [low / base high, high / base low]; (0, inf) without
+    those either."""
+    found = ev.weigh(ev.side(base.per_run), ev.side(entry.per_run), 1.0 - CONFIDENCE)
+    estimate = RatioEstimate(found.ratio, found.low, found.high, ev.TEST_NAME)
+    if found.p_value is None:
+        a, b = base.stated_ci(CONFIDENCE), entry.stated_ci(CONFIDENCE)
+        if a is not None and b is not None and a[0] > 0 and b[0] > 0:
+            estimate = RatioEstimate(found.ratio, b[0] / a[1], b[1] / a[0], STATED)
+    figure = entry.figure
+    if figure is not None and not figure.higher_is_better:
+        estimate = estimate.inverted()
+    return estimate
+
+
+def scaled(r: RatioEstimate, factor: float) -> RatioEstimate:
+    """`r` and its interval times a constant `factor`."""
+    return RatioEstimate(r.ratio * factor, r.low * factor, r.high * factor, r.method)
+
+
+# -- what drags ---------------------------------------------------------------------------
+
+
+def judge_ranks(details: Mapping[str, Any], world_size: int) -> tuple[tuple[Drag, ...],
+                                                                      tuple[str, ...]]:
+    """The nodes, ranks and links a measurement's per-rank times name (the module's rule),
+    and the notes on what could not be told apart."""
+    rank_nodes = _strings(details.get("rank_nodes"), world_size)
+    solo = _floats(details.get("rank_solo_s"), world_size)
+    step = _floats(details.get("rank_step_s"), world_size)
+    if rank_nodes is None or solo is None:
+        return (), (("no per-rank node and solo times: nothing to name",) if world_size > 1
+                    else ())
+    ranks_of: dict[str, list[int]] = {}
+    for rank, node in enumerate(rank_nodes):
+        ranks_of.setdefault(node, []).append(rank)
+    nodes = list(ranks_of)
+    named: list[Drag] = []
+    notes: list[str] = []
+    if len(nodes) == 2:
+        notes.append("2 nodes: nothing to compare either with; a slow node or link cannot "
+                     "be told apart (three nodes or more can)")
+    if len(nodes) >= 3:
+        compute = [statistics.median(solo[r] for r in ranks_of[n]) for n in nodes]
+        named += [Drag("node", "compute", n, n, *judged)
+                  for n, judged in _slow(nodes, compute)]
+    pairs = []
+    for node, ranks in ranks_of.items():
+        if len(ranks) >= 3:
+            names = [f"rank {r}" for r in ranks]
+            named += [Drag("rank", "compute", name, node, *judged)
+                      for name, judged in _slow(names, [solo[r] for r in ranks])]
+        elif len(ranks) == 2:
+            pairs.append(node)
+    if pairs:
+        notes.append(f"2 ranks on {', '.join(pairs)}: nothing to compare either with; a "
+                     "slow rank there cannot be told apart")
+    if len(nodes) >= 3 and step is not None and not any(d.what == "node" for d in named):
+        comm = [statistics.median(step[r] - solo[r] for r in ranks_of[n]) for n in nodes]
+        named += [Drag("link", "link", n, n, *judged) for n, judged in _slow(nodes, comm)]
+    return tuple(named), tuple(notes)
+
+
+def _slow(members: Sequence[str], seconds: Sequence[float]
+          ) -> list[tuple[str, tuple[float, float, float, float]]]:
+    """The members whose time is an outlier on the slow side (above the median by more
+    than OUTLIER_Z robust standard deviations) and at least MIN_SLOWNESS times the
+    center: (member, (seconds, center, slowness, z)). Three members at least."""
+    if len(members) < 3:
+        return []
+    center, _, _ = robust_center(list(seconds))
+    if not center > 0:  # no time to be slower than (communication all hidden)
+        return []
+    out = []
+    for member, value, z in zip(members, seconds, robust_z(list(seconds)), strict=True):
+        slowness = value / center
+        if z > OUTLIER_Z and slowness >= MIN_SLOWNESS:
+            out.append((member, (value, center, slowness, z)))
+    return out
+
+
+# -- views --------------------------------------------------------------------------------
+
+
+TABLE_HEADER = ("Configuration", "Scaling", "Ranks", "Nodes", "Ranks/node", "Parallel",
+                "Throughput", "Speed-up", "Efficiency", "Lost", "Drags")
+
+
+def table(result: Scaling) -> Table:
+    """One row per point of every series, smallest world size first."""
+    rows, styles = [], []
+    notes = [
+        f"Efficiency: throughput at N ranks / (N / N0 x throughput at N0), N0 the series' "
+        f"smallest world size; speed-up: throughput(N) / throughput(N0); lost: 1 - "
+        f"efficiency, the share of the ideal throughput lost; [brackets]: {CONFIDENCE:.0%} "
+        f"CI of the ratio from the values each worker process measured (Welch's t on their "
+        f"logarithms; with one value a side, from the two figures' stated intervals). "
+        f"Newest measurement per world size.",
+        f"Drags: {RULE}.",
+    ]
+    for s in result.series:
+        for p in s.points:
+            e = p.efficiency
+            throughput = format_value(p.value, s.unit)
+            if p.contended:
+                throughput += " (contended)"
+            if p.throttled:
+                throughput += " (throttled)"
+            baseline = e is not None and e.method == BASELINE
+            rows.append((
+                s.label, p.scaling, str(p.world_size), str(p.nodes), p.ranks_text,
+                _parallel_text(p.parallel), throughput,
+                format_factor(p.speedup.ratio) if p.speedup else "-",
+                "1 (baseline)" if baseline else format_ratio(e.ratio, e.low, e.high) if e
+                else "-",
+                "-" if baseline else format_share(p.lost),
+                "; ".join(d.describe() for d in p.drags) or ("see notes" if p.notes
+                                                             else "none"),
+            ))
+            styles.append(BAD if p.drags else None)
+            notes += [f"{s.label}, {p.world_size} ranks: {n}." for n in p.notes]
+        notes += [f"{s.label}: {n}." for n in s.notes]
+    notes += [f"{n}." for n in result.notes]
+    return Table("Scaling efficiency", TABLE_HEADER, rows, notes,
+                 frozenset({2, 3, 6, 7, 8, 9}), styles)
+
+
+def chart(result: Scaling) -> Lines:
+    """Efficiency against ranks (log2 axis): one line per series, its interval as a band,
+    each point's figures as its hover text, and the ideal at 1."""
+    lines = []
+    sizes = []
+    for s in result.series:
+        points = [p for p in s.points if p.efficiency is not None]
+        if not points:
+            continue
+        sizes += [p.world_size for p in points]
+        y = [p.efficiency.ratio for p in points if p.efficiency is not None]
+        band = [_band(p.efficiency) for p in points if p.efficiency is not None]
+        lines.append(LineSeries(s.label, [float(p.world_size) for p in points], y, band=band,
+                                tips=[_tip(s, p) for p in points]))
+    if sizes:
+        lines.append(LineSeries(IDEAL, [float(min(sizes)), float(max(sizes))], [1.0, 1.0]))
+    return Lines("Scaling efficiency against ranks", lines, xlabel="ranks (world size)",
+                 ylabel="efficiency (1: ideal)",
+                 caption=f"Throughput at N ranks over N/N0 times the throughput at the "
+                 f"smallest world size N0. Bands: {CONFIDENCE:.0%} CI of that ratio.",
+                 logx=True)
+
+
+def _band(e: RatioEstimate) -> tuple[float, float]:
+    """The interval, or the point itself where it has none (an unbounded end)."""
+    if math.isfinite(e.low) and math.isfinite(e.high) and e.low > 0:
+        return e.low, e.high
+    return e.ratio, e.ratio
+
+
+def _tip(s: Series, p: Point) -> str:
+    e = p.efficiency
+    assert e is not None
+    interval = (f" [{e.low:.3f}, {e.high:.3f}]" if math.isfinite(e.low) and math.isfinite(e.high)
+                else " (no interval)")
+    lines = [f"{s.label}: {p.world_size} ranks on {p.nodes} node(s), {p.scaling} scaling",
+             f"efficiency {e.ratio:.3f}{interval}",
+             f"speed-up {format_factor(p.speedup.ratio if p.speedup else None)}, "
+             f"{format_value(p.value, s.unit)}"]
+    lines += [d.describe() for d in p.drags]
+    return "\n".join(lines)
+
+
+def _parallel_text(parallel: Mapping[str, Any]) -> str:
+    if not parallel:
+        return "-"
+    sizes = " ".join(f"{k}={parallel[k]}" for k in ("dp", "tp", "pp")
+                     if k in parallel and parallel[k] != 1)
+    return f"{parallel.get('form', '?')} {sizes}".strip()
+
+
+# -- reading details ----------------------------------------------------------------------
+
+
+def _is_number(value: object) -> bool:
+    return (isinstance(value, (int, float)) and not isinstance(value, bool)
+            and math.isfinite(value))
+
+
+def _positive_int(value: object) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else None
+
+
+def _strings(value: object, n: int) -> list[str] | None:
+    if isinstance(value, (list, tuple)) and len(value) == n and value:
+        return [str(v) for v in value]
+    return None
+
+
+def _floats(value: object, n: int) -> list[float] | None:
+    if (isinstance(value, (list, tuple)) and len(value) == n and value
+            and all(_is_number(v) for v in value)):
+        return [float(v) for v in value]
+    return None
+
+
+def _finite(value: float) -> float | None:
+    return value if math.isfinite(value) else None
+
+
+def _interval(low: float, high: float) -> list[float | None]:
+    return [_finite(low), _finite(high)]
