@@ -70,8 +70,9 @@ class Job:
 
 @contextmanager
 def job(tmp_path: Path, count: int, ranks: int, argv: Sequence[str],
-        env: Mapping[int, Mapping[str, str]] | None = None) -> Iterator[Job]:
-    """`accelbench ARGV` under torchrun on `count` hosts of `ranks` ranks each."""
+        env: Mapping[int, Mapping[str, str]] | None = None, name: str = "") -> Iterator[Job]:
+    """`accelbench ARGV` under torchrun on `count` hosts of `ranks` ranks each (`name`
+    keeps the logs of several jobs of one test apart; they share the store)."""
     store = tmp_path / "results.sqlite"
     port = 29500 + os.getpid() % 1000
     with hosts(count) as nodes:
@@ -82,8 +83,8 @@ def job(tmp_path: Path, count: int, ranks: int, argv: Sequence[str],
                        "--rdzv-backend=c10d", f"--rdzv-endpoint={nodes[0].address}:{port}",
                        f"--rdzv-id=accelbench-{tmp_path.name}", "-m", "accelbench", *argv,
                        "--store", str(store)]
-            log = tmp_path / f"{node.name}.log"
-            out = tmp_path / f"{node.name}.out"
+            log = tmp_path / f"{name}{node.name}.log"
+            out = tmp_path / f"{name}{node.name}.out"
             variables = {**LINKS, "PYTHONPATH": SRC, "OMP_NUM_THREADS": "1",
                          **((env or {}).get(i, {}))}
             with log.open("w") as err, out.open("w") as stdout:
@@ -192,6 +193,37 @@ def test_data_parallel_training_across_two_nodes(tmp_path):
     cluster = _cluster(running.store)
     assert (cluster["node_names"], cluster["ranks_per_node"]) == (["node0", "node1"], [1, 1])
     assert all(s["GLOO_SOCKET_IFNAME"] == "eth0" for s in cluster["interconnect"])
+
+
+def test_fsdp_scales_across_one_two_and_three_nodes_and_the_efficiency_is_tabled(tmp_path):
+    argv = ["run", "--bench", "train-fsdp", "-p", "model=llama-tiny", "-p", "seq=16",
+            "-p", "batch=2", "-p", "steps_per_window=1", "-p", "parity_steps=2",
+            "-p", "profile_steps=1", *QUICK]
+    for count in (1, 2, 3):
+        with job(tmp_path, count, 1, argv, name=f"{count}-") as running:
+            codes = [running.wait(i) for i in range(count)]
+            assert codes == [0] * count, running.output(0)
+    stored = _stored(tmp_path / "results.sqlite")
+    assert stored.measurements[0].details["nodes"] == 3
+    env = {**os.environ, "PYTHONPATH": SRC}
+    chart = tmp_path / "scaling.png"
+    shown = subprocess.run([sys.executable, "-m", "accelbench", "scaling", "--json", "--chart",
+                            str(chart), "--store", str(tmp_path / "results.sqlite")],
+                           capture_output=True, text=True, env=env, check=False, timeout=120)
+    assert shown.returncode == 0, shown.stderr
+    [series] = json.loads(shown.stdout)["series"]
+    points = series["points"]
+    assert [(p["world_size"], p["nodes"]) for p in points] == [(1, 1), (2, 2), (3, 3)]
+    assert points[0]["efficiency"] == 1.0
+    for point in points[1:]:
+        assert 0 < point["efficiency"] < 1.5, point
+        low, high = point["efficiency_ci"]
+        assert low <= point["efficiency"] <= high
+    # Three nodes can be told apart: a node slow in compute is named, or the note says
+    # that a slow link would slow every rank alike.
+    three = points[2]
+    assert three["drags"] or any("accelbench isolate" in n for n in three["notes"])
+    assert chart.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
 def test_the_distributed_check_across_two_nodes(tmp_path):

@@ -106,6 +106,28 @@ def test_collectives_across_two_hosts(cluster: Cluster, tmp_path: Path) -> None:
     assert params["world_size"] == 2 and params["backend"] == "gloo"
 
 
+def test_the_scaling_suite_across_one_and_two_hosts_makes_a_series(cluster: Cluster,
+                                                                   tmp_path: Path) -> None:
+    done = cluster.accelbench(
+        "slurm", "scaling", "--nodes", "1,2", "--nproc-per-node", "1", "--partition",
+        PARTITION, "--store", str(tmp_path / "results.sqlite"), "--output-dir",
+        str(tmp_path / "logs"), "--wait", "--poll-interval", "0.5", "--wait-timeout",
+        str(JOB_DEADLINE_S), "--json", "--", "--device", "cpu", "--bench", "train-fsdp",
+        "-p", "model=llama-tiny", "-p", "config=layers=2", "-p", "seq=16", "-p", "batch=2",
+        "-p", "global_batch=0", "-p", "steps_per_window=1", "-p", "parity_steps=2",
+        "-p", "profile_steps=1", "--max-time", "0.2", "--no-report")
+    logs = "\n".join(p.read_text() for p in (tmp_path / "logs").glob("*.out"))
+    context = f"{done.stdout}\n{done.stderr}\n{logs}\n{cluster.logs()}"
+    out = json.loads(done.stdout)
+    assert done.returncode == 0 and out["succeeded"], context
+    assert sorted(job["nodes"] for job in out["jobs"]) == ["node0", "node[0-1]"], context
+    shown = cluster.accelbench("scaling", "--json", "--store", str(tmp_path / "results.sqlite"))
+    assert shown.returncode == 0, shown.stderr
+    [series] = json.loads(shown.stdout)["series"]
+    assert [(p["world_size"], p["nodes"]) for p in series["points"]] == [(1, 1), (2, 2)]
+    assert series["points"][1]["efficiency"] is not None
+
+
 def test_isolate_across_three_hosts_names_the_slowed_one(cluster: Cluster, nodes: list[Host],
                                                          tmp_path: Path) -> None:
     nodes[2].slow()  # the last test of the module: the link stays slow

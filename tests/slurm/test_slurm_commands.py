@@ -94,6 +94,36 @@ def test_qualify_submits_one_job_per_node_pinned_to_it(fake, tmp_path, capsys):
     assert "41 42" in capsys.readouterr().out
 
 
+def test_scaling_writes_the_scaling_suite_once_per_node_count(fake, tmp_path, capsys):
+    code = main(["slurm", "scaling", "--nodes", "2,1", "--nproc-per-node", "8",
+                 "--partition", "debug", "--store", "/shared/r.sqlite", "--python",
+                 "/venv/bin/python", "--print", "--", "-p", "model=llama-1b"])
+    assert code == 0 and fake.calls == []
+    scripts = capsys.readouterr().out.split("#!/bin/bash\n")[1:]
+    assert ["#SBATCH --nodes=1" in s for s in scripts] == [True, False]  # fewest first
+    assert ["#SBATCH --nodes=2" in s for s in scripts] == [False, True]
+    for script in scripts:
+        assert "#SBATCH --job-name=accelbench-scaling" in script
+        assert "--nproc-per-node 8 --rdzv-backend c10d" in script
+        assert ("-m accelbench run --suite scaling -p model=llama-1b --store "
+                "/shared/r.sqlite") in script
+    # Submitted: one job per count, checked against the partition first.
+    assert main(["slurm", "scaling", "--nodes", "1", "--partition", "debug",
+                 "--output-dir", str(tmp_path / "logs")]) == 0
+    [(argv, script)] = fake.submitted()
+    assert argv == ["sbatch", "--parsable"] and "accelbench-scaling" in (script or "")
+    assert main(["slurm", "scaling", "--nodes", "1,3", "--partition", "debug"]) == 8
+    assert len(fake.submitted()) == 1  # 3 nodes is more than the partition has: none
+
+
+@pytest.mark.parametrize("nodes", ["0", "1,x", "", "2,-1"])
+def test_scaling_refuses_what_is_no_list_of_node_counts(fake, capsys, nodes):
+    assert main(["slurm", "scaling", "--nodes", nodes, "--partition", "debug"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "expected numbers of nodes (1,2,4)" in err
+    assert fake.submitted() == []
+
+
 def test_print_writes_the_script_and_asks_nothing_of_slurm(fake, capsys):
     assert main(["slurm", "collectives", "--nodes", "2", "--partition", "nowhere",
                  "--print"]) == 0

@@ -59,14 +59,25 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     _add_common(qualify)
 
     for name, command in (("collectives", "run --bench collectives"),
-                          ("isolate", "isolate")):
+                          ("isolate", "isolate"), ("scaling", "run --suite scaling")):
+        scaling = name == "scaling"
         across = actions.add_parser(
-            name, help=f"one job across nodes: torchrun on each, `accelbench {command}`",
+            name, help=(f"one job across nodes: torchrun on each, `accelbench {command}`"
+                        if not scaling else "one job per node count: the scaling suite "
+                        "across 1, 2, 4 ... nodes, for `accelbench scaling`"),
             description="Submit one job across --nodes: srun starts torchrun on every "
             "node, which meet through the c10d rendezvous on the first node, and run "
-            f"`accelbench {command}`. Arguments after `--` go to `accelbench {command}`.")
-        across.add_argument("--nodes", required=True, metavar="N|HOSTLIST", type=_hostlist,
-                            help="a number of nodes, or the nodes as a Slurm hostlist")
+            f"`accelbench {command}`. Arguments after `--` go to `accelbench {command}`."
+            + (" With several node counts, one such job for each, one after another in "
+               "the queue: together a scaling series across nodes." if scaling else ""))
+        if scaling:
+            across.add_argument("--nodes", required=True, metavar="N[,N...]",
+                                type=_node_counts, help="numbers of nodes, one job each "
+                                "(1,2,4)")
+        else:
+            across.add_argument("--nodes", required=True, metavar="N|HOSTLIST",
+                                type=_hostlist,
+                                help="a number of nodes, or the nodes as a Slurm hostlist")
         across.add_argument("--nproc-per-node", type=positive_int, default=1, metavar="K",
                             help="ranks per node (default 1; one per GPU on GPU nodes)")
         across.add_argument("--rdzv-port", type=_port, default=DEFAULT_RDZV_PORT,
@@ -131,6 +142,14 @@ def _hostlist(text: str) -> str:
         raise argparse.ArgumentTypeError(str(exc)) from None
 
 
+def _node_counts(text: str) -> tuple[int, ...]:
+    """Numbers of nodes, each positive, each once, fewest first."""
+    items = [item.strip() for item in text.split(",")]
+    if not all(is_decimal(item) and int(item) > 0 for item in items):
+        raise argparse.ArgumentTypeError(f"expected numbers of nodes (1,2,4), got {text!r}")
+    return tuple(sorted({int(item) for item in items}))
+
+
 def _port(text: str) -> int:
     value = positive_int(text)
     if value > 65535:
@@ -150,7 +169,8 @@ def run(args: argparse.Namespace) -> int:
 
     action = getattr(args, "slurm_action", None)
     if action is None:
-        raise UserError("slurm: choose an action: qualify, collectives, isolate or status")
+        raise UserError("slurm: choose an action: qualify, collectives, isolate, scaling or "
+                        "status")
     slurm = Slurm()
     if action == "status":
         return _report(args, _states(slurm, args.job_ids), finished=True)
@@ -158,6 +178,8 @@ def run(args: argparse.Namespace) -> int:
         raise UserError("--wait-timeout is for --wait")
     if action == "qualify":
         return _qualify(args, slurm)
+    if action == "scaling":
+        return _scaling(args, slurm)
     return _across_nodes(args, slurm)
 
 
@@ -288,6 +310,34 @@ def _across_nodes(args: argparse.Namespace, slurm: Slurm) -> int:
         where = ",".join(check_nodes(slurm, args.nodes, args.partition))
     _make_output_dir(args)
     return _after_submit(args, slurm, [(slurm.submit(script, [], env), where)])
+
+
+def _scaling(args: argparse.Namespace, slurm: Slurm) -> int:
+    """`scaling`: the scaling suite across each number of nodes, one job each (each job's
+    world is its nodes x --nproc-per-node ranks), all writing into one store."""
+    from accelbench.slurm.cluster import check_node_count, check_partition
+    from accelbench.slurm.script import SCALING_JOB, SCALING_PROGRAM, collectives_script
+
+    store, env = _job_store(args)
+    scripts = [(count, collectives_script(
+        _directives(args, SCALING_JOB, "%x-%j.out"), _launch(args), node_count=count,
+        hostlist=None, nproc_per_node=args.nproc_per_node, port=args.rdzv_port,
+        run_args=args.run_args, store=store, program=SCALING_PROGRAM))
+        for count in args.nodes]
+    if args.print:
+        return _printed("\n".join(script for _, script in scripts), env)
+    partition = check_partition(slurm, args.partition)
+    for count in args.nodes:
+        check_node_count(partition, count)
+    _make_output_dir(args)
+    submitted: list[tuple[str, str]] = []
+    try:
+        for count, script in scripts:
+            submitted.append((slurm.submit(script, [], env), f"{count} node(s)"))
+    except UserError:
+        slurm.cancel([job_id for job_id, _ in submitted])  # all of them, or none
+        raise
+    return _after_submit(args, slurm, submitted)
 
 
 def _some_nodes(text: str) -> None:

@@ -18,9 +18,11 @@ from accelbench.errors import UserError
 QUALIFY_JOB = "accelbench-qualify"
 COLLECTIVES_JOB = "accelbench-collectives"
 ISOLATE_JOB = "accelbench-isolate"
+SCALING_JOB = "accelbench-scaling"
 # What a job across nodes runs on every rank, by the action that submits it.
 COLLECTIVES_PROGRAM = ("run", "--bench", "collectives")
 ISOLATE_PROGRAM = ("isolate",)
+SCALING_PROGRAM = ("run", "--suite", "scaling")
 DEFAULT_RDZV_PORT = 29500
 
 _UNSAFE = re.compile(r"[\s\"'\\%]|[\x00-\x1f\x7f]")
@@ -123,7 +125,7 @@ def collectives_script(directives: Directives, launch: Launch, *, node_count: in
                        program: Sequence[str] = COLLECTIVES_PROGRAM) -> str:
     """One job across nodes: srun starts one torchrun per node, and the torchruns meet
     through the c10d rendezvous on the first node of the allocation; every rank runs
-    `accelbench PROGRAM` (the collectives, or `isolate`)."""
+    `accelbench PROGRAM` (the collectives, `isolate`, or the scaling suite)."""
     shape = [("--nodes", str(node_count))] if node_count else [
         ("--nodelist", hostlist or "")]
     shape.append(("--ntasks-per-node", "1"))
@@ -132,7 +134,8 @@ def collectives_script(directives: Directives, launch: Launch, *, node_count: in
                 '--nnodes "$SLURM_NNODES" --node-rank "$SLURM_NODEID" "$@"')
     torchrun = [launch.python, "--nproc-per-node", str(nproc_per_node),
                 "--rdzv-backend", "c10d"]
-    what = "isolate" if tuple(program) == ISOLATE_PROGRAM else "collectives"
+    what = {ISOLATE_PROGRAM: "isolate", SCALING_PROGRAM: "scaling"}.get(tuple(program),
+                                                                      "collectives")
     program = ["-m", "accelbench", *program, *run_args, *_store_args(store)]
     lines = [
         "#!/bin/bash",

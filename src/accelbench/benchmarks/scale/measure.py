@@ -144,8 +144,11 @@ def _memory_plan(torch: Any, ctx: CaseContext, spec: zoo.ModelSpec, the_plan: fo
                                param_bytes=4, compute_bytes=2 if bf16 else 4)
     assert ctx.dist is not None
     free = torch.cuda.mem_get_info(device)[0] if device.type == "cuda" else None
-    available, source = sizing.available_memory(device.type, ctx.dist.local_world_size,
-                                                 cuda_free=free)
+    try:
+        available, source = sizing.available_memory(device.type, ctx.dist.local_world_size,
+                                                     cuda_free=free)
+    except ValueError as exc:
+        raise CaseFailed(f"the memory plan cannot read what a rank has: {exc}") from None
     return estimate, available, f"{device} ({source})"
 
 

@@ -43,9 +43,11 @@ MAD, `core.stats.robust_z`, OUTLIER_Z, MIN_SLOWNESS). Per measurement, from each
    `core.stats.robust_center`);
 2. ranks, within each node of three ranks or more (one node included): the same test on
    the solo times of that node's ranks ("compute");
-3. links, where no node is named in 1: a node's communication time is the median over its
-   ranks of step minus solo time; a node whose communication time passes the same test
-   has its link named ("link").
+A slow link is not named from these times: the ranks of a synchronous step wait for one
+another, so a slow link lengthens every rank's step alike, and a rank's step minus its
+solo time is longest on the ranks that compute fastest, not on the ones behind the slow
+link. A measurement across nodes with nothing named says so, and points to `accelbench
+isolate`, which names a slow node or link from the pairs' own transfers.
 With fewer than three members (two nodes, two ranks on a node) nothing can be told apart:
 a note says so and nothing is named.
 """
@@ -85,29 +87,26 @@ RULE = (
     f"a node is named (compute) when the median solo step time of its ranks lies more than "
     f"{OUTLIER_Z:g} robust standard deviations (1.4826 MAD) from the median node's, on the "
     f"slow side, and is at least {MIN_SLOWNESS:g}x the center; a rank by the same test among "
-    f"its node's ranks; where no node is named, a node's link when its communication time "
-    f"(step minus solo, median over its ranks) passes the same test; fewer than three "
+    f"its node's ranks; a slow link lengthens every rank's step alike and is named by "
+    f"`accelbench isolate`, not here; fewer than three "
     f"members cannot be told apart"
 )
 
 
 @dataclass(frozen=True)
 class Drag:
-    """A node, rank or link named as dragging the scaling, with the times it was judged on."""
+    """A node or rank named as dragging the scaling, with the times it was judged on."""
 
-    what: str  # "node", "rank" or "link"
-    cause: str  # "compute" or "link"
+    what: str  # "node" or "rank"
+    cause: str  # "compute": its solo step time
     name: str  # the node, or "rank R" (a global rank)
     node: str
-    seconds: float  # its compute time (solo), or communication time (step minus solo)
+    seconds: float  # its compute time (the median solo step time of its ranks, or its own)
     center: float  # the center it was judged against, in seconds
     slowness: float  # seconds / center
     z: float
 
     def describe(self) -> str:
-        if self.what == "link":
-            return (f"link of {self.node}: communication {self.slowness:.2f}x the "
-                    f"median node's ({format_value(self.seconds, 's')})")
         where = self.name if self.what == "node" else f"{self.name} on {self.node}"
         peer = "node's" if self.what == "node" else "rank's"
         return (f"{where}: compute {self.slowness:.2f}x the median {peer} "
@@ -313,7 +312,8 @@ def _series(generation: str, sizes: Mapping[int, Sequence[_Measured]]) -> Series
 
 def _labelled(series: Sequence[Series]) -> list[Series]:
     cases = [Case(s.benchmark, "", "", s.params, s.device) for s in series]
-    labels = short_labels(cases, dtype=True)
+    labels = [f"{label} ({s.scaling})" if s.scaling in ("weak", "strong") else label
+              for label, s in zip(short_labels(cases, dtype=True), series, strict=True)]
     if len({s.generation for s in series}) > 1:
         labels = [f"{label} on {s.generation}" for label, s in zip(labels, series, strict=True)]
     if len({s.device for s in series}) > 1:
@@ -389,11 +389,10 @@ def scaled(r: RatioEstimate, factor: float) -> RatioEstimate:
 
 def judge_ranks(details: Mapping[str, Any], world_size: int) -> tuple[tuple[Drag, ...],
                                                                       tuple[str, ...]]:
-    """The nodes, ranks and links a measurement's per-rank times name (the module's rule),
+    """The nodes and ranks a measurement's per-rank times name (the module's rule),
     and the notes on what could not be told apart."""
     rank_nodes = _strings(details.get("rank_nodes"), world_size)
     solo = _floats(details.get("rank_solo_s"), world_size)
-    step = _floats(details.get("rank_step_s"), world_size)
     if rank_nodes is None or solo is None:
         return (), (("no per-rank node and solo times: nothing to name",) if world_size > 1
                     else ())
@@ -421,9 +420,10 @@ def judge_ranks(details: Mapping[str, Any], world_size: int) -> tuple[tuple[Drag
     if pairs:
         notes.append(f"2 ranks on {', '.join(pairs)}: nothing to compare either with; a "
                      "slow rank there cannot be told apart")
-    if len(nodes) >= 3 and step is not None and not any(d.what == "node" for d in named):
-        comm = [statistics.median(step[r] - solo[r] for r in ranks_of[n]) for n in nodes]
-        named += [Drag("link", "link", n, n, *judged) for n, judged in _slow(nodes, comm)]
+    if len(nodes) >= 2 and not named:
+        notes.append(f"across {len(nodes)} nodes the ranks wait for one another every step: "
+                     "a slow link slows them all alike; `accelbench isolate` names a slow node "
+                     "or link from its pairs")
     return tuple(named), tuple(notes)
 
 
