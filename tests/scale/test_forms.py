@@ -141,3 +141,20 @@ def test_the_published_gpu_figures_name_their_source_and_a_valid_configuration()
         assert entry["seq"] <= spec.shape["max_positions"]
         # Llama 3.1 8B's published size, from the shape the entry gives.
         assert sizing.parameter_count(spec) == pytest.approx(8.03e9, rel=0.01)
+
+
+def test_a_form_whose_api_this_pytorch_lacks_is_skipped_with_the_release_it_needs(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    import types
+
+    fake_torch = types.SimpleNamespace(__version__="2.3.1")
+    monkeypatch.setitem(parallel.NEEDS, "fsdp", ("json", "fully_shard", "2.6"))
+    with pytest.raises(CaseSkipped, match=r"json.fully_shard is not in PyTorch 2.3.1: it "
+                                          r"needs PyTorch 2.6 or later"):
+        parallel.require(fake_torch, "mesh", "fsdp")
+    monkeypatch.setitem(parallel.NEEDS, "pp", ("no_such_module_here", "PipelineStage", "2.5"))
+    with pytest.raises(CaseSkipped, match="needs PyTorch 2.5"):
+        parallel.require(fake_torch, "pp")
+    monkeypatch.setitem(parallel.NEEDS, "tp", ("json", "dumps", "2.5"))
+    parallel.require(fake_torch, "tp")  # present: nothing raised
