@@ -1,7 +1,8 @@
 """Training at scale on the GPUs of this node, one rank per GPU on NCCL (RCCL on ROCm):
-FSDP2 with loss parity, the memory estimate against the measured peak, a case refused
-before it runs out of memory, and, on an 8-GPU node of a device with a published figure
-(scale_expectations.toml), token/s per GPU and MFU within the published range.
+FSDP2 with loss parity, with and without CPU offload, the memory estimate against the
+measured peak, a case refused before it runs out of memory, and, on an 8-GPU node of a
+device with a published figure (scale_expectations.toml), token/s per GPU and MFU within
+the published range.
 
 Expected on one H200: llama-1b in bf16 with FSDP2 at 1 rank trains with loss parity, its
 MFU between 10% and 70% of the bf16 dense peak, its measured peak within 0.3x to 1.5x of
@@ -100,3 +101,16 @@ def test_an_eight_gpu_node_reaches_the_published_figure(tmp_path, gpu):
     mfu = m.figure("mfu")
     if mfu is not None:
         assert entry["mfu_percent"][0] <= mfu.value <= entry["mfu_percent"][1]
+
+
+def test_cpu_offload_keeps_the_state_in_host_memory_and_trains_alike(tmp_path, gpu):
+    run = _run(tmp_path / "results.sqlite", "train-fsdp",
+               {"model": "llama-tiny", "seq": "128", "batch": "4", "offload": "yes,no"},
+               gpu.count)
+    by_offload = {m.case.param_dict["offload"]: m for m in run.measurements}
+    for m in by_offload.values():
+        assert m.status == "ok", m.reason
+        assert m.details["memory_estimate"]["parameters"] >= 0
+    offloaded = by_offload[True].details["memory_estimate"]
+    assert offloaded["parameters"] == 0 and offloaded["host"] > 0
+    assert by_offload[False].details["memory_estimate"]["host"] == 0
