@@ -64,6 +64,12 @@ def test_every_form_on_two_ranks_matches_one_device_and_is_timed(store_path) -> 
     assert fsdp["global_batch"] == 2 * 4 * 2 and fsdp["scaling"] == "weak"
     assert ran[("train-2d", "llama-tiny")].details["parallel"]["tp"] == 2
     assert ran[("train-pp", "gpt2-tiny")].details["parallel"]["schedule"] == "1f1b"
+    # The run's report: a row per case that ran, each with its parity check.
+    from accelbench.benchmarks.scale.view import sections
+
+    [section] = sections(stored.measurements)
+    rows = section.tables[0].rows
+    assert len(rows) == 6 and all(" <= " in row[-1] for row in rows)
 
 
 def test_a_two_by_two_mesh_and_an_interleaved_pipeline_on_four_ranks(store_path) -> None:

@@ -404,3 +404,32 @@ def test_scaling_command_does_not_import_torch(scale_store: Path, tmp_path: Path
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                           timeout=300)
     assert done.returncode == 0, done.stderr[-2000:]
+
+
+# -- a run's report -----------------------------------------------------------------------
+
+
+def test_a_runs_report_has_a_row_per_case_and_the_series_it_measured() -> None:
+    from accelbench.benchmarks.scale.view import sections
+
+    points = [fsdp_point(world) for world in (1, 2, 4)]
+    extra = {"parity": {"steps": 3, "worst_relative_difference": 2e-7, "tolerance": 1e-4,
+                        "reference_layers": 1},
+             "layers": 2, "memory_estimate": {"total": 3 * 2**30}}
+    points[2] = Measurement(points[2].case, "ok", timings=points[2].timings,
+                            rates=points[2].rates, details={**points[2].details, **extra})
+    [section] = sections(points)
+    assert section.key == "scale" and len(section.tables) == 2
+    cases, series = section.tables
+    assert len(cases.rows) == 3
+    row = dict(zip(cases.header, cases.rows[2], strict=True))
+    assert row["Form"] == "fsdp dp=4" and row["Ranks"] == "4"
+    assert row["Loss parity"] == "2.0e-07 <= 0.0001 (3 steps, on 1 of 2 blocks)"
+    assert row["Peak memory (estimate)"] == "- (3.00 GiB)"
+    assert row["token/s per device"].endswith("token/s")
+    assert [r[2] for r in series.rows] == ["1", "2", "4"]  # the efficiency table
+    assert len(section.charts) == 1
+    # One world size: the cases alone, no series to scale.
+    [alone] = sections(points[:1])
+    assert len(alone.tables) == 1 and not alone.charts
+    assert sections([]) == []

@@ -25,7 +25,7 @@ SCHEDULES = ("gpipe", "1f1b", "interleaved-1f1b")
 SOURCES = (*MODEL_SOURCES, "accelbench.benchmarks.scale.parallel",
            "accelbench.benchmarks.scale.stages", "accelbench.benchmarks.scale.parity",
            "accelbench.benchmarks.scale.sizing")
-VIEWS = ("accelbench.benchmarks.models.view:sections",)
+VIEWS = ("accelbench.benchmarks.scale.view:sections",)
 
 _COMMON = (
     Param("model", "str", "llama-tiny", help="a LLaMA-style or GPT-2 model of the zoo",

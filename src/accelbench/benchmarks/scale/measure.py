@@ -189,6 +189,7 @@ def _timed(ctx: CaseContext, params: dict[str, Any], model: forms.Parallel, mete
         compile_time=None, time_name="window_time",
         details={
             "mode": "train", "model": spec.name, "parameters": sizing.parameter_count(spec),
+            "layers": spec.shape["layers"],
             "world_size": world, "nodes": ctx.dist.nodes, "ranks_per_node":
             ctx.dist.local_world_size, "parallel": the_plan.to_dict(),
             "scaling": the_plan.scaling, "global_batch": the_plan.global_batch,

@@ -240,20 +240,29 @@ def scaling(runs: Sequence[StoredRun], *, benchmarks: Sequence[str] = ()) -> Sca
                         f"(benchmarks: {', '.join(NAMES)})")
     if not runs:
         raise UserError("no runs selected")
-    wanted = set(benchmarks or NAMES)
+    ordered = sorted(runs, key=lambda r: (r.record.started_at, r.record.id))
+    return _scaling([(run.record.id, run.record.generation_key, m)
+                     for run in ordered for m in run.measurements], set(benchmarks or NAMES))
+
+
+def of_run(run_id: str, generation: str, measurements: Sequence[Measurement]) -> Scaling:
+    """The scaling series within one run's measurements (a run of the scaling suite)."""
+    return _scaling([(run_id, generation, m) for m in measurements], set(NAMES))
+
+
+def _scaling(found: Sequence[tuple[str, str, Measurement]], wanted: set[str]) -> Scaling:
+    """The series of `found` (run id, generation, measurement), oldest first."""
     groups: dict[tuple[Any, ...], dict[int, list[_Measured]]] = {}
     unplaced = 0
-    for run in sorted(runs, key=lambda r: (r.record.started_at, r.record.id)):
-        for m in run.measurements:
-            if m.case.benchmark not in wanted or not m.ok:
-                continue
-            world = _world_size(m)
-            if world is None:
-                unplaced += 1
-                continue
-            key = (*configuration(m.case), run.record.generation_key)
-            groups.setdefault(key, {}).setdefault(world, []).append(
-                _Measured(run.record.id, m, world))
+    for run_id, generation, m in found:
+        if m.case.benchmark not in wanted or not m.ok:
+            continue
+        world = _world_size(m)
+        if world is None:
+            unplaced += 1
+            continue
+        key = (*configuration(m.case), generation)
+        groups.setdefault(key, {}).setdefault(world, []).append(_Measured(run_id, m, world))
     built = [s for key, sizes in groups.items()
              if (s := _series(key[-1], sizes)) is not None]
     built.sort(key=lambda s: (s.benchmark, s.generation, s.device,
