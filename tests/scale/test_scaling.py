@@ -21,12 +21,11 @@ from accelbench.benchmarks.isolate.verdict import MIN_SLOWNESS
 from accelbench.benchmarks.scale.scaling import (
     IDEAL,
     STATED,
-    chart,
     configuration,
     judge_ranks,
     scaling,
-    table,
 )
+from accelbench.benchmarks.scale.view import chart, table
 from accelbench.cli.main import main
 from accelbench.core.case import Case
 from accelbench.core.measurement import Measurement, Rate

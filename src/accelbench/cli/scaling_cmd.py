@@ -45,7 +45,7 @@ def run(args: argparse.Namespace) -> int:
     if args.json:
         print_json(result.to_dict())
         return 0
-    from accelbench.benchmarks.scale.scaling import table
+    from accelbench.benchmarks.scale.view import table
     from accelbench.report.tables import render_rich
     from accelbench.report.terminal import console
 
@@ -56,7 +56,7 @@ def run(args: argparse.Namespace) -> int:
 def _write_chart(result: Scaling, path: str) -> None:
     from pathlib import Path
 
-    from accelbench.benchmarks.scale.scaling import chart
+    from accelbench.benchmarks.scale.view import chart
     from accelbench.errors import UserError
     from accelbench.report import charts
 

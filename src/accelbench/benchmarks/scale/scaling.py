@@ -70,8 +70,7 @@ from accelbench.benchmarks.scale.declaration import BENCHMARKS
 from accelbench.core.case import Case
 from accelbench.core.measurement import Measurement
 from accelbench.core.stats import OUTLIER_Z, robust_center, robust_z
-from accelbench.core.units import format_factor, format_ratio, format_share, format_value
-from accelbench.core.view import BAD, Lines, LineSeries, Table
+from accelbench.core.units import format_value
 from accelbench.errors import UserError
 from accelbench.store import StoredRun
 
@@ -452,103 +451,6 @@ def _slow(members: Sequence[str], seconds: Sequence[float]
         if z > OUTLIER_Z and slowness >= MIN_SLOWNESS:
             out.append((member, (value, center, slowness, z)))
     return out
-
-
-# -- views --------------------------------------------------------------------------------
-
-
-TABLE_HEADER = ("Configuration", "Scaling", "Ranks", "Nodes", "Ranks/node", "Parallel",
-                "Throughput", "Speed-up", "Efficiency", "Lost", "Drags")
-
-
-def table(result: Scaling) -> Table:
-    """One row per point of every series, smallest world size first."""
-    rows, styles = [], []
-    notes = [
-        f"Efficiency: throughput at N ranks / (N / N0 x throughput at N0), N0 the series' "
-        f"smallest world size; speed-up: throughput(N) / throughput(N0); lost: 1 - "
-        f"efficiency, the share of the ideal throughput lost; [brackets]: {CONFIDENCE:.0%} "
-        f"CI of the ratio from the values each worker process measured (Welch's t on their "
-        f"logarithms; with one value a side, from the two figures' stated intervals). "
-        f"Newest measurement per world size.",
-        f"Drags: {RULE}.",
-    ]
-    for s in result.series:
-        for p in s.points:
-            e = p.efficiency
-            throughput = format_value(p.value, s.unit)
-            if p.contended:
-                throughput += " (contended)"
-            if p.throttled:
-                throughput += " (throttled)"
-            baseline = e is not None and e.method == BASELINE
-            rows.append((
-                s.label, p.scaling, str(p.world_size), str(p.nodes), p.ranks_text,
-                _parallel_text(p.parallel), throughput,
-                format_factor(p.speedup.ratio) if p.speedup else "-",
-                "1 (baseline)" if baseline else format_ratio(e.ratio, e.low, e.high) if e
-                else "-",
-                "-" if baseline else format_share(p.lost),
-                "; ".join(d.describe() for d in p.drags) or ("see notes" if p.notes
-                                                             else "none"),
-            ))
-            styles.append(BAD if p.drags else None)
-            notes += [f"{s.label}, {p.world_size} ranks: {n}." for n in p.notes]
-        notes += [f"{s.label}: {n}." for n in s.notes]
-    notes += [f"{n}." for n in result.notes]
-    return Table("Scaling efficiency", TABLE_HEADER, rows, notes,
-                 frozenset({2, 3, 6, 7, 8, 9}), styles)
-
-
-def chart(result: Scaling) -> Lines:
-    """Efficiency against ranks (log2 axis): one line per series, its interval as a band,
-    each point's figures as its hover text, and the ideal at 1."""
-    lines = []
-    sizes = []
-    for s in result.series:
-        points = [p for p in s.points if p.efficiency is not None]
-        if not points:
-            continue
-        sizes += [p.world_size for p in points]
-        y = [p.efficiency.ratio for p in points if p.efficiency is not None]
-        band = [_band(p.efficiency) for p in points if p.efficiency is not None]
-        lines.append(LineSeries(s.label, [float(p.world_size) for p in points], y, band=band,
-                                tips=[_tip(s, p) for p in points]))
-    if sizes:
-        lines.append(LineSeries(IDEAL, [float(min(sizes)), float(max(sizes))], [1.0, 1.0]))
-    return Lines("Scaling efficiency against ranks", lines, xlabel="ranks (world size)",
-                 ylabel="efficiency (1: ideal)",
-                 caption=f"Throughput at N ranks over N/N0 times the throughput at the "
-                 f"smallest world size N0. Bands: {CONFIDENCE:.0%} CI of that ratio.",
-                 logx=True)
-
-
-def _band(e: RatioEstimate) -> tuple[float, float]:
-    """The interval, or the point itself where it has none (an unbounded end)."""
-    if math.isfinite(e.low) and math.isfinite(e.high) and e.low > 0:
-        return e.low, e.high
-    return e.ratio, e.ratio
-
-
-def _tip(s: Series, p: Point) -> str:
-    e = p.efficiency
-    assert e is not None
-    interval = (f" [{e.low:.3f}, {e.high:.3f}]" if math.isfinite(e.low) and math.isfinite(e.high)
-                else " (no interval)")
-    lines = [f"{s.label}: {p.world_size} ranks on {p.nodes} node(s), {p.scaling} scaling",
-             f"efficiency {e.ratio:.3f}{interval}",
-             f"speed-up {format_factor(p.speedup.ratio if p.speedup else None)}, "
-             f"{format_value(p.value, s.unit)}"]
-    lines += [d.describe() for d in p.drags]
-    return "\n".join(lines)
-
-
-def _parallel_text(parallel: Mapping[str, Any]) -> str:
-    if not parallel:
-        return "-"
-    sizes = " ".join(f"{k}={parallel[k]}" for k in ("dp", "tp", "pp")
-                     if k in parallel and parallel[k] != 1)
-    return f"{parallel.get('form', '?')} {sizes}".strip()
 
 
 # -- reading details ----------------------------------------------------------------------
