@@ -196,15 +196,20 @@ def test_data_parallel_training_across_two_nodes(tmp_path):
 
 
 def test_fsdp_scales_across_one_two_and_three_nodes_and_the_efficiency_is_tabled(tmp_path):
-    argv = ["run", "--bench", "train-fsdp", "-p", "model=llama-tiny", "-p", "seq=16",
+    argv = ["run", "-p", "model=llama-tiny", "-p", "seq=16",
             "-p", "batch=2", "-p", "steps_per_window=1", "-p", "parity_steps=2",
             "-p", "profile_steps=1", *QUICK]
+    # On three nodes, isolate measures the links beside the training case in the same run.
+    links = ["-p", "budget=10", "-p", "bytes=64K", "-p", "samples=3"]
     for count in (1, 2, 3):
-        with job(tmp_path, count, 1, argv, name=f"{count}-") as running:
+        benches = ["--bench", "train-fsdp", *(["isolate", *links] if count == 3 else [])]
+        with job(tmp_path, count, 1, [*argv, *benches], name=f"{count}-") as running:
             codes = [running.wait(i) for i in range(count)]
             assert codes == [0] * count, running.output(0)
     stored = _stored(tmp_path / "results.sqlite")
-    assert stored.measurements[0].details["nodes"] == 3
+    by_bench = {m.case.benchmark: m for m in stored.measurements}
+    assert by_bench["train-fsdp"].details["nodes"] == 3
+    assert by_bench["isolate"].status == "ok", by_bench["isolate"].reason
     env = {**os.environ, "PYTHONPATH": SRC}
     chart = tmp_path / "scaling.png"
     shown = subprocess.run([sys.executable, "-m", "accelbench", "scaling", "--json", "--chart",
@@ -219,10 +224,11 @@ def test_fsdp_scales_across_one_two_and_three_nodes_and_the_efficiency_is_tabled
         assert 0 < point["efficiency"] < 1.5, point
         low, high = point["efficiency_ci"]
         assert low <= point["efficiency"] <= high
-    # Three nodes can be told apart: a node slow in compute is named, or the note says
-    # that a slow link would slow every rank alike.
+    # Three nodes can be told apart: a node slow in compute is named; and isolate, run
+    # beside it, named a link or node, or said it named none.
     three = points[2]
-    assert three["drags"] or any("accelbench isolate" in n for n in three["notes"])
+    assert three["isolated"] or any("isolate in the same run named no" in n
+                                    for n in three["notes"]), three
     assert chart.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 

@@ -432,3 +432,37 @@ def test_a_runs_report_has_a_row_per_case_and_the_series_it_measured() -> None:
     [alone] = sections(points[:1])
     assert len(alone.tables) == 1 and not alone.charts
     assert sections([]) == []
+
+
+def isolate_measurement(world: int, named: tuple[Any, ...]) -> Measurement:
+    from accelbench.benchmarks.isolate.schedule import NODE
+    from accelbench.benchmarks.isolate.verdict import Fabric, Verdict
+
+    verdict = Verdict((Fabric("nodes", NODE, ("n1", "n2"), {}, named=named),))
+    case = Case.make("isolate", "i1", "collective", {"backend": "nccl", "world_size": world},
+                     "cuda:0")
+    return Measurement(case, "ok", details={"verdict": verdict.to_dict()})
+
+
+def test_what_isolate_named_in_the_same_run_is_given_with_the_point() -> None:
+    from accelbench.benchmarks.isolate.verdict import Named
+    from accelbench.benchmarks.scale.scaling import of_run
+
+    slow_link = Named("link", "n1-n2", "p2p_bw", 1e9, 3e9, 3.0, 7.5)
+    points = [fsdp_point(4), fsdp_point(8)]
+    # Without isolate: two nodes cannot be told apart, and isolate is pointed to.
+    [series] = of_run("r1", "", points).series
+    eight = series.points[1]
+    assert eight.isolated == () and any("accelbench isolate" in n for n in eight.notes)
+    # With isolate on the same 8 ranks: its slow link, and no pointer left.
+    [series] = of_run("r1", "", [*points, isolate_measurement(8, (slow_link,))]).series
+    eight = series.points[1]
+    assert eight.isolated == ("link n1-n2: send/recv bandwidth 3.00x slower (isolate)",)
+    assert not any("accelbench isolate" in n for n in eight.notes)
+    assert series.points[0].isolated == ()  # isolate ran on 8 ranks, not on 4
+    row = table(of_run("r1", "", [*points, isolate_measurement(8, (slow_link,))])).rows[1]
+    assert "link n1-n2" in row[-1]
+    # An isolate that named nothing says so.
+    [series] = of_run("r1", "", [*points, isolate_measurement(8, ())]).series
+    assert any("isolate in the same run named no node or link (conclusive)" in n
+               for n in series.points[1].notes)

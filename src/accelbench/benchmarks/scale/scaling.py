@@ -47,7 +47,10 @@ A slow link is not named from these times: the ranks of a synchronous step wait 
 another, so a slow link lengthens every rank's step alike, and a rank's step minus its
 solo time is longest on the ranks that compute fastest, not on the ones behind the slow
 link. A measurement across nodes with nothing named says so, and points to `accelbench
-isolate`, which names a slow node or link from the pairs' own transfers.
+isolate`, which names a slow node or link from the pairs' own transfers; where the same
+run measured `isolate` on the same ranks (the scaling suite runs it on GPU nodes, and
+`accelbench slurm scaling` across nodes), what it named is given with the point
+(`isolated`).
 With fewer than three members (two nodes, two ranks on a node) nothing can be told apart:
 a note says so and nothing is named.
 """
@@ -65,7 +68,7 @@ from accelbench.analysis import evidence as ev
 from accelbench.analysis.generations import short_labels
 from accelbench.analysis.significance import RatioEstimate
 from accelbench.analysis.values import CaseResults
-from accelbench.benchmarks.isolate.verdict import MIN_SLOWNESS
+from accelbench.benchmarks.isolate.verdict import BY_NAME, MIN_SLOWNESS, Named, Verdict
 from accelbench.benchmarks.scale.declaration import BENCHMARKS
 from accelbench.core.case import Case
 from accelbench.core.measurement import Measurement
@@ -137,6 +140,9 @@ class Point:
     drags: tuple[Drag, ...] = ()
     notes: tuple[str, ...] = ()
     runs_at_size: int = 1  # measurements of this configuration at this world size
+    # What `isolate`, measured in the same run on the same ranks, named: its slow nodes
+    # and links, each described with its figures (empty: it named nothing, or did not run).
+    isolated: tuple[str, ...] = ()
     contended: bool = False
     throttled: bool = False
 
@@ -174,6 +180,7 @@ class Point:
             "ci_method": e.method if e else None,
             "tokens_per_s_per_device": self.tokens_per_s_per_device,
             "drags": [d.to_dict() for d in self.drags], "notes": list(self.notes),
+            "isolated": list(self.isolated),
             "runs_at_size": self.runs_at_size, "contended": self.contended,
             "throttled": self.throttled,
         }
@@ -253,7 +260,11 @@ def _scaling(found: Sequence[tuple[str, str, Measurement]], wanted: set[str]) ->
     """The series of `found` (run id, generation, measurement), oldest first."""
     groups: dict[tuple[Any, ...], dict[int, list[_Measured]]] = {}
     unplaced = 0
+    verdicts: dict[tuple[str, int], Verdict] = {}  # the run's newest isolate, by world size
     for run_id, generation, m in found:
+        verdict = _verdict(m)
+        if verdict is not None:
+            verdicts[(run_id, _world_size(m) or 0)] = verdict
         if m.case.benchmark not in wanted or not m.ok:
             continue
         world = _world_size(m)
@@ -263,7 +274,7 @@ def _scaling(found: Sequence[tuple[str, str, Measurement]], wanted: set[str]) ->
         key = (*configuration(m.case), generation)
         groups.setdefault(key, {}).setdefault(world, []).append(_Measured(run_id, m, world))
     built = [s for key, sizes in groups.items()
-             if (s := _series(key[-1], sizes)) is not None]
+             if (s := _series(key[-1], sizes, verdicts)) is not None]
     built.sort(key=lambda s: (s.benchmark, s.generation, s.device,
                               tuple((k, str(v)) for k, v in s.params)))
     labelled = _labelled(built)
@@ -287,7 +298,20 @@ def _world_size(m: Measurement) -> int | None:
     return None
 
 
-def _series(generation: str, sizes: Mapping[int, Sequence[_Measured]]) -> Series | None:
+def _verdict(m: Measurement) -> Verdict | None:
+    """The verdict of an `isolate` case that ran, or None (another benchmark, or a
+    verdict this version cannot read)."""
+    if m.case.benchmark != "isolate" or not m.ok:
+        return None
+    stored = m.details.get("verdict")
+    try:
+        return Verdict.from_dict(stored) if isinstance(stored, Mapping) else None
+    except (KeyError, TypeError, ValueError):
+        return None
+
+
+def _series(generation: str, sizes: Mapping[int, Sequence[_Measured]],
+            verdicts: Mapping[tuple[str, int], Verdict]) -> Series | None:
     newest = {n: found[-1] for n, found in sorted(sizes.items())}
     figure_name = TOKENS if all(m.measurement.figure(TOKENS) is not None
                                 for m in newest.values()) else None
@@ -300,7 +324,8 @@ def _series(generation: str, sizes: Mapping[int, Sequence[_Measured]]) -> Series
     base = results[base_n]
     figure = base.figure
     assert figure is not None
-    points = tuple(_point(newest[n], r, base, base_n, len(sizes[n])) for n, r in results.items())
+    points = tuple(_point(newest[n], r, base, base_n, len(sizes[n]),
+                          verdicts.get((newest[n].run, n))) for n, r in results.items())
     case = newest[base_n].measurement.case
     benchmark, params, device = configuration(case)
     labels = {p.scaling for p in points}
@@ -334,7 +359,7 @@ def _labelled(series: Sequence[Series]) -> list[Series]:
 
 
 def _point(measured: _Measured, entry: CaseResults, base: CaseResults, base_n: int,
-           runs_at_size: int) -> Point:
+           runs_at_size: int, verdict: Verdict | None = None) -> Point:
     m = measured.measurement
     n = measured.world_size
     details = m.details if isinstance(m.details, Mapping) else {}
@@ -353,6 +378,16 @@ def _point(measured: _Measured, entry: CaseResults, base: CaseResults, base_n: i
         speedup = speed_ratio(base, entry)
     efficiency = None if speedup is None else scaled(speedup, base_n / n)
     drags, drag_notes = judge_ranks(details, n)
+    isolated: tuple[str, ...] = ()
+    if verdict is not None:
+        isolated = tuple(_isolated(named) for named in verdict.named)
+        # isolate has measured the links: the pointer to it has been followed.
+        drag_notes = tuple(n for n in drag_notes if "accelbench isolate" not in n)
+        if not isolated:
+            drag_notes += (f"isolate in the same run named no node or link "
+                           f"({'conclusive' if verdict.conclusive else 'inconclusive'})",)
+        elif not verdict.conclusive:
+            drag_notes += ("isolate's naming in the same run was inconclusive",)
     scaling_label = details.get("scaling")
     parallel = details.get("parallel")
     per_device_figure = m.figure("tokens_per_device")
@@ -366,8 +401,16 @@ def _point(measured: _Measured, entry: CaseResults, base: CaseResults, base_n: i
         tokens_per_s_per_device=float(per_device) if isinstance(per_device, (int, float))
         and _is_number(per_device) else None,
         drags=drags, notes=(*notes, *drag_notes), runs_at_size=runs_at_size,
+        isolated=isolated,
         contended=entry.contended, throttled=entry.throttled,
     )
+
+
+def _isolated(named: Named) -> str:
+    """What isolate named, in words: "link node1-node2: send/recv bandwidth 3.10x slower"."""
+    metric = BY_NAME.get(named.metric)
+    title = metric.title if metric is not None else named.metric
+    return f"{named.what} {named.name}: {title} {named.slowness:.2f}x slower (isolate)"
 
 
 def speed_ratio(base: CaseResults, entry: CaseResults) -> RatioEstimate:

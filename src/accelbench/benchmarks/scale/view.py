@@ -156,10 +156,10 @@ def table(result: Scaling) -> Table:
                 "1 (baseline)" if baseline else format_ratio(e.ratio, e.low, e.high) if e
                 else "-",
                 "-" if baseline else format_share(p.lost),
-                "; ".join(d.describe() for d in p.drags) or ("see notes" if p.notes
-                                                             else "none"),
+                "; ".join([*(d.describe() for d in p.drags), *p.isolated])
+                or ("see notes" if p.notes else "none"),
             ))
-            styles.append(BAD if p.drags else None)
+            styles.append(BAD if p.drags or p.isolated else None)
             notes += [f"{s.label}, {p.world_size} ranks: {n}." for n in p.notes]
         notes += [f"{s.label}: {n}." for n in s.notes]
     notes += [f"{n}." for n in result.notes]
@@ -207,4 +207,5 @@ def _tip(s: Series, p: Point) -> str:
              f"speed-up {format_factor(p.speedup.ratio if p.speedup else None)}, "
              f"{format_value(p.value, s.unit)}"]
     lines += [d.describe() for d in p.drags]
+    lines += list(p.isolated)
     return "\n".join(lines)
