@@ -110,6 +110,10 @@ class Parallel:
         from torch.distributed.device_mesh import init_device_mesh
 
         self.torch, self.spec, self.plan, self.device = torch, spec, the_plan, device
+        # Process groups this form made beside the job's own (a 2-D mesh's dimensions, a
+        # pipeline's tied-weight pair): ended with it, so that a job of many cases does
+        # not keep a communicator (and its device buffers) per case.
+        self._groups: list[Any] = []
         lay = the_plan.layout
         bf16 = params["dtype"] == "bf16"
         # FSDP alone moves each rank's shard to the device: the whole model stays on the host.
@@ -120,6 +124,7 @@ class Parallel:
             mesh = init_device_mesh(device.type, (lay.dp, lay.tp), mesh_dim_names=("dp", "tp"))
             dp_mesh, tp_mesh = mesh["dp"], mesh["tp"]
             self.dp_rank = mesh.get_local_rank("dp")
+            self._groups += [mesh.get_group("dp"), mesh.get_group("tp")]
         else:
             mesh = init_device_mesh(device.type, (world,))
             dp_mesh = tp_mesh = mesh
@@ -139,6 +144,7 @@ class Parallel:
         elif the_plan.form == "pp":
             self.pipeline = stages.build(model, spec.arch, rank, world, lay.schedule,
                                          lay.microbatches, device)
+            self._groups.append(self.pipeline.tied_group)
             trained = [p for m in self.pipeline.modules for p in m.parameters()]
         else:
             trained = list(model.parameters())
@@ -194,6 +200,12 @@ class Parallel:
         return self.torch.autocast(self.device.type, dtype=self.torch.bfloat16)
 
     def release(self) -> None:
+        """Drop the model, its state and the groups it made (on every rank alike)."""
         self.model = self.optimizer = self.pipeline = None  # type: ignore[assignment]
         self.batch = self.last_loss = None  # type: ignore[assignment]
+        dist = self.torch.distributed
+        world = dist.group.WORLD
+        for group in dict.fromkeys(g for g in self._groups if g is not None and g != world):
+            dist.destroy_process_group(group)
+        self._groups = []
 
