@@ -34,8 +34,9 @@ _COMMON = (
           "repeat -p for several)", check=overrides_problem, grid=False),
     Param("dtype", "str", "fp32", help="fp32; bf16: bfloat16 compute (FSDP's mixed-precision "
           "policy where the form shards with FSDP, autocast otherwise)", choices=DTYPES),
-    Param("batch", "int", 4, help="sequences per step on each data-parallel rank (weak "
-          "scaling: the global batch grows with the ranks)", minimum=1),
+    Param("batch", "int", 4, help="sequences per micro-step on each data-parallel rank (a "
+          "pipeline splits them into its microbatches; weak scaling: the global batch grows "
+          "with the ranks)", minimum=1),
     Param("global_batch", "int", 0, help="sequences per step over all data-parallel ranks "
           "(strong scaling: split between them); 0: batch x data-parallel ranks",
           minimum=0),
@@ -55,7 +56,8 @@ _FSDP = (
     Param("reshard", "bool", True, help="reshard parameters after forward (FSDP's "
           "reshard_after_forward: less memory, one more all-gather in backward)"),
     Param("reduce_dtype", "str", "fp32", help="the dtype gradients are reduced in (FSDP's "
-          "mixed-precision policy; with dtype fp32 both stay fp32)", choices=DTYPES),
+          "mixed-precision policy, with dtype bf16)", choices=DTYPES,
+          only_when=("dtype", ("bf16",))),
     Param("offload", "bool", False, help="keep parameters, gradients and optimizer state "
           "in host memory (FSDP's CPUOffloadPolicy; accelerators only)"),
     Param("accumulate", "int", 1, help="micro-steps of gradient accumulation per optimizer "

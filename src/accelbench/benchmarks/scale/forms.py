@@ -137,8 +137,8 @@ class Parallel:
             parallel.compile_blocks(model, spec.arch)
         self.pipeline: stages.Pipeline | None = None
         if lay.fsdp:
-            policies = parallel.fsdp_policies(torch, params["dtype"], params["reduce_dtype"],
-                                              params["offload"])
+            reduce = params.get("reduce_dtype", "fp32")  # given with bf16 only
+            policies = parallel.fsdp_policies(torch, params["dtype"], reduce, params["offload"])
             parallel.shard(model, spec.arch, dp_mesh, lay.reshard_after_forward, policies)
             trained: list[Any] = list(model.parameters())
         elif the_plan.form == "pp":
