@@ -204,7 +204,8 @@ def test_slurm_not_installed(monkeypatch, tmp_path, capsys):
     assert "scontrol is not installed here" in capsys.readouterr().err
 
 
-def test_a_refused_submission_cancels_the_jobs_already_submitted(fake, monkeypatch, capsys):
+def test_a_refused_submission_cancels_the_jobs_already_submitted(fake, monkeypatch, capsys,
+                                                                 tmp_path):
     real = fake.__call__
 
     def answer(argv, stdin=None):
@@ -214,7 +215,8 @@ def test_a_refused_submission_cancels_the_jobs_already_submitted(fake, monkeypat
         return real(argv, stdin)
 
     monkeypatch.setattr(commands, "run_command", answer)
-    code = main(["slurm", "qualify", "--nodes", "gpu[01-02]", "--partition", "debug"])
+    code = main(["slurm", "qualify", "--nodes", "gpu[01-02]", "--partition", "debug",
+                 "--output-dir", str(tmp_path / "logs")])
     assert code == EXIT_SCHEDULER
     assert "sbatch refused the job: sbatch: error: Batch job submission failed: Invalid " \
            "partition name specified" in capsys.readouterr().err
@@ -302,8 +304,9 @@ def test_a_node_list_that_is_no_hostlist_is_bad_input(fake, capsys, nodes, actio
     assert fake.calls == []  # nothing reached Slurm
 
 
-def test_every_name_reaches_slurm_after_a_double_dash(fake):
-    assert main(["slurm", "qualify", "--nodes", "gpu[01-02]", "--partition", "debug"]) == 0
+def test_every_name_reaches_slurm_after_a_double_dash(fake, tmp_path):
+    assert main(["slurm", "qualify", "--nodes", "gpu[01-02]", "--partition", "debug",
+                 "--output-dir", str(tmp_path / "logs")]) == 0
     scontrol = [argv for argv, _ in fake.calls if argv[0] == "scontrol"]
     assert len(scontrol) == 4  # the list, the partition, each node
     assert all(argv[-2] == "--" for argv in scontrol), scontrol
