@@ -27,10 +27,11 @@ import time
 from pathlib import Path
 from typing import Any
 
-from accelbench.benchmarks.models import zoo
+from accelbench.benchmarks.models import checks, zoo
 from accelbench.benchmarks.models.flops import transformer_flops
 from accelbench.benchmarks.models.memory import PeakMemory
 from accelbench.benchmarks.models.results import Work, model_result
+from accelbench.benchmarks.models.trainer import free_cached
 from accelbench.benchmarks.scale import forms, parallel, parity, sizing
 from accelbench.core.context import CaseContext
 from accelbench.core.measurement import CaseFailed, CaseResult, CaseSkipped, Figure, Rate
@@ -85,7 +86,7 @@ def _measure(ctx: CaseContext, params: dict[str, Any], form: str) -> CaseResult:
         ref_spec = spec.with_overrides({"layers": layers})
     ref = parity.reference(torch, ref_spec, the_plan, params["dtype"], params["seq"],
                            params["parity_steps"], device)
-    _free(torch, device)
+    free_cached(torch, device)
     model: forms.Parallel | None = None
     try:
         model = forms.Parallel(torch, ref_spec, the_plan, params, device, rank, world)
@@ -93,7 +94,7 @@ def _measure(ctx: CaseContext, params: dict[str, Any], form: str) -> CaseResult:
         parity_details = parity.check(losses, ref, params["dtype"])
         if ref_spec is not spec:  # checked on fewer blocks: now build the case's model
             model.release()
-            _free(torch, device)
+            free_cached(torch, device)
             model = forms.Parallel(torch, spec, the_plan, params, device, rank, world)
         meter = PeakMemory(torch, device)
         return _timed(ctx, params, model, meter, estimate, parity_details, ref)
@@ -169,8 +170,7 @@ def _timed(ctx: CaseContext, params: dict[str, Any], model: forms.Parallel, mete
 
     timing = ctx.time(window)
     last = model.mean_loss(model.last_loss)
-    if last != last or abs(last) == float("inf"):
-        raise CaseFailed(f"the training loss after timing is not finite ({last})")
+    checks.check_finite(last, "the training loss after timing")
     peak_memory, memory_details = meter.peak()
     exposed = _exposed_share(ctx, model, params["profile_steps"])
     ranks = _gather(torch, {
@@ -269,11 +269,3 @@ def _node() -> str:
 def _sync(torch: Any, device: Any) -> None:
     if device.type == "cuda":
         torch.cuda.synchronize(device)
-
-
-def _free(torch: Any, device: Any) -> None:
-    import gc
-
-    gc.collect()
-    if device.type == "cuda":
-        torch.cuda.empty_cache()

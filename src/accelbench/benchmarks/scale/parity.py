@@ -17,6 +17,7 @@ which a slow rank or node is named when the scaling analysis asks what drags.
 from __future__ import annotations
 
 import contextlib
+import math
 import statistics
 import time
 from dataclasses import dataclass
@@ -72,7 +73,7 @@ def check(parallel_losses: list[float], ref: Reference, dtype: str) -> dict[str,
     tolerance = TOLERANCE[dtype]
     worst = 0.0
     for step, (mine, theirs) in enumerate(zip(parallel_losses, ref.losses, strict=True), 1):
-        if not all(map(_finite, (mine, theirs))):
+        if not (math.isfinite(mine) and math.isfinite(theirs)):
             raise CaseFailed(f"loss parity: step {step} loss {mine} vs single-device {theirs} "
                              f"(not finite)")
         difference = abs(mine - theirs) / max(abs(theirs), 1e-12)
@@ -86,7 +87,3 @@ def check(parallel_losses: list[float], ref: Reference, dtype: str) -> dict[str,
             "tolerance": tolerance, "reference_layers": ref.layers,
             "rule": "each checked step's loss over the global batch within the tolerance "
                     "(relative) of a single-device step on the same data and seed"}
-
-
-def _finite(value: float) -> bool:
-    return value == value and abs(value) != float("inf")
