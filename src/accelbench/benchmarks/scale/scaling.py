@@ -35,7 +35,7 @@ version than the baseline's is not normalised.
 
 What drags (the rule of the `isolate` family, `benchmarks.isolate.verdict`: median and
 MAD, `core.stats.robust_z`, OUTLIER_Z, MIN_SLOWNESS). Per measurement, from each rank's
-`rank_solo_s` (the same per-rank step with no communication) and `rank_step_s`:
+`rank_solo_s` (the same per-rank step with no communication):
 1. nodes, in a measurement on three nodes or more: a node's compute time is the median
    of its ranks' solo times; a node is named ("compute") when its compute time lies more
    than OUTLIER_Z robust standard deviations (1.4826 MAD) from the median node's, on the
@@ -486,7 +486,7 @@ def _slow(members: Sequence[str], seconds: Sequence[float]
     if len(members) < 3:
         return []
     center, _, _ = robust_center(list(seconds))
-    if not center > 0:  # no time to be slower than (communication all hidden)
+    if not center > 0:  # no time to be slower than
         return []
     out = []
     for member, value, z in zip(members, seconds, robust_z(list(seconds)), strict=True):
