@@ -2,14 +2,17 @@
 its own `accelbench run`, and prints:
 
   (a) coverage: over every case and every ordered pair of runs, the fraction of the other
-      run's headline figures that fall inside this run's stated 95% interval;
+      run's headline figures that fall inside this run's stated 95% interval, and the
+      same with the intervals the processes alone give (no host-speed floor);
   (b) run-to-run spread: per case, max/min - 1 of its headline figure over the runs;
       the median and the worst, for the micro cases and for all;
   (c) the wall time of each run;
   (d) where the run-to-run spread comes from: each run's common factor (the median, over
       its cases, of how far each case's figure lies from that case's geometric mean over
       the runs) beside the host's speed on the reference work timed around every case
-      (`env.host.reference`), and the spread left once the common factor is taken out.
+      (`env.host.reference`), the spread left once the common factor is taken out, and
+      the spread of the CPU cases had each process run at one host speed (each process's
+      value scaled by the reference speed timed beside it).
 
 Goals on a 2-core machine that is otherwise idle, over 4 or more runs of the quick suite:
 (a) at least 90%, (b) a median spread of at most 5% over all cases, (c) each run under 3
@@ -111,6 +114,9 @@ def report(store_path: Path) -> int:
     if pairs:
         print(f"(a) coverage: {covered} of {pairs} other runs' figures inside a run's "
               f"stated 95% interval = {covered / pairs:.0%} (goal >= {GOAL_COVERAGE:.0%})")
+        bare = _coverage(series, _without_host_floor)
+        print(f"    the same runs' intervals without the host-speed floor: {bare[0]} of "
+              f"{bare[1]} = {bare[0] / max(1, bare[1]):.0%}")
     if busy_pairs:
         print(f"    with a contended figure: {busy_covered} of {busy_pairs} "
               f"= {busy_covered / busy_pairs:.0%} (not counted above)")
@@ -131,6 +137,31 @@ def report(store_path: Path) -> int:
           and spreads["all"] and statistics.median(spreads["all"]) <= GOAL_SPREAD
           and all(d < GOAL_RUN_S for d in durations))
     return 0 if ok else 1
+
+
+def _without_host_floor(m: Any) -> Any:
+    """`m` as if no host-speed spread had been recorded beside it."""
+    import dataclasses
+
+    from accelbench.core.measurement import HOST_SPEED
+
+    details = {k: v for k, v in m.details.items() if k != HOST_SPEED}
+    return dataclasses.replace(m, details=details)
+
+
+def _coverage(series: dict[str, list[Any]], view: Any) -> tuple[int, int]:
+    """(a) over uncontended figures, each measurement seen through `view`."""
+    covered = pairs = 0
+    for ms in series.values():
+        for earlier, later in itertools.permutations(ms, 2):
+            if earlier.contended or later.contended:
+                continue
+            figure = view(earlier).primary
+            if figure.low is None or figure.high is None:
+                continue
+            pairs += 1
+            covered += figure.low <= later.primary.value <= figure.high
+    return covered, pairs
 
 
 def _sources(runs: list[Any]) -> None:
@@ -164,6 +195,42 @@ def _sources(runs: list[Any]) -> None:
                 - 1 for c in centred]
     print(f"    run-to-run spread with the common factor taken out: median "
           f"{statistics.median(residual):.1%} over {len(residual)} cases")
+    adjusted = _host_adjusted(runs)
+    if adjusted:
+        print(f"    CPU cases, each process scaled by its own reference speed: median spread "
+              f"{statistics.median(adjusted.values()):.1%} over {len(adjusted)} cases "
+              f"(as measured: {statistics.median(_spreads(runs, adjusted)):.1%})")
+
+
+def _host_adjusted(runs: list[Any]) -> dict[str, float]:
+    """Per CPU case timed in several processes: the run-to-run spread of its figure once
+    each process's value is scaled by the host's speed on the reference work beside it,
+    i.e. what the spread would be if the host had held one speed."""
+    from accelbench.analysis.host_speed import readings
+
+    logs: dict[str, list[float]] = {}
+    for run in runs:
+        for m in run.measurements:
+            timed = [t for t in m.timings if t.samples]
+            speeds = [s for _, s in readings(m)]
+            if (not m.ok or m.case.device != "cpu" or len(timed) < 2
+                    or len(speeds) != len(timed)):
+                continue
+            per_process = [math.log(statistics.median(t.samples)) + math.log(s)
+                           for t, s in zip(timed, speeds, strict=True)]
+            logs.setdefault(m.case.key, []).append(statistics.fmean(per_process))
+    return {key: math.exp(max(v) - min(v)) - 1 for key, v in logs.items()
+            if len(v) == len(runs)}
+
+
+def _spreads(runs: list[Any], keys: dict[str, float]) -> list[float]:
+    """The run-to-run spread of the headline figures of the cases in `keys`."""
+    values: dict[str, list[float]] = {}
+    for run in runs:
+        for m in run.measurements:
+            if m.case.key in keys and m.ok and m.primary is not None:
+                values.setdefault(m.case.key, []).append(m.primary.value)
+    return [max(v) / min(v) - 1 for v in values.values() if min(v) > 0]
 
 
 if __name__ == "__main__":

@@ -299,7 +299,8 @@ def compare_case(
 ) -> CaseComparison:
     figure = b.figure or a.figure
     assert figure is not None
-    side_a, side_b = ev.side(a.per_run, floors[0]), ev.side(b.per_run, floors[1])
+    side_a = ev.side(a.per_run, floors[0], a.host_speed_sd)
+    side_b = ev.side(b.per_run, floors[1], b.host_speed_sd)
     found = ev.weigh(side_a, side_b, alpha)
     method = _method(side_a, side_b)
     ratio = RatioEstimate(found.ratio, found.low, found.high, method)

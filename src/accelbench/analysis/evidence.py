@@ -7,7 +7,8 @@ rerun reproduces. A side of a comparison (one run, or several) is summarised on 
 scale, noise on speed being multiplicative:
 
 - one run: the mean of its processes' log values, with the variance of that mean from
-  their spread (s² / n, n - 1 degrees of freedom);
+  their spread (s² / n, n - 1 degrees of freedom), s floored, for a CPU case, at how much
+  the host's own speed moved between the run's processes, as in the run's interval;
 - several runs: the mean of the runs' means, with the variance from the spread of the
   run means (s² / k, k - 1 degrees of freedom): a run's own conditions (its host's state,
   its placement) are part of the noise a rerun sees.
@@ -109,8 +110,11 @@ class Side:
         return None if self.var is None else self.var * self.runs
 
 
-def side(per_run: Sequence[Iterable[float]], floor: NoiseFloor | None = None) -> Side:
-    """A side from the process values of each of its runs (one sequence per run)."""
+def side(per_run: Sequence[Iterable[float]], floor: NoiseFloor | None = None,
+         process_floor: float = 0.0) -> Side:
+    """A side from the process values of each of its runs (one sequence per run).
+    `process_floor`: an sd of log values one run's processes vary by at least (the host's
+    speed spread, `core.between`), as in the run's own interval."""
     runs = [[math.log(v) for v in map(float, values) if v > 0 and math.isfinite(v)]
             for values in per_run]
     runs = [r for r in runs if r]
@@ -123,7 +127,8 @@ def side(per_run: Sequence[Iterable[float]], floor: NoiseFloor | None = None) ->
     if len(runs) >= 2:
         var, df, source = _var(means) / len(runs), float(len(runs) - 1), "runs"
     elif processes >= 2:
-        var, df, source = _var(runs[0]) / processes, float(processes - 1), "processes"
+        var = max(_var(runs[0]), process_floor ** 2) / processes
+        df, source = float(processes - 1), "processes"
     else:
         var, df, source = None, 0.0, "none"
     if floor is not None:

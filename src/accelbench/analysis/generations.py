@@ -220,7 +220,8 @@ def _cell(generation: str, entry: CaseResults, base: CaseResults | None) -> Cell
         return Cell(generation, entry, None, "benchmark version differs from the baseline's")
     figure = entry.figure
     assert figure is not None
-    found = ev.weigh(ev.side(base.per_run), ev.side(entry.per_run))
+    found = ev.weigh(ev.side(base.per_run, process_floor=base.host_speed_sd),
+                     ev.side(entry.per_run, process_floor=entry.host_speed_sd))
     estimate = RatioEstimate(found.ratio, found.low, found.high, ev.TEST_NAME)
     if not figure.higher_is_better:
         estimate = estimate.inverted()

@@ -22,6 +22,7 @@ from typing import Any
 
 from accelbench.analysis import evidence as ev
 from accelbench.core.measurement import Measurement
+from accelbench.env.host.reference import speed_of
 from accelbench.store import StoredRun
 
 CPU = "cpu"
@@ -55,13 +56,7 @@ class HostShift:
 
 def readings(m: Measurement) -> list[tuple[str, float]]:
     """(what the reference is, its speed) for each process of `m` that timed it."""
-    out = []
-    for host in m.hosts:
-        seconds = [float(s) for s in host.get("reference_s") or () if _positive(s)]
-        name = host.get("reference")
-        if seconds and isinstance(name, str):
-            out.append((name, 1.0 / math.exp(sum(map(math.log, seconds)) / len(seconds))))
-    return out
+    return [found for found in map(speed_of, m.hosts) if found is not None]
 
 
 def host_shift(a: Iterable[StoredRun], b: Iterable[StoredRun], alpha: float = 0.05
@@ -90,8 +85,3 @@ def _side(runs: Iterable[StoredRun]) -> tuple[str, list[float]] | None:
         return None  # none, or references of different kinds mixed in one side
     ((name, speeds),) = found.items()
     return (name, speeds) if len(speeds) >= 2 else None
-
-
-def _positive(value: object) -> bool:
-    return (isinstance(value, (int, float)) and not isinstance(value, bool)
-            and math.isfinite(value) and value > 0)

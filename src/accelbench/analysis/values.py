@@ -181,6 +181,12 @@ class CaseResults:
                  for _, m in self.pooled]
         return [p for p in parts if p.size]
 
+    @property
+    def host_speed_sd(self) -> float:
+        """The floor under one run's process spread (`Measurement.host_speed_sd`): the
+        largest of the runs taken."""
+        return max((m.host_speed_sd for _, m in self.pooled), default=0.0)
+
     @cached_property
     def values(self) -> np.ndarray:
         """Every process value of every run taken."""

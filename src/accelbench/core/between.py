@@ -16,6 +16,17 @@ accelbench 0.1 it was the median of the process values: with three processes tha
 between runs by about a third more, the process effects being near normal, not
 heavy-tailed, on the machines measured.) With a single process only the order-statistic
 confidence interval of that process's median exists (core.stats), and the record says so.
+
+Three processes can agree by chance: sd(log v) from two degrees of freedom falls below a
+third of the true one about one time in eleven. A CPU case's processes share the host's
+cores, and the host's own speed, timed beside every process of the run on the same fixed
+work (`env.host.reference`), moved between them by a share that dozens of readings state
+well. That share is a floor under sd(log v): a process of the case cannot vary less than
+the cores it ran on. The case's own degrees of freedom are kept (the floor bounds its
+noise from below; it does not measure it). On a 2-core VM, over four quick-suite runs of
+a steady host, the floor (1.1-2.3% per run) took the share of other runs' figures inside
+a run's interval from 88% to 94%; the processes of compute-bound cases there ran slower
+with the host's reference, with a correlation of -0.5 to -0.9.
 """
 
 from __future__ import annotations
@@ -26,6 +37,7 @@ from dataclasses import dataclass
 
 METHOD_WITHIN = "within one process: order-statistic CI of the median"
 METHOD_BETWEEN = "between processes: repeat-run interval (Student t on log process medians)"
+FLOORED = "; sd floored at the host's speed spread"
 
 
 def geometric_mean(values: Sequence[float]) -> float:
@@ -50,8 +62,10 @@ class Spread:
         return (self.high - self.low) / 2.0 / self.center
 
 
-def between_processes(values: Sequence[float], confidence: float = 0.95) -> Spread:
-    """`values`: one positive value per process (its median time per call)."""
+def between_processes(values: Sequence[float], confidence: float = 0.95,
+                      floor: float = 0.0, method: str = METHOD_BETWEEN) -> Spread:
+    """`values`: one positive value per process (its median time per call); `floor`: an
+    sd of log values the processes vary by at least (the host's, see above)."""
     from scipy.stats import t as student_t
 
     v = [float(x) for x in values]
@@ -59,14 +73,16 @@ def between_processes(values: Sequence[float], confidence: float = 0.95) -> Spre
     if n < 2:
         raise ValueError("an interval between processes needs at least two processes")
     if min(v) <= 0:  # no logarithm: the median, between the extremes
-        return Spread(_median(v), min(v), max(v), n, METHOD_BETWEEN)
+        return Spread(_median(v), min(v), max(v), n, method)
     logs = [math.log(x) for x in v]
     mean = sum(logs) / n
     sd = math.sqrt(sum((x - mean) ** 2 for x in logs) / (n - 1))
+    if floor > sd:
+        sd, method = floor, method + FLOORED
     half = float(student_t.ppf(1.0 - (1.0 - confidence) / 2.0, n - 1)) * sd * math.sqrt(2.0 / n)
     center = math.exp(mean)
     return Spread(center, min(math.exp(mean - half), center),
-                  max(math.exp(mean + half), center), n, METHOD_BETWEEN)
+                  max(math.exp(mean + half), center), n, method)
 
 
 def _median(values: Sequence[float]) -> float:

@@ -23,6 +23,11 @@ Format history of `Measurement.to_dict` (FORMAT_VERSION):
      counter, clocks, temperature, throttle reasons, CPU package energy. Energy, power and
      work per joule figures and the throttled flag are derived from it when read; an
      export's "energy" and "throttled" are for other tools. Format 2 records have none.
+
+A CPU case measured in several processes may carry details["host_speed"] ({"sd",
+"readings", "reference"}: how much the host's reference speed moved between the
+run's measuring processes), the floor under the spread of its processes (`core.between`);
+records without it state their interval as before.
 """
 
 from __future__ import annotations
@@ -34,7 +39,13 @@ from dataclasses import dataclass, field, replace
 from functools import cached_property
 from typing import TYPE_CHECKING, Any
 
-from accelbench.core.between import METHOD_WITHIN, Spread, between_processes, geometric_mean
+from accelbench.core.between import (
+    METHOD_BETWEEN,
+    METHOD_WITHIN,
+    Spread,
+    between_processes,
+    geometric_mean,
+)
 from accelbench.core.case import Case
 from accelbench.core.formats import upgrade
 from accelbench.core.names import STATUS_FAILED, STATUS_OK, STATUS_SKIPPED
@@ -46,9 +57,13 @@ if TYPE_CHECKING:
     from accelbench.core.telemetry import Series
 
 FORMAT_VERSION = 3
+# details[HOST_SPEED]: the host's speed spread beside a CPU case (see above); a value at
+# or beyond MAX_HOST_SPEED_SD is not a speed spread but a damaged record, and is ignored.
+HOST_SPEED = "host_speed"
+MAX_HOST_SPEED_SD = 1.0
 
 __all__ = [
-    "FORMAT_VERSION", "STATUS_FAILED", "STATUS_OK", "STATUS_SKIPPED", "CaseFailed",
+    "FORMAT_VERSION", "HOST_SPEED", "STATUS_FAILED", "STATUS_OK", "STATUS_SKIPPED", "CaseFailed",
     "CaseResult", "CaseSkipped", "Figure", "Measurement", "Rate", "from_result",
     "merge_processes", "not_measured",
 ]
@@ -201,11 +216,33 @@ class Measurement:
         timed = [t for t in self.timings if t.samples]
         if len(timed) >= 2:
             return between_processes([statistics.median(t.samples) for t in timed],
-                                     self.confidence)
+                                     self.confidence, self.host_speed_sd)
         stats = self.stats
         if stats is None:
             return None
         return Spread(stats.median, stats.ci_low, stats.ci_high, len(timed), METHOD_WITHIN)
+
+    @property
+    def host_speed_sd(self) -> float:
+        """How much the host's speed moved between the run's measuring processes (sd of
+        log reference speed), recorded beside a CPU case as a floor under the spread of
+        its processes (`core.between`); 0 where none was recorded."""
+        found = self.details.get(HOST_SPEED)
+        value = found.get("sd") if isinstance(found, dict) else None
+        if (isinstance(value, (int, float)) and not isinstance(value, bool)
+                and math.isfinite(value) and 0 <= value < MAX_HOST_SPEED_SD):
+            return float(value)
+        return 0.0
+
+    @cached_property
+    def _mean_spread(self) -> Spread | None:
+        """The interval of a rate over the mean: between the processes' mean times per
+        call, as its value is taken from them (`_mean_per_call`)."""
+        means = [statistics.fmean(t.samples) for t in self.timings if t.samples]
+        if len(means) >= 2 and min(means) > 0:
+            return between_processes(means, self.confidence, self.host_speed_sd,
+                                     METHOD_BETWEEN.replace("medians", "means"))
+        return None
 
     @property
     def _mean_per_call(self) -> float:
@@ -229,7 +266,10 @@ class Measurement:
         stats, spread = self.stats, self.spread
         if stats is None or spread is None:
             return self.measured
-        derived = [_rate_figure(rate, self._mean_per_call, spread) for rate in self.rates]
+        derived = [_rate_figure(rate, self._mean_per_call,
+                                self._mean_spread if rate.over == "mean" and self._mean_spread
+                                else spread)
+                   for rate in self.rates]
         if self.time_name:
             derived.append(Figure(self.time_name, spread.center, "s", False, None,
                                   spread.low, spread.high))
@@ -534,7 +574,8 @@ def from_result(
 
 
 def merge_processes(parts: Sequence[Measurement], policy: TimingPolicy | None = None,
-                    planned: int | None = None) -> Measurement:
+                    planned: int | None = None,
+                    host_speed: dict[str, Any] | None = None) -> Measurement:
     """One case measured in several worker processes, in order, as one measurement.
 
     A failure or skip in any process is the case's outcome (the first one, with which
@@ -544,7 +585,8 @@ def merge_processes(parts: Sequence[Measurement], policy: TimingPolicy | None = 
     from the raw timings and host readings: a process's own "did not converge" is not
     the figure's uncertainty once there are several, the interval between them is.
     `planned` is how many processes were to measure the case (default: as many as there
-    are parts)."""
+    are parts); `host_speed`, how much the host's speed moved between the run's
+    processes, is kept as details[HOST_SPEED] where several processes measured it."""
     if not parts:
         raise ValueError("no measurement to merge")
     n = len(parts)
@@ -559,6 +601,8 @@ def merge_processes(parts: Sequence[Measurement], policy: TimingPolicy | None = 
         return parts[0]
     first = parts[0]
     details = {**first.details, "processes": n}
+    if host_speed is not None:
+        details[HOST_SPEED] = dict(host_speed)
     said = list(dict.fromkeys(w for p in parts for w in p.details.get("library_warnings", ())))
     if said:  # what the libraries warned of in any process, each line once
         details["library_warnings"] = said

@@ -18,6 +18,7 @@ from accelbench.core.measurement import (
     not_measured,
 )
 from accelbench.core.timing import TimingPolicy
+from accelbench.env.host.reference import speed_of, speed_sd
 from accelbench.runner.messages import CaseMeasured, MeasureCase, Refused
 from accelbench.runner.plan import PlannedCase
 from accelbench.runner.recorder import RunRecorder
@@ -28,15 +29,45 @@ if TYPE_CHECKING:
     from accelbench.runner.launcher import RankGroup
 
 
+class HostSpeeds:
+    """The host's speed on its reference work, timed beside every single-rank CPU process
+    of a run so far: how much it moved between them is recorded with each CPU case as the
+    floor under the spread of the case's processes (`core.between`)."""
+
+    def __init__(self) -> None:
+        self._found: dict[str, list[float]] = {}
+
+    def add(self, m: Measurement) -> None:
+        if m.status == STATUS_OK and m.case.device == "cpu":
+            for host in m.hosts:
+                found = speed_of(host)
+                if found is not None:
+                    self._found.setdefault(found[0], []).append(found[1])
+
+    def spread(self) -> dict[str, object] | None:
+        """{"sd", "readings", "reference"}, or None with too few readings or references of
+        two kinds."""
+        if len(self._found) != 1:
+            return None
+        ((name, speeds),) = self._found.items()
+        sd = speed_sd(speeds)
+        return None if sd is None else {"sd": round(sd, 6), "readings": len(speeds),
+                                        "reference": name}
+
+
 class Rounds:
     """The cases of one segment, measured in `policy.processes` rounds of fresh processes,
     interleaved (A1 B1 C1 A2 B2 C2 ...), so that a slow drift of the machine touches every
     case alike. A case is recorded once its last round is in, or at once when a round
-    fails or skips it; an interrupted run records what each case measured so far."""
+    fails or skips it; an interrupted run records what each case measured so far. A CPU
+    case is recorded with how much the host's speed moved between the run's processes so
+    far (`speeds`, shared by the run's segments)."""
 
     def __init__(self, segment: list[PlannedCase], first: int, policy: TimingPolicy,
-                 recorder: RunRecorder, wait_quiet_s: float | None = None) -> None:
+                 recorder: RunRecorder, wait_quiet_s: float | None = None,
+                 speeds: HostSpeeds | None = None) -> None:
         self.segment = segment
+        self._speeds = speeds if speeds is not None else HostSpeeds()
         self._wait_quiet_s = wait_quiet_s
         self.first = first
         self.count = policy.processes
@@ -74,6 +105,8 @@ class Rounds:
     def add(self, offset: int, part: Measurement) -> None:
         parts = self._parts[offset]
         parts.append(part)
+        if self.segment[offset].ranks == 1:  # ranks of a job share the cores by design
+            self._speeds.add(part)
         if part.status != STATUS_OK or len(parts) >= self.count:
             self._record(offset)
 
@@ -85,7 +118,10 @@ class Rounds:
 
     def _record(self, offset: int, note: str | None = None) -> None:
         self._done.add(offset)
-        merged = merge_processes(self._parts[offset], self._policy, self.count)
+        parts = self._parts[offset]
+        cpu = parts[0].case.device == "cpu" and len(parts) >= 2
+        merged = merge_processes(parts, self._policy, self.count,
+                                 self._speeds.spread() if cpu else None)
         if note:
             merged = dataclasses.replace(merged, warnings=(*merged.warnings, note))
         self._recorder.record(self.first + offset, merged)

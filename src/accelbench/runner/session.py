@@ -25,7 +25,7 @@ from accelbench.runner.messages import (
 )
 from accelbench.runner.plan import PlannedCase, ValidRequest, expand, given_aside
 from accelbench.runner.recorder import Listener, Outcome, RunRecorder, SilentListener
-from accelbench.runner.rounds import Rounds, run_distributed, run_in_workers, skip_all
+from accelbench.runner.rounds import HostSpeeds, Rounds, run_distributed, run_in_workers, skip_all
 from accelbench.runner.supervisor import (
     Worker,
     WorkerFactory,
@@ -180,8 +180,10 @@ class Supervised:
         assert recorder is not None and self._slot is not None and self._device is not None
         policy = self.valid.policy
         timeout_for = timeouts(self.case_timeout)
+        speeds = HostSpeeds()
         for first, segment in _segments(cases):
-            rounds = Rounds(segment, first, policy, recorder, self.valid.request.wait_quiet)
+            rounds = Rounds(segment, first, policy, recorder, self.valid.request.wait_quiet,
+                            speeds)
             if segment[0].ranks in self._refused:
                 skip_all(rounds, self._refused[segment[0].ranks])
             elif segment[0].benchmark.distributed:

@@ -418,7 +418,8 @@ def speed_ratio(base: CaseResults, entry: CaseResults) -> RatioEstimate:
     (Welch's t on log process values); with one value a side, the conservative interval
     of the two stated intervals, [low / base high, high / base low]; (0, inf) without
     those either."""
-    found = ev.weigh(ev.side(base.per_run), ev.side(entry.per_run), 1.0 - CONFIDENCE)
+    found = ev.weigh(ev.side(base.per_run, process_floor=base.host_speed_sd),
+                     ev.side(entry.per_run, process_floor=entry.host_speed_sd), 1.0 - CONFIDENCE)
     estimate = RatioEstimate(found.ratio, found.low, found.high, ev.TEST_NAME)
     if found.p_value is None:
         a, b = base.stated_ci(CONFIDENCE), entry.stated_ci(CONFIDENCE)

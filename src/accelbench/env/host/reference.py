@@ -18,9 +18,11 @@ and costs about 20 ms.
 from __future__ import annotations
 
 import hashlib
+import math
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
 
 BUFFER_BYTES = 8 << 20
 REPEATS = 3
@@ -45,3 +47,34 @@ def reference_seconds(clock: Callable[[], float] = time.perf_counter) -> float:
         hashlib.sha256(_BUFFER).digest()
         best = min(best, clock() - start)
     return best
+
+
+def speed_of(host: Mapping[str, Any]) -> tuple[str, float] | None:
+    """(what the reference is, its speed in 1/s) from one process's host report
+    (`HostReport.to_dict()`): the geometric mean of its timings before and after the case;
+    None where it timed none (an older record, or a probe that was not asked to)."""
+    seconds = [float(s) for s in host.get("reference_s") or () if _positive(s)]
+    name = host.get("reference")
+    if not seconds or not isinstance(name, str):
+        return None
+    return name, 1.0 / math.exp(sum(map(math.log, seconds)) / len(seconds))
+
+
+def speed_sd(speeds: Sequence[float]) -> float | None:
+    """The standard deviation of log speed between processes (a share of the speed),
+    None with fewer than MIN_SPEEDS: how much the host's own speed moved from one
+    measuring process to the next."""
+    logs = [math.log(s) for s in speeds if _positive(s)]
+    if len(logs) < MIN_SPEEDS:
+        return None
+    mean = sum(logs) / len(logs)
+    return math.sqrt(sum((x - mean) ** 2 for x in logs) / (len(logs) - 1))
+
+
+# Readings a host-speed spread is taken from: fewer say little of the host.
+MIN_SPEEDS = 8
+
+
+def _positive(value: object) -> bool:
+    return (isinstance(value, (int, float)) and not isinstance(value, bool)
+            and math.isfinite(value) and value > 0)
