@@ -5,13 +5,13 @@ interval narrower than the cores they ran on moved."""
 from __future__ import annotations
 
 import dataclasses
-import itertools
 import json
 import math
 import statistics
 
 import numpy as np
 import pytest
+from test_interleaving import FakeWorker
 
 from accelbench.analysis import evidence as ev
 from accelbench.core.between import FLOORED, METHOD_BETWEEN, between_processes
@@ -20,7 +20,6 @@ from accelbench.core.context import CaseContext
 from accelbench.core.device import DeviceInfo
 from accelbench.core.measurement import (
     HOST_SPEED,
-    CaseFailed,
     CaseResult,
     Measurement,
     Rate,
@@ -30,14 +29,13 @@ from accelbench.core.measurement import (
 from accelbench.core.params import Param
 from accelbench.core.registry import Benchmark, Registry
 from accelbench.core.timing import Timing
-from accelbench.env.fingerprint import collect
 from accelbench.env.host.reference import MIN_SPEEDS, speed_of, speed_sd
 from accelbench.runner import messages
 from accelbench.runner.plan import Request, validate
 from accelbench.runner.rounds import HostSpeeds
 from accelbench.runner.session import run_session
 from accelbench.store import Store
-from fakes import FakeClock, no_vendor_tools
+from fakes import FakeClock
 
 CPU = DeviceInfo(type="cpu", index=None, name="Test CPU", platform="cpu")
 REFERENCE = "SHA-256 of 8 MiB (OpenSSL, Python 3.11), fastest of 3"
@@ -163,40 +161,23 @@ def test_a_rate_over_the_mean_states_the_interval_of_the_means() -> None:
     assert m.spread is not None and m.spread.rel_half_width == 0.0  # the medians agree
 
 
-_ids = itertools.count(1)
-
-
-class ReferenceWorker:
+class ReferenceWorker(FakeWorker):
     """A worker in this process whose every case costs 1 ms (its processes agree) and
     whose host's reference work took a little longer in each new process."""
 
-    def __init__(self, env=None) -> None:
-        self.id = next(_ids)
-
     def ask(self, message, timeout):
-        if isinstance(message, messages.ReadFingerprint):
-            return messages.FingerprintRead(collect("cpu", run=no_vendor_tools,
-                                                    environ={}).to_dict())
+        if not isinstance(message, messages.MeasureCase):
+            return super().ask(message, timeout)
         ctx = CaseContext(CPU, FakeClock(1e-3), message.policy)
         result = CaseResult(ctx.time(lambda: None), rates=(Rate("throughput", 1.0, "item/s"),))
         m = from_result(message.planned.case, result, (), 0.0, 0.1)
-        reference = 0.020 * (1 + 0.01 * (next(_ids) % 5))
+        reference = 0.020 * (1 + 0.01 * (self.id % 5))
         m = dataclasses.replace(m, hosts=(_host(reference, reference),))
         return messages.CaseMeasured(m.to_dict())
 
-    def stop(self) -> None:
-        pass
-
-    def kill(self) -> None:
-        pass
-
-
-def _noop(ctx, params):  # pragma: no cover - the fake worker measures instead
-    raise CaseFailed("not run")
-
 
 NAMES = ("a", "b", "c", "d")
-REGISTRY = Registry([Benchmark(name, "micro", "test", "test_host_speed_floor:_noop",
+REGISTRY = Registry([Benchmark(name, "micro", "test", "test_interleaving:_noop",
                                (Param("n", "int", 1),)) for name in NAMES])
 
 
