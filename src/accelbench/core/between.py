@@ -23,10 +23,11 @@ cores, and the host's own speed, timed beside every process of the run on the sa
 work (`env.host.reference`), moved between them by a share that dozens of readings state
 well. That share is a floor under sd(log v): a process of the case cannot vary less than
 the cores it ran on. The case's own degrees of freedom are kept (the floor bounds its
-noise from below; it does not measure it). On a 2-core VM, over four quick-suite runs of
-a steady host, the floor (1.1-2.3% per run) took the share of other runs' figures inside
-a run's interval from 88% to 94%; the processes of compute-bound cases there ran slower
-with the host's reference, with a correlation of -0.5 to -0.9.
+noise from below; it does not measure it). On a 2-core VM the floor was 0.7-2%; over two
+sets of four quick-suite runs it took the share of other runs' figures inside a run's
+interval from 85% to 89% in one and left it at 87% in the other. The processes of the
+compute-bound cases there ran slower as the host's reference did (median correlations of
+-0.69 and -0.42 over two sets).
 """
 
 from __future__ import annotations
