@@ -71,7 +71,7 @@ def run_benchmark(
     from accelbench.core.measurement import from_result
 
     params = bench.resolve(given)
-    result = bench.load()(ctx, params)
+    result = bench.measure(ctx, params)
     case = bench.case(params, ctx.device.torch_device)
     return result, from_result(case, result, (), 0.0, 0.0)
 

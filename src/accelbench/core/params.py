@@ -10,9 +10,11 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 from accelbench.errors import UserError
+
+T = TypeVar("T")
 
 _KINDS: dict[str, type] = {"int": int, "float": float, "str": str, "bool": bool}
 
@@ -193,3 +195,49 @@ def resolve_params(
                 resolved[p.name] = p.default
                 changed = True
     return resolved
+
+
+# A parameter's kind, as the field of a typed parameters class must declare it.
+_FIELD_TYPES: dict[str, tuple[type, ...]] = {"int": (int,), "float": (float,),
+                                             "str": (str,), "bool": (bool,)}
+
+
+def check_typed(cls: type, params: tuple[Param, ...], benchmark: str) -> None:
+    """That `cls`, a frozen dataclass, has one field per declared parameter and no other,
+    each of the parameter's kind, and that a parameter which may be left out of a case
+    (`only_when` with OMIT) is `X | None` with a default of None: a declaration and its
+    class cannot drift apart (ValueError when the registry is built)."""
+    import dataclasses
+    import typing
+
+    if not (dataclasses.is_dataclass(cls) and cls.__dataclass_params__.frozen):  # type: ignore[attr-defined]
+        raise ValueError(f"benchmark {benchmark}: {cls.__name__} is not a frozen dataclass")
+    hints = typing.get_type_hints(cls)
+    fields = {f.name: f for f in dataclasses.fields(cls)}
+    declared = {p.name: p for p in params}
+    if set(fields) != set(declared):
+        extra = sorted(set(fields) - set(declared))
+        missing = sorted(set(declared) - set(fields))
+        raise ValueError(f"benchmark {benchmark}: {cls.__name__} does not match its "
+                         f"parameters (fields not declared: {extra}; parameters without "
+                         f"a field: {missing})")
+    for name, p in declared.items():
+        hint = hints[name]
+        args = typing.get_args(hint)
+        optional = type(None) in args
+        kinds = tuple(a for a in args if a is not type(None)) if optional else (hint,)
+        if kinds != _FIELD_TYPES[p.kind]:
+            raise ValueError(f"benchmark {benchmark}: {cls.__name__}.{name} is {hint}, "
+                             f"its parameter is {p.kind}")
+        may_be_left_out = bool(p.conditions) and p.outside == OMIT
+        if may_be_left_out and not (optional and fields[name].default is None):
+            raise ValueError(f"benchmark {benchmark}: {cls.__name__}.{name} must be "
+                             f"'{p.kind} | None = None': the parameter applies only where "
+                             f"{p.condition_text()}")
+
+
+def typed_params(cls: type[T], params: Mapping[str, Any]) -> T:
+    """A case's resolved parameters as an instance of its benchmark's parameters class
+    (a parameter left out of the case, where it does not apply, takes the field's
+    default, None)."""
+    return cls(**params)

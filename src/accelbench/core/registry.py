@@ -20,7 +20,7 @@ from functools import cache
 from typing import TYPE_CHECKING, Any, TypeAlias
 
 from accelbench.core.case import Case
-from accelbench.core.params import Param, resolve_params
+from accelbench.core.params import Param, check_typed, resolve_params, typed_params
 from accelbench.core.worker_env import NONE, WorkerEnv
 from accelbench.errors import UserError
 
@@ -31,7 +31,7 @@ if TYPE_CHECKING:
     from accelbench.core.view import Section
 
 # What a benchmark's entry point is: it measures one case from its resolved parameters.
-MeasureFn: TypeAlias = "Callable[[CaseContext, dict[str, Any]], CaseResult]"
+MeasureFn: TypeAlias = "Callable[[CaseContext, Any], CaseResult]"
 # What a view is: the sections a family's results add to a run's report.
 ViewFn: TypeAlias = "Callable[[Sequence[Measurement]], Sequence[Section]]"
 
@@ -71,6 +71,9 @@ class Benchmark:
     # returning core.view Sections (see `Registry.views`). Resolved only when a report
     # is made, so declaring a view imports nothing.
     views: tuple[str, ...] = ()
+    # The frozen dataclass the measure function is given the case's parameters as (one
+    # field per `Param`, checked here); None: a plain dict.
+    typed: type | None = None
 
     def __post_init__(self) -> None:
         if not _FAMILY.fullmatch(self.family):
@@ -82,6 +85,8 @@ class Benchmark:
         names = [p.name for p in self.params]
         if len(names) != len(set(names)):
             raise ValueError(f"benchmark {self.name}: duplicate parameter names")
+        if self.typed is not None:
+            check_typed(self.typed, self.params, self.name)
 
     @property
     def module(self) -> str:
@@ -137,6 +142,13 @@ class Benchmark:
     def load(self) -> MeasureFn:
         measure: MeasureFn = resolve_entry(self.entry)
         return measure
+
+    def measure(self, ctx: CaseContext, params: Mapping[str, Any]) -> CaseResult:
+        """Measure one case of these resolved parameters: the entry point called with
+        them as its parameters class (`typed`), or as a dict."""
+        given = typed_params(self.typed, params) if self.typed is not None else dict(params)
+        result: CaseResult = self.load()(ctx, given)
+        return result
 
     def describe(self) -> dict[str, Any]:
         return {

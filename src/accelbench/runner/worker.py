@@ -116,7 +116,7 @@ def _outcome(planned: PlannedCase, device: DeviceInfo, policy: TimingPolicy,
             ctx.on_timed = telemetry.mark_window
         if adapt is not None:
             ctx = adapt(ctx)
-        result = planned.benchmark.load()(ctx, dict(planned.params))
+        result = planned.benchmark.measure(ctx, planned.params)
         if judge:
             notes = judge(ctx, result)
         else:
