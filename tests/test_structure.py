@@ -14,8 +14,10 @@ SRC = Path(__file__).parents[1] / "src" / "accelbench"
 # Lowest first: a folder may import only folders before it.
 # The families (benchmarks/) sit above analysis: a family's view reads its results with the
 # cross-family analysis (values, labels, checks) and makes the sections report/ renders.
-LAYERS = ("errors", "suites", "core", "env", "store", "runner", "analysis", "benchmarks",
-          "profile", "report", "slurm", "cli", "__main__")
+# The application (app: a request in, a stored run out) composes the runner, the profiler,
+# the store and the report, and the command line adapts options to it.
+LAYERS = ("version", "errors", "suites", "core", "env", "store", "runner", "analysis", "benchmarks",
+          "profile", "report", "slurm", "app", "cli", "__main__")
 
 
 def _modules() -> dict[str, Path]:
@@ -53,7 +55,13 @@ def _imports() -> dict[str, set[str]]:
 
 
 def _folder(module: str) -> str:
-    return module.split(".")[1] if "." in module else module
+    """The layer of a module: its folder; a family's command (`benchmarks/FAMILY/command`)
+    is a command like those of cli/, above everything it runs, which only the command
+    line imports (`Family.commands` names it)."""
+    parts = module.split(".")
+    if parts[1:2] == ["benchmarks"] and parts[-1] == "command":
+        return "cli"
+    return parts[1] if len(parts) > 1 else module
 
 
 def test_every_folder_is_in_a_layer() -> None:

@@ -79,7 +79,7 @@ def test_unpaired_cases_are_listed_with_why(a_vs_b) -> None:
 
 def test_geometric_mean_per_family_is_scipys(a_vs_b) -> None:
     families = {f.family: f for f in a_vs_b.families}
-    assert set(families) == {"micro", "model", "collective"}
+    assert set(families) == {"micro", "models", "collectives"}
     for name, summary in families.items():
         speedups = [c.speed.ratio for c in a_vs_b.cases if c.family == name]
         assert summary.geomean == pytest.approx(stats.gmean(speedups))

@@ -16,8 +16,8 @@ import pytest
 from analysis_data import FLEET_STACK, add_run, node_measurements
 
 from accelbench.cli.main import main
-from accelbench.cli.report_cmd import default_report_path
 from accelbench.errors import EXIT_STORE, StoreError, UserError
+from accelbench.report.files import default_report_path
 from accelbench.store import Store, export_json, load_json
 from accelbench.store.record_schema import SCHEMA, validate_export
 

@@ -15,9 +15,10 @@ from accelbench.benchmarks.micro import attention
 from accelbench.core.context import CaseContext
 from accelbench.core.device import DeviceInfo
 from accelbench.core.measurement import CaseFailed, CaseResult, CaseSkipped, Measurement
+from accelbench.core.request import RunRequest
 from accelbench.core.timing import PerfCounterClock, TimingPolicy
 from accelbench.errors import UserError
-from accelbench.runner.plan import Request, expand, validate
+from accelbench.runner.plan import expand, validate
 
 BENCH = attention.BENCHMARK
 RunCase = Callable[..., tuple[CaseResult, Measurement]]
@@ -150,7 +151,7 @@ def test_bf16_on_an_old_gpu_fails_with_a_reason() -> None:
     v100 = DeviceInfo("cuda", 0, "cuda", "Tesla V100-SXM2-32GB", "sm_70", 32 * 2**30)
     ctx = CaseContext(v100, PerfCounterClock(), TimingPolicy())
     with pytest.raises(CaseFailed, match=r"bf16 needs compute capability 8\.0"):
-        BENCH.load()(ctx, BENCH.resolve({}))
+        BENCH.measure(ctx, BENCH.resolve({}))
 
 
 # --- FLOP convention ------------------------------------------------------------------
@@ -276,10 +277,10 @@ def test_declared_and_listed_with_its_parameters() -> None:
 
 
 def test_suites_cover_backends_lengths_and_head_sizes() -> None:
-    quick_cpu = [c for c in expand(validate(Request(), REGISTRY), CPU)
+    quick_cpu = [c for c in expand(validate(RunRequest(), REGISTRY), CPU)
                  if c.benchmark.name == "attention"]
     assert len(quick_cpu) == 1 and quick_cpu[0].params["seq"] <= 512
-    standard = [c for c in expand(validate(Request(suite="standard"), REGISTRY), MI300X)
+    standard = [c for c in expand(validate(RunRequest(suite="standard"), REGISTRY), MI300X)
                 if c.benchmark.name == "attention"]
     assert {c.params["seq"] for c in standard} == {512, 1024, 2048, 4096, 8192, 16384}
     assert {c.params["head_dim"] for c in standard} == {64, 128}

@@ -21,9 +21,10 @@ from accelbench.benchmarks.micro.conv_shapes import (
 from accelbench.core.context import CaseContext
 from accelbench.core.device import DeviceInfo
 from accelbench.core.measurement import CaseFailed, CaseResult, CaseSkipped, Measurement
+from accelbench.core.request import RunRequest
 from accelbench.core.timing import PerfCounterClock, TimingPolicy
 from accelbench.errors import UserError
-from accelbench.runner.plan import Request, expand, validate
+from accelbench.runner.plan import expand, validate
 
 BENCH = conv.BENCHMARK
 RunCase = Callable[..., tuple[CaseResult, Measurement]]
@@ -400,14 +401,14 @@ def test_declared_and_listed_with_its_parameters() -> None:
 
 
 def test_suites_hold_the_layer_sets() -> None:
-    cpu = expand(validate(Request(suite="quick"), REGISTRY), CPU)
+    cpu = expand(validate(RunRequest(suite="quick"), REGISTRY), CPU)
     quick_cpu = [c for c in cpu if c.benchmark.name == "conv"]
     assert 1 <= len(quick_cpu) <= 3
     assert all(c.params["batch"] <= 4 for c in quick_cpu)
-    gpu = expand(validate(Request(suite="quick"), REGISTRY), MI300X)
+    gpu = expand(validate(RunRequest(suite="quick"), REGISTRY), MI300X)
     quick_gpu = [c for c in gpu if c.benchmark.name == "conv"]
     assert {c.params["search"] for c in quick_gpu} == {True, False}
-    standard = expand(validate(Request(suite="standard"), REGISTRY), MI300X)
+    standard = expand(validate(RunRequest(suite="standard"), REGISTRY), MI300X)
     layers = {c.params["layer"] for c in standard if c.benchmark.name == "conv"}
     assert set(layer_names("resnet50")) <= layers
     for network in NETWORKS:

@@ -16,9 +16,10 @@ from accelbench.core.case import Case
 from accelbench.core.context import CaseContext
 from accelbench.core.device import DeviceInfo
 from accelbench.core.measurement import CaseFailed
+from accelbench.core.request import RunRequest
 from accelbench.core.timing import PerfCounterClock, TimingPolicy
 from accelbench.errors import UserError
-from accelbench.runner.plan import Request, expand, validate
+from accelbench.runner.plan import expand, validate
 from fakes import run_benchmark
 
 CPU = DeviceInfo(type="cpu", index=None, platform="cpu", name="cpu")
@@ -228,7 +229,7 @@ def test_unsupported_gpu_dtypes_fail_before_touching_the_device(
 ) -> None:
     ctx = CaseContext(device, PerfCounterClock(), TimingPolicy())
     with pytest.raises(CaseFailed, match=reason):
-        gemm.measure(ctx, gemm.BENCHMARK.resolve({"dtype": dtype}))
+        gemm.BENCHMARK.measure(ctx, gemm.BENCHMARK.resolve({"dtype": dtype}))
 
 
 # --- fp8: use_fast_accum as a parameter --------------------------------------------------
@@ -290,7 +291,7 @@ MI300X = DeviceInfo("cuda", 0, "rocm", "AMD Instinct MI300X", "gfx942", 192 * 2*
 
 
 def _gemm_cases(device: DeviceInfo, **overrides: tuple[str, ...]) -> list[dict[str, object]]:
-    request = Request(suite="standard", benches=("gemm",), overrides=overrides)
+    request = RunRequest(suite="standard", benches=("gemm",), overrides=overrides)
     return [dict(p.params) for p in expand(validate(request, REGISTRY), device)]
 
 

@@ -25,7 +25,7 @@ def ctx() -> CaseContext:
 def test_eager_launch_gives_a_latency(ctx: CaseContext) -> None:
     bench = launch.BENCHMARK
     params = bench.resolve({})
-    result = bench.load()(ctx, params)
+    result = bench.measure(ctx, params)
     assert result.rates == () and result.time_name == "latency"
     measurement = from_result(
         Case.make(bench.name, bench.version, bench.family, params, "cpu"), result, (), 0.0, 0.0
@@ -39,7 +39,7 @@ def test_eager_launch_gives_a_latency(ctx: CaseContext) -> None:
 
 def test_graph_replay_is_skipped_on_a_cpu(ctx: CaseContext) -> None:
     with pytest.raises(CaseSkipped, match="CUDA or HIP graphs"):
-        launch.measure(ctx, launch.BENCHMARK.resolve({"mode": "graph"}))
+        launch.BENCHMARK.measure(ctx, launch.BENCHMARK.resolve({"mode": "graph"}))
 
 
 def test_unknown_mode_is_a_user_error() -> None:

@@ -25,13 +25,14 @@ from accelbench.cli.main import main
 from accelbench.core.context import CaseContext
 from accelbench.core.device import DeviceInfo
 from accelbench.core.measurement import CaseFailed, CaseSkipped, Measurement, from_result
+from accelbench.core.request import RunRequest
 from accelbench.core.timing import Timing, TimingPolicy
 from accelbench.core.view import Bars
 from accelbench.env.apu import MemoryModel
 from accelbench.env.pcie import HostLink, Link
 from accelbench.errors import UserError
 from accelbench.report.results import row
-from accelbench.runner.plan import Request, expand, validate
+from accelbench.runner.plan import expand, validate
 from accelbench.store import Store
 from fakes import FakeClock, device_properties, run_benchmark
 
@@ -79,7 +80,7 @@ def test_an_unknown_memory_kind_or_operation_is_a_usage_error(given, message):
 
 
 def _unified(suite: str, device: DeviceInfo, **request: Any) -> list[dict[str, Any]]:
-    cases = expand(validate(Request(suite=suite, **request), REGISTRY), device)
+    cases = expand(validate(RunRequest(suite=suite, **request), REGISTRY), device)
     return [dict(c.params) for c in cases if c.benchmark.name == "unified-memory"]
 
 

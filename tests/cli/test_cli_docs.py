@@ -7,14 +7,14 @@ from pathlib import Path
 
 import pytest
 
-from accelbench.cli.main import COMMANDS, build_parser, main
+from accelbench.cli.main import build_parser, commands, main
 from accelbench.cli.reference import markdown_reference
 from docs_pages import PAGES, README, page
 
 COMMANDS_PAGE = page("commands.md")
 
 
-@pytest.mark.parametrize("command", [c.NAME for c in COMMANDS])
+@pytest.mark.parametrize("command", [c.NAME for c in commands()])
 def test_every_command_has_help_and_a_section_in_the_commands_page(command, capsys):
     with pytest.raises(SystemExit) as info:
         main([command, "--help"])

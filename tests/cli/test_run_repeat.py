@@ -127,8 +127,8 @@ def test_repeat_is_refused_under_torchrun(monkeypatch, capsys) -> None:
 
 def test_a_suite_may_set_how_many_runs_its_run_makes(monkeypatch, capsys) -> None:
     load = plan.load_suite
-    monkeypatch.setattr(plan, "load_suite",
-                        lambda name: dataclasses.replace(load(name), repeat=2))
+    monkeypatch.setattr(plan, "load_suite", lambda name, registry=None: dataclasses.replace(
+        load(name, registry), repeat=2))
     assert accelbench(monkeypatch, *RUN) == EXIT_OK
     assert len(_runs()) == 2
     assert accelbench(monkeypatch, *RUN, "--repeat", "1") == EXIT_OK  # the option wins

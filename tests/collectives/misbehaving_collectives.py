@@ -24,7 +24,7 @@ if TYPE_CHECKING:
 CALLS_BEFORE_TROUBLE = 3  # the correctness check, then two warm-up calls
 
 
-def _on_rank1(ctx: CaseContext, params: dict[str, Any],
+def _on_rank1(ctx: CaseContext, params: ops.CollectivesParams,
               change: Callable[[ops.Prepared], ops.Prepared]) -> CaseResult:
     real = ops.prepare
 
@@ -53,30 +53,30 @@ def _after(calls: int, trouble: Callable[[], Any], fn: Callable[[], Any]) -> Cal
     return call
 
 
-def rank1_dies(ctx: CaseContext, params: dict[str, Any]) -> CaseResult:
+def rank1_dies(ctx: CaseContext, params: ops.CollectivesParams) -> CaseResult:
     return _on_rank1(ctx, params, lambda p: ops.Prepared(
         _after(CALLS_BEFORE_TROUBLE, lambda: os._exit(3), p.call), p.check))
 
 
-def rank1_is_killed(ctx: CaseContext, params: dict[str, Any]) -> CaseResult:
+def rank1_is_killed(ctx: CaseContext, params: ops.CollectivesParams) -> CaseResult:
     return _on_rank1(ctx, params, lambda p: ops.Prepared(
         _after(CALLS_BEFORE_TROUBLE, lambda: os.kill(os.getpid(), signal.SIGKILL), p.call),
         p.check))
 
 
-def rank1_hangs(ctx: CaseContext, params: dict[str, Any]) -> CaseResult:
+def rank1_hangs(ctx: CaseContext, params: ops.CollectivesParams) -> CaseResult:
     return _on_rank1(ctx, params, lambda p: ops.Prepared(
         _after(CALLS_BEFORE_TROUBLE, lambda: time.sleep(3600), p.call), p.check))
 
 
-def rank1_miscounts(ctx: CaseContext, params: dict[str, Any]) -> CaseResult:
+def rank1_miscounts(ctx: CaseContext, params: ops.CollectivesParams) -> CaseResult:
     return _on_rank1(ctx, params, lambda p: ops.Prepared(p.call, lambda: p.check() + 5))
 
 
 def _variant(name: str, fn: Callable[..., Any], timeout: float) -> Benchmark:
     return Benchmark(name, "collective", f"test: collectives, {name}",
                      f"misbehaving_collectives:{fn.__name__}", BENCHMARK.params,
-                     timeout_s=timeout, distributed=True)
+                     timeout_s=timeout, distributed=True, typed=ops.CollectivesParams)
 
 
 HANG_TIMEOUT_S = 8.0
@@ -87,4 +87,4 @@ REGISTRY = Registry([
     _variant("collectives-rank1-dies", rank1_dies, 60.0),
     _variant("collectives-rank1-is-killed", rank1_is_killed, 60.0),
     _variant("collectives-rank1-hangs", rank1_hangs, HANG_TIMEOUT_S),
-])
+], locator="misbehaving_collectives:REGISTRY")

@@ -185,7 +185,7 @@ def test_library_names_rccl_on_rocm_builds_and_nccl_on_cuda_builds():
 
 
 def test_declaration():
-    assert BENCHMARK.distributed and BENCHMARK.family == "collective"
+    assert BENCHMARK.distributed and BENCHMARK.family == "collectives"
     assert BENCHMARK.resolve({}) == {"op": "all-reduce", "bytes": MIB, "dtype": "fp32",
                                      "reduce": "sum", "inplace": "auto", "warmup": 0,
                                      "iters": 0}

@@ -23,8 +23,9 @@ from misbehaving_collectives import REGISTRY as TEST_REGISTRY
 from accelbench.benchmarks.collectives import ops
 from accelbench.benchmarks.collectives.summary import summarize_sweep
 from accelbench.core.measurement import Measurement
+from accelbench.core.request import RunRequest
 from accelbench.errors import EXIT_CASE_FAILED
-from accelbench.runner.plan import Request, Suite, SuiteEntry, validate
+from accelbench.runner.plan import Suite, SuiteEntry, validate
 from accelbench.runner.session import Outcome, run_session
 from accelbench.store import Store
 
@@ -45,13 +46,13 @@ def _run(tmp_path_factory: pytest.TempPathFactory, nproc: int,
          suite: Suite) -> tuple[Outcome, tuple[Measurement, ...]]:
     path = tmp_path_factory.mktemp(f"ranks{nproc}") / "results.sqlite"
     with pytest.MonkeyPatch.context() as patch:
-        patch.setattr("accelbench.runner.plan.load_suite", lambda name: suite)
+        patch.setattr("accelbench.runner.plan.load_suite", lambda name, registry=None: suite)
         # The ranks import the misbehaving variants, and accelbench from where this does.
         patch.setenv("PYTHONPATH", os.pathsep.join(
             filter(None, (str(HERE), os.environ.get("PYTHONPATH")))))
         with Store.open(path) as store:
             # Four ranks on a two-core machine (CI's) only time-share: enough to check them.
-            request = Request(nproc_per_node=nproc, timing=FAST, oversubscribe=True)
+            request = RunRequest(nproc_per_node=nproc, timing=FAST, oversubscribe=True)
             outcome = run_session(validate(request, TEST_REGISTRY), store)
             stored = store.load_run(outcome.run_id)
     return outcome, stored.measurements

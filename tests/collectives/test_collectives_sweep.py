@@ -7,9 +7,10 @@ import pytest
 from accelbench.benchmarks import REGISTRY
 from accelbench.benchmarks.collectives.sweep import parse_size, parse_sizes, sweep_sizes
 from accelbench.core.device import DeviceInfo
+from accelbench.core.request import RunRequest
 from accelbench.core.units import format_size
 from accelbench.errors import UserError
-from accelbench.runner.plan import Request, expand, load_suite, validate
+from accelbench.runner.plan import expand, load_suite, validate
 
 CPU = DeviceInfo("cpu", None, "cpu", "cpu")
 MI300X = DeviceInfo("cuda", 0, "rocm", "AMD Instinct MI300X", "gfx942")
@@ -58,7 +59,7 @@ def test_format_size():
 
 
 def test_a_sweep_on_the_command_line_is_one_case_per_size():
-    request = Request(benches=("collectives",),
+    request = RunRequest(benches=("collectives",),
                       overrides={"bytes": ("8:64:x2", "1K"), "op": ("all-reduce", "barrier")})
     validate(request, REGISTRY)
     cases = expand(validate(request, REGISTRY), CPU)
@@ -70,28 +71,28 @@ def test_a_sweep_on_the_command_line_is_one_case_per_size():
 
 def test_a_bad_sweep_is_refused_before_anything_runs():
     with pytest.raises(UserError, match="sweep factor"):
-        validate(Request(benches=("collectives",), overrides={"bytes": ("8:1G:x1",)}),
+        validate(RunRequest(benches=("collectives",), overrides={"bytes": ("8:1G:x1",)}),
                  REGISTRY)
     with pytest.raises(UserError, match="not one of"):
-        validate(Request(benches=("collectives",), overrides={"op": ("allreduce",)}), REGISTRY)
+        validate(RunRequest(benches=("collectives",), overrides={"op": ("allreduce",)}), REGISTRY)
 
 
 def test_parameters_without_a_sweep_syntax_are_untouched():
-    request = Request(benches=("memory",), overrides={"size_mib": ("64", "128")})
+    request = RunRequest(benches=("memory",), overrides={"size_mib": ("64", "128")})
     cases = expand(validate(request, REGISTRY), CPU)
     assert {c.params["size_mib"] for c in cases} == {64, 128}
     with pytest.raises(UserError, match="not a valid int"):
-        validate(Request(benches=("memory",), overrides={"size_mib": ("8:64:x2",)}), REGISTRY)
+        validate(RunRequest(benches=("memory",), overrides={"size_mib": ("8:64:x2",)}), REGISTRY)
 
 
 def test_suites_sweep_all_reduce_and_standard_covers_every_operation():
-    quick = expand(validate(Request(benches=("collectives",)), REGISTRY), CPU)
+    quick = expand(validate(RunRequest(benches=("collectives",)), REGISTRY), CPU)
     assert [c.params["bytes"] for c in quick] == [16 << (4 * k) for k in range(5)]
     assert {c.params["op"] for c in quick} == {"all-reduce"}
-    gpu = expand(validate(Request(benches=("collectives",)), REGISTRY), MI300X)
+    gpu = expand(validate(RunRequest(benches=("collectives",)), REGISTRY), MI300X)
     assert max(c.params["bytes"] for c in gpu) == 256 << 20
     for device, top in ((CPU, 64 << 20), (MI300X, 1 << 30)):
-        standard = expand(validate(Request(benches=("collectives",)), REGISTRY,
+        standard = expand(validate(RunRequest(benches=("collectives",)), REGISTRY,
                                    load_suite("standard")), device)
         op = REGISTRY.get("collectives").param("op")
         assert op is not None and op.choices is not None

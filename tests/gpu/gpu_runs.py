@@ -21,11 +21,12 @@ def run_on_gpu(store: Path, benches: Sequence[str], params: Mapping[str, str] | 
     `-p NAME=VALUES` as written on the command line (commas make a grid); together they
     replace every axis of the quick suite's grid for these benchmarks."""
     from accelbench.benchmarks import REGISTRY
-    from accelbench.runner.plan import Request, validate
+    from accelbench.core.request import RunRequest
+    from accelbench.runner.plan import validate
     from accelbench.runner.session import run_session
     from accelbench.store import Store
 
-    request = Request(benches=tuple(benches),
+    request = RunRequest(benches=tuple(benches),
                       overrides={name: (text,) for name, text in (params or {}).items()},
                       dtypes=tuple(dtypes), device=DEVICE, timing=TIMING)
     with Store.open(store) as opened:

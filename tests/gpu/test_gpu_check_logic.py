@@ -249,9 +249,10 @@ def test_without_a_gpu_the_reference_says_so_with_its_own_exit_code(tmp_path, ca
 
 
 def test_each_headline_is_one_case_of_the_quick_suites_gpu_grid():
-    from accelbench.runner.plan import Request, expand, validate
+    from accelbench.core.request import RunRequest
+    from accelbench.runner.plan import expand, validate
 
-    planned = expand(validate(Request(), REGISTRY), gpu_device("NVIDIA H200"))
+    planned = expand(validate(RunRequest(), REGISTRY), gpu_device("NVIDIA H200"))
     for headline in ge.HEADLINES:
         matching = [p for p in planned if p.case.benchmark == headline.benchmark and all(
             p.case.param_dict.get(k) == v for k, v in headline.params.items())]

@@ -69,10 +69,11 @@ def test_a_gpu_index_past_the_last_is_a_device_error(gpu):
 
 def test_the_runner_refuses_a_missing_gpu_before_anything_is_stored(gpu, store_path):
     from accelbench.benchmarks import REGISTRY
-    from accelbench.runner.plan import Request, validate
+    from accelbench.core.request import RunRequest
+    from accelbench.runner.plan import validate
     from accelbench.runner.session import run_session
 
-    request = Request(benches=("launch",), device=f"cuda:{gpu.count}", timing=TIMING)
+    request = RunRequest(benches=("launch",), device=f"cuda:{gpu.count}", timing=TIMING)
     with Store.open(store_path) as store:
         with pytest.raises(UserError) as info:
             run_session(validate(request, REGISTRY), store)

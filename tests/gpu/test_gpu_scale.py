@@ -34,10 +34,11 @@ TIMING = {"processes": 1, "max_time": 1.0, "warmup_time": 0.2}
 
 def _run(store: Path, bench: str, params: Mapping[str, str], ranks: int) -> StoredRun:
     from accelbench.benchmarks import REGISTRY
-    from accelbench.runner.plan import Request, validate
+    from accelbench.core.request import RunRequest
+    from accelbench.runner.plan import validate
     from accelbench.runner.session import run_session
 
-    request = Request(benches=(bench,), overrides={k: (v,) for k, v in params.items()},
+    request = RunRequest(benches=(bench,), overrides={k: (v,) for k, v in params.items()},
                       device="cuda", timing=TIMING, nproc_per_node=ranks)
     with Store.open(store) as opened:
         outcome = run_session(validate(request, REGISTRY), opened)

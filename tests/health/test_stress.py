@@ -9,12 +9,19 @@ import pytest
 
 from accelbench.benchmarks.health.findings import FAIL, PASS, WARN
 from accelbench.benchmarks.health.gpu import EccCount, GpuHealth
-from accelbench.benchmarks.health.stress import clock_sag, judge, throttled_share
+from accelbench.benchmarks.health.stress import (
+    BENCHMARK,
+    StressParams,
+    clock_sag,
+    judge,
+    throttled_share,
+)
 from accelbench.core.telemetry import GFX_CLOCK_MHZ, THROTTLE, Series
 
 pytestmark = pytest.mark.torch_api  # PyTorch's tensors, threads and streams
 
-PARAMS: dict[str, Any] = {"max_throttled": 0.1, "max_clock_sag": 0.1, "max_sag": 0.1}
+PARAMS = StressParams(**BENCHMARK.resolve(
+    {"max_throttled": 0.1, "max_clock_sag": 0.1, "max_sag": 0.1}))
 
 
 def _series(clocks: list[float], throttle: list[int] | None = None) -> Series:

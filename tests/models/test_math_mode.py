@@ -71,7 +71,7 @@ def test_rocm_tf32_training_without_the_variable_is_skipped(
     monkeypatch.delenv(HIPBLASLT_ALLOW_TF32, raising=False)
     params = train.BENCHMARK.resolve({"model": "gpt2-tiny", "dtype": "tf32", **TINY})
     with pytest.raises(CaseSkipped, match="HIPBLASLT_ALLOW_TF32 is not set in the worker"):
-        train.measure(rocm_ctx, params)
+        train.BENCHMARK.measure(rocm_ctx, params)
 
 
 def test_rocm_tf32_inference_with_the_variable_records_tf32_in_effect(
@@ -80,7 +80,7 @@ def test_rocm_tf32_inference_with_the_variable_records_tf32_in_effect(
     monkeypatch.setenv(HIPBLASLT_ALLOW_TF32, "1")
     params = infer.BENCHMARK.resolve({"model": "gpt2-tiny", "dtype": "tf32", "batch": 2,
                                       "seq": 16, "steps_per_window": 1})
-    result = infer.measure(rocm_ctx, params)
+    result = infer.BENCHMARK.measure(rocm_ctx, params)
     assert result.details["tf32_in_effect"] is True
     assert result.details["matmul_fp32_precision"] == "tf32"
     assert result.details["hipblaslt_allow_tf32"] == "1"

@@ -7,8 +7,9 @@ import statistics
 import pytest
 
 from accelbench.benchmarks import REGISTRY
+from accelbench.core.request import RunRequest
 from accelbench.errors import EXIT_CASE_FAILED
-from accelbench.runner.plan import Request, validate
+from accelbench.runner.plan import validate
 from accelbench.runner.session import run_session
 from accelbench.store import Store
 
@@ -22,7 +23,7 @@ TINY_BERT = {"model": ("bert-tiny",), "batch": ("4",), "seq": ("16",),
 def test_ddp_on_two_gloo_ranks_stores_one_aggregate_and_failures_do_not_stop_the_run(
     store_path,
 ) -> None:
-    request = Request(benches=("train", "train-ddp"), overrides=TINY_BERT,
+    request = RunRequest(benches=("train", "train-ddp"), overrides=TINY_BERT,
                       dtypes=("tf32", "fp32"), device="cpu", timing=FAST, nproc_per_node=2)
     with Store.open(store_path) as store:
         outcome = run_session(validate(request, REGISTRY), store)

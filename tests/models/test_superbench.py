@@ -12,7 +12,8 @@ from accelbench.benchmarks.models import flops, heads, tasks, train, zoo
 from accelbench.benchmarks.models.precision import Precision
 from accelbench.benchmarks.models.results import mean_step_throughput
 from accelbench.core.device import DeviceInfo
-from accelbench.runner.plan import Request, expand, validate
+from accelbench.core.request import RunRequest
+from accelbench.runner.plan import expand, validate
 
 BATCH, SEQ = 3, 8
 
@@ -156,7 +157,7 @@ MI250X = DeviceInfo("cuda", 0, "rocm", "AMD Instinct MI250X/MI250", "gfx90a")
 
 
 def _cases(device: DeviceInfo, bench: str) -> list[dict[str, Any]]:
-    cases = expand(validate(Request(suite="generations"), REGISTRY), device)
+    cases = expand(validate(RunRequest(suite="generations"), REGISTRY), device)
     return [dict(c.params) for c in cases if c.benchmark.name == bench]
 
 

@@ -179,7 +179,7 @@ def test_the_batch_search_survives_out_of_memory(monkeypatch: pytest.MonkeyPatch
 
 def test_data_parallel_training_needs_ranks(ctx) -> None:
     with pytest.raises(CaseSkipped, match="at least 2 ranks"):
-        train.measure_ddp(ctx, train.DDP_BENCHMARK.resolve({"model": "bert-tiny"}))
+        train.DDP_BENCHMARK.measure(ctx, train.DDP_BENCHMARK.resolve({"model": "bert-tiny"}))
 
 
 def test_compiled_training_reports_compile_time_apart(execute) -> None:

@@ -9,17 +9,22 @@ import sys
 import pytest
 
 from accelbench.cli.main import build_parser
-from accelbench.cli.profile_cmd import rank_argv
+from accelbench.cli.profile_cmd import build_request
+from accelbench.core.request import ProfileRequest
 from accelbench.store import Store
 
 
-def test_each_rank_is_started_with_the_same_command_less_the_rank_count():
+def test_the_profile_request_holds_every_option_that_says_what_to_profile():
     args = build_parser().parse_args([
         "profile", "collectives", "-p", "op=all-reduce", "-p", "bytes=64K", "--device", "cpu",
         "--nproc-per-node", "2", "--steps", "3", "--memory", "--json", "--store", "s.db"])
-    assert rank_argv(args) == [
-        "profile", "collectives", "-p", "op=all-reduce", "-p", "bytes=64K", "--device", "cpu",
-        "--steps", "3", "--warmup", "2", "--wait", "1", "--store", "s.db", "--memory", "--json"]
+    request = build_request(args)
+    assert request.benches == ("collectives",) and request.device == "cpu"
+    assert request.overrides == {"op": ("all-reduce",), "bytes": ("64K",)}
+    assert request.nproc_per_node == 2
+    assert request.profile == ProfileRequest(wait=1, warmup=2, active=3, memory=True)
+    # Where it is stored and how it is printed are not what is asked.
+    assert "s.db" not in request.to_json()
 
 
 @pytest.mark.slow

@@ -75,7 +75,7 @@ SAMPLE_REGISTRY = Registry([
     _decl("pid", pid),
     Benchmark("keyed_pid", "validation", "test: separate workers per mode",
               "sample_benches:pid", (Param("mode", "str", "a"),), worker_key=mode_key),
-])
+], locator="sample_benches:SAMPLE_REGISTRY")
 
 
 def dist_sum(ctx, params):
@@ -127,7 +127,7 @@ DIST_REGISTRY = Registry([
     _dist("dist_dies", dist_rank1_dies),
     _dist("dist_hangs", dist_rank1_hangs, timeout=8.0),
     _dist("dist_fails", dist_rank1_fails),
-])
+], locator="sample_benches:DIST_REGISTRY")
 
 
 def environ_probe(ctx, params):
@@ -156,4 +156,4 @@ ENV_REGISTRY = Registry([
               "sample_benches:environ_probe", (Param("value", "str", "a"),),
               worker_env=probe_env),
     _decl("pid", pid),
-])
+], locator="sample_benches:ENV_REGISTRY")

@@ -10,9 +10,10 @@ from sample_benches import SAMPLE_REGISTRY
 
 from accelbench.core.device import DeviceInfo
 from accelbench.core.names import RUN_COMPLETE, RUN_FAILED, RUN_INTERRUPTED
+from accelbench.core.request import RunRequest
 from accelbench.env.fingerprint import Fingerprint
 from accelbench.errors import UserError
-from accelbench.runner.plan import PlannedCase, Request, ValidRequest, expand, validate
+from accelbench.runner.plan import PlannedCase, ValidRequest, expand, validate
 from accelbench.runner.recorder import RunRecorder
 from accelbench.runner.session import conduct
 from accelbench.store import Store
@@ -61,7 +62,7 @@ class Scripted:
 
 
 def _valid() -> ValidRequest:
-    return validate(Request(benches=("ok", "pid")), SAMPLE_REGISTRY)
+    return validate(RunRequest(benches=("ok", "pid")), SAMPLE_REGISTRY)
 
 
 def test_the_lifecycle_runs_in_order_and_stores_every_case(store_path) -> None:
@@ -73,7 +74,7 @@ def test_the_lifecycle_runs_in_order_and_stores_every_case(store_path) -> None:
             opened.append(",".join(executor.calls))
             return store
 
-        outcome = conduct(executor, open_store, "quick", ["run"])
+        outcome = conduct(executor, open_store, RunRequest(), ["run"])
         assert outcome is not None
         stored = store.load_run(outcome.run_id)
     # The store is opened once the cases are planned, before they run.
@@ -92,14 +93,14 @@ def test_bad_input_found_while_reading_the_device_begins_no_run(store_path) -> N
         return Store.open(store_path)
 
     with pytest.raises(UserError, match="no such device"):
-        conduct(executor, open_store, "quick")
+        conduct(executor, open_store, RunRequest())
     assert not opened and executor.calls == ["fingerprint", "close"]
 
 
 def test_an_interrupted_run_is_stored_with_what_it_measured(store_path) -> None:
     executor = Scripted(_valid(), then="interrupt")
     with Store.open(store_path) as store:
-        outcome = conduct(executor, lambda: store, "quick")
+        outcome = conduct(executor, lambda: store, RunRequest())
         assert outcome is not None
         stored = store.load_run(outcome.run_id)
     assert executor.calls[-2:] == ["interrupted", "close"]
@@ -109,7 +110,7 @@ def test_an_interrupted_run_is_stored_with_what_it_measured(store_path) -> None:
 
 def test_the_executor_may_give_the_run_its_status(store_path) -> None:
     with Store.open(store_path) as store:
-        outcome = conduct(Scripted(_valid(), then="status"), lambda: store, "quick")
+        outcome = conduct(Scripted(_valid(), then="status"), lambda: store, RunRequest())
         assert outcome is not None
         assert store.load_run(outcome.run_id).record.status == RUN_FAILED
 
@@ -120,5 +121,5 @@ def test_a_process_that_does_not_store_runs_its_part_and_opens_no_store() -> Non
     def no_store() -> Store:
         raise AssertionError("only the process that stores opens the store")
 
-    assert conduct(executor, no_store, "quick") is None
+    assert conduct(executor, no_store, RunRequest()) is None
     assert executor.calls == ["fingerprint", "plan", "execute unrecorded", "close"]

@@ -8,9 +8,10 @@ from sample_benches import DIST_REGISTRY
 
 from accelbench.core.case import Case
 from accelbench.core.context import DistInfo
+from accelbench.core.request import RunRequest
 from accelbench.errors import EXIT_CASE_FAILED, UserError
 from accelbench.runner.distributed import check_backend, info_from_env, launched_by_torchrun
-from accelbench.runner.plan import Request, validate
+from accelbench.runner.plan import validate
 from accelbench.runner.ranks import combine
 from accelbench.runner.session import run_session
 from accelbench.store import Store
@@ -29,7 +30,7 @@ def importable_samples(monkeypatch):
 
 @pytest.mark.slow
 def test_ranks_run_in_step_and_failures_stay_with_their_case(store_path, importable_samples):
-    request = Request(
+    request = RunRequest(
         benches=("ok", "dist_sum", "dist_dies", "dist_hangs", "dist_fails"),
         overrides={"n": ("256",)}, timing=FAST, nproc_per_node=2,
     )
@@ -83,7 +84,7 @@ def test_backend_choice_and_validation():
     with pytest.raises(UserError, match="unknown backend"):
         check_backend("ucc2", "cpu")
     with pytest.raises(UserError, match="at least 1"):
-        validate(Request(benches=("ok",), nproc_per_node=0), DIST_REGISTRY)
+        validate(RunRequest(benches=("ok",), nproc_per_node=0), DIST_REGISTRY)
 
 
 @pytest.mark.slow

@@ -28,10 +28,11 @@ from accelbench.core.measurement import (
 )
 from accelbench.core.params import Param
 from accelbench.core.registry import Benchmark, Registry
+from accelbench.core.request import RunRequest
 from accelbench.core.timing import Timing
 from accelbench.env.host.reference import MIN_SPEEDS, speed_of, speed_sd
 from accelbench.runner import messages
-from accelbench.runner.plan import Request, validate
+from accelbench.runner.plan import validate
 from accelbench.runner.rounds import HostSpeeds
 from accelbench.runner.session import run_session
 from accelbench.store import Store
@@ -182,7 +183,7 @@ REGISTRY = Registry([Benchmark(name, "micro", "test", "test_interleaving:_noop",
 
 
 def test_a_run_records_the_hosts_speed_spread_with_each_cpu_case(store_path) -> None:
-    request = Request(benches=NAMES, timing={"processes": 3})
+    request = RunRequest(benches=NAMES, timing={"processes": 3})
     with Store.open(store_path) as store:
         outcome = run_session(validate(request, REGISTRY), store,
                               worker_factory=ReferenceWorker)

@@ -21,9 +21,10 @@ from accelbench.core.device import DeviceInfo
 from accelbench.core.measurement import CaseFailed, CaseResult, Rate, from_result, not_measured
 from accelbench.core.params import Param
 from accelbench.core.registry import Benchmark, Registry
+from accelbench.core.request import RunRequest
 from accelbench.env.fingerprint import collect
 from accelbench.runner import messages
-from accelbench.runner.plan import Request, validate
+from accelbench.runner.plan import validate
 from accelbench.runner.session import run_session
 from accelbench.store import Store
 from fakes import FakeClock, no_vendor_tools
@@ -87,7 +88,7 @@ def _fresh_log():
 
 
 def run(store_path, processes: int):
-    request = Request(benches=("a", "b", "c"), timing={"processes": processes})
+    request = RunRequest(benches=("a", "b", "c"), timing={"processes": processes})
     with Store.open(store_path) as store:
         outcome = run_session(validate(request, REGISTRY), store, worker_factory=FakeWorker)
         stored = store.load_run(outcome.run_id)
@@ -141,7 +142,7 @@ def test_an_interrupted_run_stores_what_each_case_measured_so_far(store_path) ->
                 raise KeyboardInterrupt
             return super().ask(message, timeout)
 
-    request = Request(benches=("a", "b", "c"), timing={"processes": 3})
+    request = RunRequest(benches=("a", "b", "c"), timing={"processes": 3})
     with Store.open(store_path) as store:
         outcome = run_session(validate(request, REGISTRY), store, worker_factory=Interrupting)
         stored = store.load_run(outcome.run_id)
@@ -178,7 +179,7 @@ def test_the_interval_between_processes_matches_its_definition() -> None:
 @pytest.mark.slow
 def test_sample_registry_still_runs_in_real_workers(store_path) -> None:
     """The real worker process path, two rounds: each round in its own process."""
-    request = Request(benches=("pid",), timing={"processes": 2, "max_time": 0.05,
+    request = RunRequest(benches=("pid",), timing={"processes": 2, "max_time": 0.05,
                                                  "warmup_time": 0.0})
     with Store.open(store_path) as store:
         outcome = run_session(validate(request, SAMPLE_REGISTRY), store)
@@ -196,7 +197,7 @@ def test_distributed_rounds_are_fresh_torchrun_jobs(store_path, monkeypatch) -> 
 
     monkeypatch.setenv("PYTHONPATH", os.pathsep.join(
         filter(None, (str(Path(__file__).parent), os.environ.get("PYTHONPATH")))))
-    request = Request(benches=("dist_sum",), nproc_per_node=2,
+    request = RunRequest(benches=("dist_sum",), nproc_per_node=2,
                       timing={"processes": 2, "max_time": 0.1, "warmup_time": 0.0})
     with Store.open(store_path) as store:
         outcome = run_session(validate(request, DIST_REGISTRY), store)

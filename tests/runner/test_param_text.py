@@ -8,17 +8,18 @@ import pytest
 
 from accelbench.benchmarks import REGISTRY
 from accelbench.benchmarks.models.zoo import get_spec, parameter_count
-from accelbench.cli.run_cmd import parse_overrides
+from accelbench.cli.options import parse_overrides
 from accelbench.core.device import DeviceInfo
+from accelbench.core.request import RunRequest
 from accelbench.errors import UserError
-from accelbench.runner.plan import PlannedCase, Request, expand, validate
+from accelbench.runner.plan import PlannedCase, expand, validate
 from docs_pages import ALL as DOCS
 
 CPU = DeviceInfo(type="cpu", index=None, name="cpu", platform="cpu")
 
 
 def cases(*items: str, bench: str = "train") -> list[PlannedCase]:
-    request = Request(benches=(bench,), overrides=parse_overrides(list(items)))
+    request = RunRequest(benches=(bench,), overrides=parse_overrides(list(items)))
     return expand(validate(request, REGISTRY), CPU)
 
 

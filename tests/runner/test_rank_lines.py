@@ -150,11 +150,12 @@ def test_a_process_is_running_until_it_begins_to_exit():
 # A stand-in for torchrun and its ranks: writes given lines in the given order, then
 # waits forever, as ranks stuck in a collective would. Only ending the job ends it.
 FAKE_RANKS = textwrap.dedent("""
-    import json, pickle, sys, time
+    import json, sys, time
     from accelbench.core.measurement import Measurement, not_measured
     from accelbench.core.timing import Timing
+    from accelbench.runner.rank_job import read_job
     job, results = sys.argv[1:]
-    cases = pickle.load(open(job, "rb"))["cases"]
+    cases = read_job(open(job).read()).cases
     def line(record):
         with open(results, "a") as f:
             f.write(json.dumps(record) + "\\n")
@@ -192,7 +193,7 @@ def test_the_supervisor_ends_the_job_on_a_rank_failure_and_runs_the_rest():
     started: list[int] = []
     results: dict[int, Measurement] = {}
     # Were the job left to its timeout, the test would run into its own.
-    FakeRanks(2, "gloo").run(cases, CPU, TimingPolicy(), lambda planned: 3600.0,
+    FakeRanks(2, "gloo", DIST_REGISTRY).run(cases, CPU, TimingPolicy(), lambda planned: 3600.0,
                              started.append, results.__setitem__)
     assert started == [0, 1, 2]
     assert [results[i].status for i in range(3)] == ["ok", "failed", "ok"]

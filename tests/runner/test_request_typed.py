@@ -8,14 +8,15 @@ import pytest
 from accelbench.benchmarks import REGISTRY
 from accelbench.core.device import DeviceInfo
 from accelbench.core.params import Param
+from accelbench.core.request import RunRequest
 from accelbench.errors import UserError
-from accelbench.runner.plan import Request, expand, validate
+from accelbench.runner.plan import expand, validate
 
 CPU = DeviceInfo(type="cpu", index=None, name="cpu", platform="cpu")
 
 
 def test_given_values_are_typed_once_and_planning_splits_no_text(monkeypatch) -> None:
-    request = Request(benches=("gemm",), overrides={"shape": ("256,512",), "batch": ("2",)})
+    request = RunRequest(benches=("gemm",), overrides={"shape": ("256,512",), "batch": ("2",)})
     valid = validate(request, REGISTRY)
     assert valid.given["gemm"]["batch"] == (2,)
     assert len(valid.given["gemm"]["shape"]) == 2
@@ -31,16 +32,16 @@ def test_given_values_are_typed_once_and_planning_splits_no_text(monkeypatch) ->
 
 def test_a_commands_own_values_are_typed_and_never_split() -> None:
     # A float written back into text and split again could change; a typed value cannot.
-    valid = validate(Request(suite="validate", benches=("burn-in",),
+    valid = validate(RunRequest(suite="validate", benches=("burn-in",),
                              values={"seconds": (0.125,)}), REGISTRY)
     assert valid.given["burn-in"]["seconds"] == (0.125,)
     with pytest.raises(UserError, match="seconds"):
-        validate(Request(suite="validate", benches=("burn-in",), values={"seconds": (-1.0,)}),
+        validate(RunRequest(suite="validate", benches=("burn-in",), values={"seconds": (-1.0,)}),
                  REGISTRY)
 
 
 def test_the_device_is_named_once() -> None:
-    assert validate(Request(benches=("gemm",), device="cuda:3"), REGISTRY).device == ("cuda", 3)
-    assert validate(Request(benches=("gemm",)), REGISTRY).device == ("auto", None)
+    assert validate(RunRequest(benches=("gemm",), device="cuda:3"), REGISTRY).device == ("cuda", 3)
+    assert validate(RunRequest(benches=("gemm",)), REGISTRY).device == ("auto", None)
     with pytest.raises(UserError):
-        validate(Request(benches=("gemm",), device="tpu"), REGISTRY)
+        validate(RunRequest(benches=("gemm",), device="tpu"), REGISTRY)

@@ -11,6 +11,7 @@ import pytest
 
 from accelbench.core.names import RUN_COMPLETE, RUN_FAILED, RUN_INTERRUPTED, RUN_RUNNING
 from accelbench.core.registry import Benchmark, Registry
+from accelbench.core.request import RunRequest
 from accelbench.errors import (
     EXIT_CASE_FAILED,
     EXIT_DEVICE,
@@ -19,7 +20,7 @@ from accelbench.errors import (
     StoreUnreachable,
     UserError,
 )
-from accelbench.runner.plan import Request, validate
+from accelbench.runner.plan import validate
 from accelbench.runner.recorder import Outcome
 from accelbench.runner.resume import Resume, is_done
 from accelbench.runner.session import run_session
@@ -46,7 +47,7 @@ def _script():
 def _run(store: Store, resume: Resume | None = None, processes: int = 1) -> Outcome:
     """The run of a..d (or the resume of one), the worker script starting afresh."""
     ScriptedWorker.asked = []
-    request = Request(benches=("a", "b", "c", "d"), timing={"processes": processes})
+    request = RunRequest(benches=("a", "b", "c", "d"), timing={"processes": processes})
     return run_session(validate(request, REGISTRY), store, argv=ARGV,
                        worker_factory=ScriptedWorker, resume=resume)
 

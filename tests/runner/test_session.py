@@ -3,8 +3,9 @@
 import pytest
 from sample_benches import SAMPLE_REGISTRY
 
+from accelbench.core.request import RunRequest
 from accelbench.errors import EXIT_CASE_FAILED, EXIT_DEVICE, EXIT_OK, UserError
-from accelbench.runner.plan import Request, validate
+from accelbench.runner.plan import validate
 from accelbench.runner.session import run_session
 from accelbench.store import Store
 
@@ -16,7 +17,7 @@ FAST = {"max_time": 0.05, "warmup_time": 0.0, "processes": 1}
 
 def test_failures_crashes_and_hangs_are_recorded_and_the_run_goes_on(store_path):
     order = ("ok", "fails", "errors", "oom", "skips", "crashes", "hangs", "ok")
-    request = Request(benches=order[:-1], timing=FAST)
+    request = RunRequest(benches=order[:-1], timing=FAST)
     with Store.open(store_path) as store:
         outcome = run_session(validate(request, SAMPLE_REGISTRY), store, argv=["run"])
         stored = store.load_run(outcome.run_id)
@@ -42,7 +43,7 @@ def test_failures_crashes_and_hangs_are_recorded_and_the_run_goes_on(store_path)
 
 
 def test_a_clean_run_exits_zero_and_is_complete(store_path):
-    request = Request(benches=("ok",), overrides={"n": ("10", "100")}, timing=FAST)
+    request = RunRequest(benches=("ok",), overrides={"n": ("10", "100")}, timing=FAST)
     with Store.open(store_path) as store:
         outcome = run_session(validate(request, SAMPLE_REGISTRY), store)
         record = store.load_run("latest").record
@@ -58,7 +59,7 @@ def test_a_missing_device_is_refused_before_anything_is_stored(store_path):
         pytest.skip("this machine has a GPU")
     with Store.open(store_path) as store:
         with pytest.raises(UserError) as info:
-            run_session(validate(Request(benches=("ok",), device="cuda", timing=FAST),
+            run_session(validate(RunRequest(benches=("ok",), device="cuda", timing=FAST),
                                  SAMPLE_REGISTRY), store)
         assert store.list_runs() == []
     assert info.value.exit_code == EXIT_DEVICE
@@ -72,7 +73,7 @@ def test_ctrl_c_keeps_what_was_measured_and_marks_the_run_interrupted(store_path
         def finished(self, index, measurement):
             raise KeyboardInterrupt
 
-    request = Request(benches=("ok",), overrides={"n": ("10", "20", "30")}, timing=FAST)
+    request = RunRequest(benches=("ok",), overrides={"n": ("10", "20", "30")}, timing=FAST)
     with Store.open(store_path) as store:
         outcome = run_session(validate(request, SAMPLE_REGISTRY), store, listener=StopAfterFirst())
         stored = store.load_run(outcome.run_id)
@@ -93,7 +94,7 @@ def test_cases_with_different_worker_keys_never_share_a_process(store_path):
                    for p in original_expand(*args, **kwargs)}
         return [planned[item] for item in order]
 
-    request = Request(benches=("keyed_pid", "pid"), overrides={"mode": ("a", "b")},
+    request = RunRequest(benches=("keyed_pid", "pid"), overrides={"mode": ("a", "b")},
                       timing=FAST)
     with Store.open(store_path) as store, pytest.MonkeyPatch.context() as mp:
         mp.setattr(session, "expand", ordered_expand)

@@ -13,19 +13,20 @@ import pytest
 from accelbench.benchmarks import REGISTRY
 from accelbench.core.context import DistInfo
 from accelbench.core.device import DeviceInfo
+from accelbench.core.request import RunRequest
 from accelbench.env import host
 from accelbench.env.cluster import Cluster
 from accelbench.env.fingerprint import Fingerprint
 from accelbench.env.host import HostReport
 from accelbench.runner import capacity
 from accelbench.runner.capacity import GIB, NodeResources, threads_source, usable_cpus
-from accelbench.runner.plan import PlannedCase, Request, validate
+from accelbench.runner.plan import PlannedCase, validate
 from accelbench.runner.rank_session import RankExecutor
 from accelbench.runner.session import Supervised
 
 CPU = DeviceInfo(type="cpu", index=None, name="Test CPU", platform="cpu")
-GEMM = Request(benches=("gemm",), device="cpu", dtypes=("fp32",), overrides={"shape": ("64",)})
-COLLECTIVES = Request(benches=("collectives",), device="cpu", nproc_per_node=2,
+GEMM = RunRequest(benches=("gemm",), device="cpu", dtypes=("fp32",), overrides={"shape": ("64",)})
+COLLECTIVES = RunRequest(benches=("collectives",), device="cpu", nproc_per_node=2,
                       overrides={"op": ("all-reduce",), "bytes": ("1024",)})
 
 
@@ -47,7 +48,7 @@ def _busy_host(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(host, "snapshot_quiet", lambda *a, **k: (False, busy))
 
 
-def _plan(request: Request) -> tuple[Fingerprint, list[PlannedCase]]:
+def _plan(request: RunRequest) -> tuple[Fingerprint, list[PlannedCase]]:
     return Supervised(validate(request, REGISTRY)).plan(_fingerprint())
 
 
@@ -100,7 +101,7 @@ def test_threads_wins_over_the_default_and_says_so() -> None:
     with pytest.MonkeyPatch.context() as mp:
         _affinity(mp, 8)
         _busy_host(mp)
-        fingerprint, cases = _plan(Request(**{**GEMM.__dict__, "threads": 3}))
+        fingerprint, cases = _plan(RunRequest(**{**GEMM.__dict__, "threads": 3}))
     assert _threads(cases) == [3]
     assert fingerprint.data["threads_source"] == "--threads 3"
 
@@ -109,7 +110,7 @@ def test_a_distributed_case_splits_the_count_between_its_ranks() -> None:
     with pytest.MonkeyPatch.context() as mp:
         _affinity(mp, 8)
         fingerprint, cases = _plan(COLLECTIVES)
-        _, chosen = _plan(Request(**{**COLLECTIVES.__dict__, "threads": 6}))
+        _, chosen = _plan(RunRequest(**{**COLLECTIVES.__dict__, "threads": 6}))
     assert [c.ranks for c in cases] == [2] and _threads(cases) == [3]  # 7 // 2
     assert _threads(chosen) == [3]
     assert fingerprint.data["threads_source"] == (
@@ -119,7 +120,7 @@ def test_a_distributed_case_splits_the_count_between_its_ranks() -> None:
 
 def test_a_gpu_run_plans_no_threads_and_records_no_source() -> None:
     gpu = DeviceInfo(type="cuda", index=0, name="Test GPU", platform="cuda")
-    valid = validate(Request(benches=("gemm",), dtypes=("fp32",),
+    valid = validate(RunRequest(benches=("gemm",), dtypes=("fp32",),
                              overrides={"shape": ("64",)}), REGISTRY)
     fingerprint, cases = Supervised(valid).plan(
         Fingerprint(device=gpu, data={"devices": {"count": 1}}))
@@ -127,7 +128,7 @@ def test_a_gpu_run_plans_no_threads_and_records_no_source() -> None:
     assert "threads_source" not in fingerprint.data
 
 
-def _rank_plan(request: Request, local_world: int) -> tuple[Fingerprint, list[PlannedCase]]:
+def _rank_plan(request: RunRequest, local_world: int) -> tuple[Fingerprint, list[PlannedCase]]:
     """What one rank of a torchrun job of `local_world` ranks on this node plans."""
     executor = RankExecutor(validate(request, REGISTRY))
     executor._info = DistInfo(rank=0, world_size=local_world, local_rank=0,
@@ -143,7 +144,7 @@ def test_every_rank_of_a_torchrun_job_shares_the_cpus_and_ignores_the_load() -> 
         idle = _rank_plan(GEMM, 4)
         _busy_host(mp)
         busy = _rank_plan(GEMM, 4)
-        _, chosen = _rank_plan(Request(**{**GEMM.__dict__, "threads": 5}), 4)
+        _, chosen = _rank_plan(RunRequest(**{**GEMM.__dict__, "threads": 5}), 4)
     assert _threads(idle[1]) == _threads(busy[1]) == [1]  # 7 // 4
     assert [c.case.key for c in busy[1]] == [c.case.key for c in idle[1]]
     assert idle[0].data["threads_source"] == (

@@ -13,10 +13,11 @@ from sample_benches import ENV_REGISTRY
 from accelbench.benchmarks import REGISTRY
 from accelbench.core.device import DeviceInfo
 from accelbench.core.measurement import CaseResult
+from accelbench.core.request import RunRequest
 from accelbench.core.worker_env import NONE, WorkerEnv, combined
 from accelbench.env.fingerprint import collect
 from accelbench.runner import messages
-from accelbench.runner.plan import Request, expand, load_suite, validate
+from accelbench.runner.plan import expand, load_suite, validate
 from accelbench.runner.session import run_session
 from accelbench.runner.supervisor import WorkerSlot
 from accelbench.store import Store
@@ -43,7 +44,7 @@ def test_a_distributed_job_takes_every_cases_environment() -> None:
 
 @pytest.mark.slow
 def test_a_real_worker_starts_with_the_environment_and_its_fresh_folder(store_path) -> None:
-    request = Request(benches=("environ_probe",), overrides={"value": ("x", "y")}, timing=FAST)
+    request = RunRequest(benches=("environ_probe",), overrides={"value": ("x", "y")}, timing=FAST)
     with Store.open(store_path) as store:
         outcome = run_session(validate(request, ENV_REGISTRY), store)
     first, second = (m.details for m in outcome.measurements)
@@ -60,7 +61,7 @@ def test_a_real_worker_starts_with_the_environment_and_its_fresh_folder(store_pa
 def test_a_variable_the_user_set_is_left_as_it_is(store_path, monkeypatch) -> None:
     monkeypatch.setenv("SAMPLE_VALUE", "mine")
     monkeypatch.setenv("SAMPLE_FRESH", str(store_path.parent))
-    request = Request(benches=("environ_probe",), overrides={"value": ("x",)}, timing=FAST)
+    request = RunRequest(benches=("environ_probe",), overrides={"value": ("x",)}, timing=FAST)
     with Store.open(store_path) as store:
         outcome = run_session(validate(request, ENV_REGISTRY), store)
     details = outcome.measurements[0].details
@@ -116,7 +117,7 @@ class _FakeWorker:
 def test_the_slot_replaces_the_worker_only_when_the_environment_changes() -> None:
     factory = Counting()
     slot = WorkerSlot(factory, environ={})
-    request = Request(benches=("environ_probe",), overrides={"value": ("a", "b")})
+    request = RunRequest(benches=("environ_probe",), overrides={"value": ("a", "b")})
     planned = {p.params["value"]: p for p in expand(validate(request, ENV_REGISTRY), MI300X)}
     device = MI300X
     first = slot.for_case(planned["a"], device)
@@ -131,7 +132,7 @@ def test_the_slot_replaces_the_worker_only_when_the_environment_changes() -> Non
 def test_quick_suite_conv_cases_run_in_one_worker_per_search_setting(store_path) -> None:
     """Search is conv's innermost grid axis; in plan order every case would switch."""
     factory = Counting(MI300X)
-    request = Request(suite="quick", benches=("conv",), timing=FAST)
+    request = RunRequest(suite="quick", benches=("conv",), timing=FAST)
     with Store.open(store_path) as store:
         run_session(validate(request, REGISTRY), store, worker_factory=factory)
     conv = [(process, search) for process, name, search in factory.measured if name == "conv"]
@@ -156,7 +157,7 @@ def test_worker_starts_per_suite_follow_the_worker_identities(store_path, monkey
 
     monkeypatch.setattr(session, "run_distributed", _no_ranks)
     factory = Counting(H100)
-    request = Request(suite="quick", timing={**FAST, "processes": 3})
+    request = RunRequest(suite="quick", timing={**FAST, "processes": 3})
     with Store.open(store_path) as store:
         run_session(validate(request, REGISTRY), store, worker_factory=factory)
     processes: dict[int, set[tuple[str, bool]]] = {}
@@ -189,7 +190,7 @@ def test_the_worker_steps_aside_for_a_distributed_job(store_path, monkeypatch) -
     monkeypatch.setattr(session, "WorkerSlot", Slot)
     monkeypatch.setattr(session, "run_distributed", fake_distributed)
     factory = Counting(H100)
-    request = Request(benches=("gemm", "collectives"), overrides={"shape": ("256",)},
+    request = RunRequest(benches=("gemm", "collectives"), overrides={"shape": ("256",)},
                       dtypes=("bf16",), nproc_per_node=2, timing=FAST)
     with Store.open(store_path) as store:
         run_session(validate(request, REGISTRY), store, worker_factory=factory)
@@ -202,8 +203,8 @@ def test_a_named_gpu_is_one_device_for_the_suite_and_the_first_of_a_job() -> Non
     from accelbench.runner.ranks import rank_device
 
     suite = load_suite("quick")
-    named = expand(validate(Request(suite="quick", device="cuda:3"), REGISTRY, suite), H100, 8)
-    every = expand(validate(Request(suite="quick", device="cuda"), REGISTRY, suite), H100, 8)
+    named = expand(validate(RunRequest(suite="quick", device="cuda:3"), REGISTRY, suite), H100, 8)
+    every = expand(validate(RunRequest(suite="quick", device="cuda"), REGISTRY, suite), H100, 8)
     assert {c.ranks for c in named if c.benchmark.distributed} == {1}
     assert {c.ranks for c in every if c.benchmark.distributed} == {8}
     job_device = DeviceInfo("cuda", 3, "cuda", "NVIDIA H100 80GB HBM3", "sm_90")

@@ -17,16 +17,21 @@ else:  # pragma: no cover
 
 from accelbench.benchmarks import REGISTRY
 from accelbench.benchmarks.models import zoo
-from accelbench.benchmarks.scale import forms, parallel, parity, stages
+from accelbench.benchmarks.scale import declaration, forms, parallel, parity, stages
 from accelbench.core.device import DeviceInfo
 from accelbench.core.measurement import CaseFailed, CaseSkipped
-from accelbench.runner.plan import Request, ValidRequest, expand, parse_suite, validate
+from accelbench.core.request import RunRequest
+from accelbench.runner.plan import ValidRequest, expand, parse_suite, validate
 
 BASE = {"batch": 4, "global_batch": 0, "checkpoint": False}
+BENCHMARKS = {"fsdp": declaration.FSDP, "tp": declaration.TP, "pp": declaration.PP,
+              "fsdp+tp": declaration.MESH_2D}
 
 
 def _plan(form: str, world: int, **params: object) -> forms.Plan:
-    return forms.plan(form, {**BASE, **params}, world)
+    bench = BENCHMARKS[form]
+    assert bench.typed is not None
+    return forms.plan(form, bench.typed(**bench.resolve({**BASE, **params})), world)
 
 
 def test_each_form_uses_every_rank_its_own_way() -> None:
@@ -103,7 +108,7 @@ CPU = DeviceInfo(type="cpu", index=None, name="cpu", platform="cpu")
 
 
 def _suite_request(suite_text: Mapping[str, Any], **request: Any) -> ValidRequest:
-    valid = validate(Request(**request), REGISTRY)
+    valid = validate(RunRequest(**request), REGISTRY)
     return dataclasses.replace(valid, suite=parse_suite("series", suite_text))
 
 

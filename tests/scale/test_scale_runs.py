@@ -10,7 +10,8 @@ from pathlib import Path
 import pytest
 
 from accelbench.benchmarks import REGISTRY
-from accelbench.runner.plan import Request, validate
+from accelbench.core.request import RunRequest
+from accelbench.runner.plan import validate
 from accelbench.runner.session import run_session
 from accelbench.store import Store
 from accelbench.store.records import StoredRun
@@ -24,7 +25,7 @@ TINY = {"seq": ("16",), "batch": ("4",), "steps_per_window": ("1",), "parity_ste
 
 def _run(store_path: Path, benches: tuple[str, ...], overrides: Mapping[str, tuple[str, ...]],
          ranks: int, oversubscribe: bool = False) -> StoredRun:
-    request = Request(benches=benches, overrides={**TINY, **overrides}, device="cpu",
+    request = RunRequest(benches=benches, overrides={**TINY, **overrides}, device="cpu",
                       timing=FAST, nproc_per_node=ranks, oversubscribe=oversubscribe)
     with Store.open(store_path) as store:
         outcome = run_session(validate(request, REGISTRY), store)

@@ -10,10 +10,15 @@ import pytest
 
 from accelbench.benchmarks import REGISTRY
 from accelbench.benchmarks.serving import loadgen, scenarios
+from accelbench.benchmarks.serving.scenarios import ServeParams
 from accelbench.benchmarks.serving.sut import QueueSUT
 from accelbench.errors import UserError
 
 BENCH = REGISTRY.get("serve")
+
+
+def _params(**given: str) -> ServeParams:
+    return ServeParams(**BENCH.resolve(given))
 
 
 @pytest.mark.parametrize(("text", "seconds"), [
@@ -34,7 +39,7 @@ def test_a_latency_bound_that_is_not_a_positive_duration_is_a_usage_error(text) 
 def test_unknown_scenarios_are_usage_errors_and_empty_durations_mean_loadgens() -> None:
     with pytest.raises(UserError, match="scenario='cloud' is not one of: single-stream"):
         BENCH.resolve({"scenario": "cloud"})
-    settings = scenarios.settings_from_params(BENCH.resolve({}))
+    settings = scenarios.settings_from_params(_params())
     assert settings.min_duration_s == scenarios.LOADGEN_MIN_DURATION_S == 10.0
     assert settings.min_queries == scenarios.LOADGEN_MIN_QUERIES == 100
     assert settings.latency_bound_s == pytest.approx(0.1)
@@ -44,17 +49,16 @@ def test_unknown_scenarios_are_usage_errors_and_empty_durations_mean_loadgens() 
     ("single-stream", 1, 1), ("server", 1, 1), ("multi-stream", 8, 8), ("offline", 8, 1),
 ])
 def test_each_scenario_calls_the_engine_with_its_batch(scenario, batch, per_query) -> None:
-    s = scenarios.settings_from_params(BENCH.resolve({"scenario": scenario}))
+    s = scenarios.settings_from_params(_params(scenario=scenario))
     assert (s.batch, s.samples_per_query) == (batch, per_query)
     assert s.to_dict()["loadgen_scenario"] == scenarios.LOADGEN_NAMES[scenario]
 
 
 def test_settings_for_another_scenario_are_named() -> None:
-    params = BENCH.resolve({"scenario": "offline", "samples_per_query": "4"})
+    params = _params(scenario="offline", samples_per_query="4")
     assert scenarios.unused_settings(params) == ("samples_per_query applies to multi-stream, "
                                                  "not offline")
-    assert scenarios.unused_settings(BENCH.resolve({"scenario": "server",
-                                                    "target_qps": "5"})) is None
+    assert scenarios.unused_settings(_params(scenario="server", target_qps="5")) is None
 
 
 def test_the_detail_log_is_read_key_by_key() -> None:

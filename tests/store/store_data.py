@@ -6,6 +6,7 @@ from typing import Any
 
 from accelbench.core.case import Case
 from accelbench.core.measurement import Figure, Measurement
+from accelbench.core.request import RunRequest
 from fakes import stored_measurement
 
 RUN_ARGS: dict[str, Any] = {
@@ -17,6 +18,7 @@ RUN_ARGS: dict[str, Any] = {
     "argv": ["run", "--suite", "quick"],
     "host": "node-3",
     "accelbench_version": "0.1.0",
+    "request": RunRequest(suite="quick").to_dict(),
 }
 
 

@@ -14,7 +14,7 @@ import pytest
 
 from accelbench.benchmarks import REGISTRY
 from accelbench.cli.main import build_parser
-from accelbench.cli.run_cmd import build_request
+from accelbench.cli.request_options import request_of as build_request
 from accelbench.core.case import Case
 from accelbench.env import host
 from accelbench.env.fingerprint import Fingerprint

@@ -64,7 +64,7 @@ def test_old_sqlite_store_accepts_new_runs(old_store: Path, old_runs) -> None:
 
 def test_json_round_trip(old_runs) -> None:
     data = export_json(old_runs)
-    assert data["format"] == "accelbench-results" and data["format_version"] == 3
+    assert data["format"] == "accelbench-results" and data["format_version"] == 4
     assert load_json(json.loads(json.dumps(data))) == old_runs
 
 
@@ -79,8 +79,8 @@ def test_json_round_trip_from_a_store(old_store: Path) -> None:
     [
         ([], "not an accelbench results export"),
         ({"format": "pytest-benchmark", "format_version": 1}, "not an accelbench results export"),
-        ({"format": "accelbench-results", "format_version": 4, "runs": []},
-         "format version 4, newer than this accelbench reads"),
+        ({"format": "accelbench-results", "format_version": 5, "runs": []},
+         "format version 5, newer than this accelbench reads"),
         ({"format": "accelbench-results", "format_version": "1", "runs": []},
          "invalid format_version"),
         ({"format": "accelbench-results", "format_version": 1, "runs": [{"run": {}}]},

@@ -24,11 +24,12 @@ from accelbench.core.device import DeviceInfo
 from accelbench.core.measurement import CaseFailed, CaseResult, Rate, from_result
 from accelbench.core.params import Param
 from accelbench.core.registry import Benchmark, Registry
+from accelbench.core.request import RunRequest
 from accelbench.env.fingerprint import collect
 from accelbench.env.vendor_tools import MISSING, ToolRun
 from accelbench.errors import EXIT_STORE, EXIT_STORE_UNREACHABLE, StoreError, StoreUnreachable
 from accelbench.runner import messages
-from accelbench.runner.plan import Request, validate
+from accelbench.runner.plan import validate
 from accelbench.runner.session import run_session
 from accelbench.store import Store
 from fakes import FakeClock
@@ -83,7 +84,7 @@ def _fresh(tmp_path: Path, monkeypatch) -> None:
 
 
 def _run(store: Store) -> None:
-    request = Request(benches=("a", "b", "c"), timing={"processes": 1})
+    request = RunRequest(benches=("a", "b", "c"), timing={"processes": 1})
     run_session(validate(request, REGISTRY), store, worker_factory=Worker)
 
 

@@ -15,6 +15,7 @@ from store_data import RUN_ARGS, sample_measurements
 from accelbench.core.names import RUN_COMPLETE, RUN_FAILED, RUN_INTERRUPTED, RUN_RUNNING
 from accelbench.errors import EXIT_STORE, StoreError
 from accelbench.store import Store, StoredRun, ddl, export_json, load_json
+from accelbench.store import store as store_module
 from accelbench.store.record_schema import check_runs
 from accelbench.store.records import ResumeEvent
 from postgres import sql, tables
@@ -155,19 +156,23 @@ def test_a_store_from_before_resumes_migrates_and_its_runs_resume(store_location
     """A store that every earlier migration made (on both back-ends) gains the resume
     table and the index when opened, keeping every run, which can then be resumed."""
     with monkeypatch.context() as older:
-        older.setattr(ddl, "MIGRATIONS", ddl.MIGRATIONS[:-1])
-        older.setattr(ddl, "POSTGRES_MIGRATIONS", ddl.POSTGRES_MIGRATIONS[:-1])
+        before_resumes = [name for name, _ in ddl.MIGRATIONS].index("005_run_resumes")
+        older.setattr(ddl, "MIGRATIONS", ddl.MIGRATIONS[:before_resumes])
+        older.setattr(ddl, "POSTGRES_MIGRATIONS", ddl.POSTGRES_MIGRATIONS[:before_resumes])
         older.setattr(ddl, "TABLES", ddl.TABLES - {"run_resumes"})
+        # The runs table of that time: no request.
+        older.setattr(store_module, "RUN_COLUMNS", store_module.RUN_COLUMNS[:-1])
         with Store.open(store_location) as store:
             run_id = _failed_run(store)
         assert "run_resumes" not in tables(store_location)
     rows = "SELECT * FROM measurements ORDER BY id"
-    stored_rows, stored_runs = sql(store_location, rows), sql(store_location, "SELECT * FROM runs")
+    runs = f"SELECT {', '.join(store_module.RUN_COLUMNS[:-1])} FROM runs"
+    stored_rows, stored_runs = sql(store_location, rows), sql(store_location, runs)
     with Store.open(store_location, create=False) as store:
         before = store.load_run(run_id)  # read after the upgrade
     assert "run_resumes" in tables(store_location)
     assert sql(store_location, rows) == stored_rows
-    assert sql(store_location, "SELECT * FROM runs") == stored_runs
+    assert sql(store_location, runs) == stored_runs
     assert before.measurements == tuple(sample_measurements()) and before.superseded == ()
     assert sql(store_location, "SELECT name FROM migrations WHERE name = '005_run_resumes'"
                ) == [("005_run_resumes",)]

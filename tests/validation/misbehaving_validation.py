@@ -12,7 +12,7 @@ from accelbench.benchmarks.validation import distributed
 from accelbench.core.registry import Benchmark, Registry
 
 
-def rank1_corrupts(ctx: Any, params: dict[str, Any]) -> Any:
+def rank1_corrupts(ctx: Any, params: distributed.DistributedParams) -> Any:
     real = ops.prepare
 
     def prepare(*args: Any, **kwargs: Any) -> ops.Prepared:
@@ -28,7 +28,7 @@ def rank1_corrupts(ctx: Any, params: dict[str, Any]) -> Any:
         ops.prepare = real
 
 
-def rank1_hangs(ctx: Any, params: dict[str, Any]) -> Any:
+def rank1_hangs(ctx: Any, params: distributed.DistributedParams) -> Any:
     if ctx.dist.rank == 1:
         time.sleep(3600)
     return distributed.measure(ctx, params)
@@ -37,7 +37,7 @@ def rank1_hangs(ctx: Any, params: dict[str, Any]) -> Any:
 def _variant(name: str, entry: str, timeout: float) -> Benchmark:
     return Benchmark(name, "validation", f"test: {name}", f"misbehaving_validation:{entry}",
                      distributed.BENCHMARK.params, timeout_s=timeout, distributed=True,
-                     min_ranks=2)
+                     min_ranks=2, typed=distributed.DistributedParams)
 
 
 HANG_TIMEOUT_S = 120.0  # the case's own timeout, far beyond the barrier's
@@ -46,4 +46,4 @@ REGISTRY = Registry([
     distributed.BENCHMARK,
     _variant("distributed-rank1-corrupts", "rank1_corrupts", 120.0),
     _variant("distributed-rank1-hangs", "rank1_hangs", HANG_TIMEOUT_S),
-])
+], locator="misbehaving_validation:REGISTRY")

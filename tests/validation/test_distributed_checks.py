@@ -12,7 +12,8 @@ from misbehaving_validation import HANG_TIMEOUT_S
 from misbehaving_validation import REGISTRY as TEST_REGISTRY
 
 from accelbench.benchmarks.collectives import ops
-from accelbench.runner.plan import Request, Suite, SuiteEntry, validate
+from accelbench.core.request import RunRequest
+from accelbench.runner.plan import Suite, SuiteEntry, validate
 from accelbench.runner.session import run_session
 from accelbench.store import Store
 
@@ -32,11 +33,11 @@ def two_ranks(tmp_path_factory):
     ))
     path = tmp_path_factory.mktemp("ranks") / "results.sqlite"
     with pytest.MonkeyPatch.context() as patch:
-        patch.setattr("accelbench.runner.plan.load_suite", lambda name: suite)
+        patch.setattr("accelbench.runner.plan.load_suite", lambda name, registry=None: suite)
         patch.setenv("PYTHONPATH", os.pathsep.join(
             filter(None, (str(HERE), os.environ.get("PYTHONPATH")))))
         with Store.open(path) as store:
-            request = Request(suite="validate", nproc_per_node=2, oversubscribe=True,
+            request = RunRequest(suite="validate", nproc_per_node=2, oversubscribe=True,
                               timing={"telemetry_interval": 0.0})
             outcome = run_session(validate(request, TEST_REGISTRY), store)
             stored = store.load_run(outcome.run_id)

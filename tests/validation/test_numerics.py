@@ -56,7 +56,7 @@ def test_tf32_on_an_mi250x_is_skipped_before_the_device_is_touched():
     mi250x = DeviceInfo("cuda", 0, "rocm", "AMD Instinct MI250X", "gfx90a")
     ctx = CaseContext(mi250x, PerfCounterClock(), TimingPolicy())
     with pytest.raises(CaseSkipped) as skipped:
-        BENCH.load()(ctx, BENCH.resolve({"op": "matmul", "dtype": "tf32"}))
+        BENCH.measure(ctx, BENCH.resolve({"op": "matmul", "dtype": "tf32"}))
     assert str(skipped.value) == ("tf32 needs an MI300-class GPU (gfx94x/gfx95x); "
                                   "AMD Instinct MI250X (gfx90a)")
 

@@ -95,6 +95,14 @@ def failed_checks(measurements: Iterable[Measurement]) -> list[CheckResult]:
     return [r for r in check_results(measurements) if r.verdict == FAIL]
 
 
+def summary_line(measurements: Iterable[Measurement]) -> str:
+    """`37 checks: 33 passed, 0 failed, 4 skipped`."""
+    counts = tally(check_results(measurements))
+    total = sum(counts.values())
+    return (f"{total} checks: {counts[PASS]} passed, {counts[FAIL]} failed, "
+            f"{counts[SKIP]} skipped")
+
+
 def tally(results: Iterable[CheckResult]) -> dict[str, int]:
     out = {PASS: 0, FAIL: 0, SKIP: 0}
     for r in results:

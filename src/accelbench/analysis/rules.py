@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from accelbench.analysis.select import CasePattern, parse_case_pattern
-from accelbench.core.case import Case
+from accelbench.core.case import Case, renamed_family
 from accelbench.core.untrusted import parse_yaml, read_text, short
 from accelbench.errors import UserError
 
@@ -132,7 +132,9 @@ def _rule(item: object, index: int, source: str) -> Rule:
     return Rule(
         name=name.strip(), metric=pattern, compare=compare,
         category=_text(item, "category", where),
-        family=_text(item, "family", where) if "family" in item else None,
+        # A family of the name it had before families were named after their packages
+        # (`model`, `collective`) is that family still.
+        family=renamed_family(_text(item, "family", where)) if "family" in item else None,
         figure=_text(item, "figure", where) if "figure" in item else None,
         min=low, max=high, max_cv=max_cv,
         description=_text(item, "description", where) if "description" in item else "",

@@ -12,6 +12,7 @@ from accelbench.cli.options import (
     add_json,
     add_judge_anyway,
     add_store,
+    check_percent,
     name_arg,
     open_store,
     percentage,
@@ -49,16 +50,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_judge_anyway(parser)
     add_store(parser)
     add_json(parser)
-
-
-def check_percent(value: float | None, option: str, allow_zero: bool = True) -> None:
-    from accelbench.errors import UserError
-
-    if value is None:
-        return
-    if not (0 <= value < 100) or (value == 0 and not allow_zero):
-        raise UserError(f"{option} must be a percentage {'from' if allow_zero else 'above'} 0 "
-                        "and below 100")
 
 
 def check_figure_found(pattern: str, *sides: Sequence[StoredRun]) -> None:

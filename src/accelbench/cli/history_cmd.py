@@ -46,7 +46,7 @@ def run(args: argparse.Namespace) -> int:
         exclude_throttled,
         select_case_runs,
     )
-    from accelbench.cli.compare_cmd import check_percent
+    from accelbench.cli.options import check_percent
     from accelbench.errors import EXIT_CASE_FAILED, UserError
 
     if args.limit < 2:

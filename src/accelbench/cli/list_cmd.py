@@ -19,13 +19,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     from accelbench.benchmarks import REGISTRY
     from accelbench.errors import UserError
-    from accelbench.runner.plan import SUITES, load_suite
+    from accelbench.runner.plan import load_suite, suite_names
 
     families = REGISTRY.families
     if args.family and args.family not in families:
         raise UserError(f"unknown family {args.family!r} (families: {', '.join(families)})")
     benches = [b for b in REGISTRY if not args.family or b.family == args.family]
-    suites = [load_suite(name) for name in SUITES]
+    suites = [load_suite(name, REGISTRY) for name in suite_names(REGISTRY)]
     if args.json:
         print_json({
             "benchmarks": [b.describe() for b in benches],

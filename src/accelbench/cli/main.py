@@ -7,7 +7,6 @@ import os
 import sys
 from typing import Any, NoReturn
 
-from accelbench import __version__
 from accelbench.cli import (
     baseline_cmd,
     compare_cmd,
@@ -15,9 +14,7 @@ from accelbench.cli import (
     env_cmd,
     export_cmd,
     generations_cmd,
-    health_cmd,
     history_cmd,
-    isolate_cmd,
     list_cmd,
     merge_cmd,
     profile_cmd,
@@ -25,11 +22,11 @@ from accelbench.cli import (
     report_cmd,
     run_cmd,
     runs_cmd,
-    scaling_cmd,
     show_cmd,
     slurm_cmd,
     validate_cmd,
 )
+from accelbench.core.family import Command
 from accelbench.errors import (
     EXIT_INTERNAL,
     EXIT_INTERRUPTED,
@@ -39,13 +36,32 @@ from accelbench.errors import (
     UserError,
 )
 from accelbench.report.text import printable
+from accelbench.version import __version__
 
 DEBUG_ENV = "ACCELBENCH_DEBUG"  # set: an unexpected error shows its traceback
 
-# Every command, in the order `accelbench --help` lists them.
-COMMANDS = (run_cmd, validate_cmd, health_cmd, list_cmd, env_cmd, runs_cmd, show_cmd,
-            report_cmd, publish_cmd, export_cmd, profile_cmd, compare_cmd, generations_cmd,
-            scaling_cmd, history_cmd, diagnose_cmd, baseline_cmd, merge_cmd, slurm_cmd, isolate_cmd)
+# accelbench's own commands, in the order `accelbench --help` lists them; the families'
+# own commands follow (core.family.Family.commands).
+COMMANDS: tuple[Command, ...] = (
+    run_cmd, validate_cmd, list_cmd, env_cmd, runs_cmd, show_cmd, report_cmd, publish_cmd,
+    export_cmd, profile_cmd, compare_cmd, generations_cmd, history_cmd, diagnose_cmd,
+    baseline_cmd, merge_cmd, slurm_cmd)
+
+
+def commands() -> tuple[Command, ...]:
+    """Every command: accelbench's own, then each family's."""
+    from accelbench.benchmarks import REGISTRY
+
+    return (*COMMANDS, *REGISTRY.commands())
+
+
+def _needed(argv: list[str] | None) -> tuple[Command, ...]:
+    """The commands the parser of `argv` needs: one of accelbench's own needs only those,
+    so that it does not import every family's declarations to start."""
+    words = sys.argv[1:] if argv is None else argv
+    if words and words[0] in {c.NAME for c in COMMANDS}:
+        return COMMANDS
+    return commands()
 
 
 class Parser(argparse.ArgumentParser):
@@ -66,7 +82,8 @@ class Parser(argparse.ArgumentParser):
         return parsed, extras
 
 
-def build_parser() -> Parser:
+def build_parser(available: tuple[Command, ...] | None = None) -> Parser:
+    """The parser of `available` commands (default: every command)."""
     parser = Parser(
         prog="accelbench",
         description="Validate and benchmark a PyTorch accelerator stack (ROCm, CUDA, CPU) "
@@ -74,7 +91,7 @@ def build_parser() -> Parser:
     )
     parser.add_argument("--version", action="version", version=f"accelbench {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=Parser)
-    for command in COMMANDS:
+    for command in available if available is not None else commands():
         p = sub.add_parser(command.NAME, help=command.HELP, description=command.HELP)
         command.add_arguments(p)
         p.set_defaults(handler=command.run)
@@ -97,7 +114,7 @@ def entry() -> NoReturn:
 
 def main(argv: list[str] | None = None) -> int:
     _keep_standard_streams()
-    parser = build_parser()
+    parser = build_parser(_needed(argv))
     try:
         args = parser.parse_args(argv)
         if not getattr(args, "handler", None):

@@ -6,7 +6,7 @@ import argparse
 import json
 import math
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from accelbench.errors import UserError
@@ -254,3 +254,23 @@ def split_list(values: list[str] | None) -> tuple[str, ...]:
     for value in values or ():
         out.extend(v.strip() for v in value.split(",") if v.strip())
     return tuple(dict.fromkeys(out))
+
+
+def check_percent(value: float | None, option: str, allow_zero: bool = True) -> None:
+    if value is None:
+        return
+    if not (0 <= value < 100) or (value == 0 and not allow_zero):
+        raise UserError(f"{option} must be a percentage {'from' if allow_zero else 'above'} 0 "
+                        "and below 100")
+
+
+def parse_overrides(items: Sequence[str] | None) -> dict[str, tuple[str, ...]]:
+    """Each `-p NAME=TEXT` as written, gathered by name (repeating -p adds values); how
+    TEXT splits into values is the parameter's to say (runner.plan.given_values)."""
+    out: dict[str, tuple[str, ...]] = {}
+    for item in items or ():
+        name, sep, text = item.partition("=")
+        if not sep or not name.strip() or not text.strip():
+            raise UserError(f"--param expects NAME=VALUE[,VALUE], got {item!r}")
+        out[name.strip()] = (*out.get(name.strip(), ()), text.strip())
+    return out

@@ -7,33 +7,33 @@ import sys
 from typing import TYPE_CHECKING
 
 from accelbench.cli.options import (
-    StoreOnFirstUse,
     add_device,
     add_json,
     add_ranks,
     add_store,
     name_arg,
     non_negative_int,
-    open_store,
+    parse_overrides,
     path_arg,
     positive_int,
     print_json,
+    store_location,
 )
+from accelbench.cli.request_options import add_request_file
 from accelbench.errors import UserError
 
 if TYPE_CHECKING:
-    from pathlib import Path
-
-    from accelbench.profile.capture import Schedule
+    from accelbench.app import Profiled
+    from accelbench.core.request import RunRequest
     from accelbench.profile.session import ProfileOutcome
-    from accelbench.runner.plan import ValidRequest
 
 NAME = "profile"
 HELP = "profile one benchmark case with the PyTorch profiler and analyse the trace"
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("bench", type=name_arg, metavar="BENCH", help="the benchmark to profile")
+    parser.add_argument("bench", type=name_arg, metavar="BENCH", nargs="?",
+                        help="the benchmark to profile")
     parser.add_argument("-p", "--param", action="append", metavar="NAME=V",
                         help="set a parameter (repeatable; one value each)")
     parser.add_argument("--dtype", type=name_arg, metavar="DTYPE",
@@ -54,85 +54,48 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--output", type=path_arg, metavar="DIR",
                         help="directory for the traces, one folder per run "
                         "(default: profiles/ beside the store)")
+    add_request_file(parser, NAME)
     add_store(parser)
     add_json(parser)
 
 
+def build_request(args: argparse.Namespace) -> RunRequest:
+    """The profile request of the options (their types have checked each value)."""
+    from accelbench.core.request import ProfileRequest, RunRequest
+
+    if args.bench is None:
+        raise UserError("profile: give the benchmark to profile (or --request FILE)")
+    return RunRequest(
+        command=NAME, suite=NAME, benches=(args.bench,), overrides=parse_overrides(args.param),
+        dtypes=(args.dtype,) if args.dtype else (), device=args.device,
+        nproc_per_node=args.nproc_per_node, backend=args.backend,
+        oversubscribe=args.oversubscribe,
+        profile=ProfileRequest(wait=args.wait, warmup=args.warmup, active=args.steps,
+                               memory=args.memory, output=args.output))
+
+
 def run(args: argparse.Namespace) -> int:
-    from pathlib import Path
+    from accelbench import app
+    from accelbench.cli.request_options import given_or_read
 
-    from accelbench.benchmarks import REGISTRY
-    from accelbench.cli.run_cmd import parse_overrides
-    from accelbench.profile.capture import Schedule
-    from accelbench.profile.session import check_request, profile_session
-    from accelbench.runner.distributed import check_backend, launched_by_torchrun
-    from accelbench.runner.plan import Request
-
-    try:
-        schedule = Schedule(wait=args.wait, warmup=args.warmup, active=args.steps,
-                            memory=args.memory)
-    except ValueError as exc:
-        raise UserError(f"invalid schedule: {exc}") from None
-    request = Request(benches=(args.bench,), overrides=parse_overrides(args.param),
-                      dtypes=(args.dtype,) if args.dtype else (), device=args.device,
-                      nproc_per_node=args.nproc_per_node, backend=args.backend)
     # Bad input fails here, once, before the store is touched.
-    valid = check_request(request, REGISTRY)
-    kind, _ = valid.device
-    if kind != "auto":
-        check_backend(request.backend, kind)
-    output = Path(args.output) if args.output else None
+    request = given_or_read(args, build_request, add_arguments)
+    if request.profile is None:
+        raise UserError("profile: the request has no `profile` settings: run it with "
+                        "`accelbench run --request FILE`")
+    location = store_location(args)
+    profiled = app.profile(request, location, argv=sys.argv[1:])
+    if profiled is not None:
+        return _finish(args, profiled)
+    from accelbench.runner.distributed import launched_by_torchrun
+
     if launched_by_torchrun():
-        return _profile_as_rank(args, valid, schedule, output)
-    if (request.nproc_per_node or 1) > 1:
-        return _launch_ranks(args, kind)
-    with open_store(args, create=True) as store:
-        outcome = profile_session(valid, store, schedule, output, argv=sys.argv[1:])
-        store_location = store.name
-    return _finish(args, outcome, store_location)
+        return 0  # a rank other than 0: rank 0 prints
+    return app.profile_ranks(request, location, ["--json"] if args.json else [])
 
 
-def _profile_as_rank(args: argparse.Namespace, valid: ValidRequest, schedule: Schedule,
-                     output: Path | None) -> int:
-    """Under torchrun: every rank profiles; rank 0 stores and prints."""
-    from accelbench.profile.session import profile_as_rank
-
-    with StoreOnFirstUse(args) as store:
-        outcome = profile_as_rank(valid, schedule, store, output, argv=sys.argv[1:])
-        if outcome is None:
-            return 0
-        return _finish(args, outcome, store().name)
-
-
-def _launch_ranks(args: argparse.Namespace, device_kind: str) -> int:
-    """Start this same command on N ranks with torchrun (runner.launcher); rank 0
-    prints."""
-    from accelbench.runner.capacity import check_ranks
-    from accelbench.runner.launcher import run_torchrun
-
-    if device_kind == "cpu":  # GPU ranks are checked against the devices by each rank
-        warning = check_ranks(args.nproc_per_node, "cpu", 0, args.oversubscribe)
-        if warning:
-            print(f"accelbench: warning: {warning}", file=sys.stderr)
-    return run_torchrun(args.nproc_per_node, rank_argv(args))
-
-
-def rank_argv(args: argparse.Namespace) -> list[str]:
-    """This command's arguments for each rank (without --nproc-per-node)."""
-    out = [NAME, args.bench]
-    for item in args.param or ():
-        out += ["-p", item]
-    options = (("--dtype", args.dtype), ("--device", args.device), ("--steps", args.steps),
-               ("--warmup", args.warmup), ("--wait", args.wait), ("--backend", args.backend),
-               ("--output", args.output), ("--store", args.store))
-    for option, value in options:
-        if value is not None:
-            out += [option, str(value)]
-    out += [flag for flag, on in (("--memory", args.memory), ("--json", args.json)) if on]
-    return out
-
-
-def _finish(args: argparse.Namespace, outcome: ProfileOutcome, store_location: str) -> int:
+def _finish(args: argparse.Namespace, profiled: Profiled) -> int:
+    outcome, store_location = profiled.outcome, profiled.store
     if args.json:
         print_json({
             "run_id": outcome.run_id,

@@ -7,9 +7,9 @@ from __future__ import annotations
 import argparse
 import difflib
 import os
+import sys
 from collections.abc import Sequence
-from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from accelbench.cli.options import (
     add_device,
@@ -21,16 +21,16 @@ from accelbench.cli.options import (
     names_arg,
     positive_number,
     positive_seconds,
-    print_json,
     split_list,
+    store_location,
     telemetry_settings,
 )
+from accelbench.cli.request_options import add_request_file
 from accelbench.errors import UserError
 
 if TYPE_CHECKING:
     from accelbench.core.registry import Registry
-    from accelbench.runner.plan import Request
-    from accelbench.runner.recorder import Outcome
+    from accelbench.core.request import RunRequest
 
 NAME = "validate"
 HELP = ("check that this node and stack are healthy and compute correctly: the node's "
@@ -47,12 +47,13 @@ CUBLAS_CONFIG = ("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
 HEALTH = "health"
 COPY_MATRIX = "copy-matrix"
 STRESS = "stress"
-# --level, as DCGM's diagnostic levels: 1 the node's health only (seconds); 2 that, every
-# check, the copy matrix and a short burn-in (minutes); 3 the same with a long stress
-# (GEMM and memory at once, judged on throttling, clocks and ECC) in place of the burn-in.
+# --level, as DCGM's diagnostic levels; each family says which of its checks a level runs
+# (core.family.Family.levels): 1 the node's health only (seconds); 2 that, every check,
+# the copy matrix and a short burn-in (minutes); 3 the same with a long stress (GEMM and
+# memory at once, judged on throttling, clocks and ECC) in place of the burn-in. A level's
+# load runs last, for the seconds given here (or --burn).
 LEVELS = (1, 2, 3)
 LEVEL_LOAD = {2: (BURN_IN, 60.0), 3: (STRESS, 600.0)}
-CHECK_FAMILIES = ("validation", "health")
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -80,17 +81,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         "0 and 1 (default 0.8; on the CPU at most 256 MiB)")
     add_telemetry(parser)
     add_report(parser)
+    add_request_file(parser, NAME)
     add_store(parser)
     add_json(parser)
 
 
-def check_names(registry: Registry) -> list[str]:
-    return [b.name for b in registry if b.family in CHECK_FAMILIES]
-
-
 def selected_checks(names: Sequence[str], registry: Registry) -> tuple[str, ...]:
     """The checks asked for, each known; an unknown name is refused with the nearest."""
-    known = check_names(registry)
+    known = registry.checks()
     for name in names:
         if name in known:
             continue
@@ -103,14 +101,14 @@ def selected_checks(names: Sequence[str], registry: Registry) -> tuple[str, ...]
     return tuple(names)
 
 
-def build_request(args: argparse.Namespace, registry: Registry) -> Request:
-    from accelbench.runner.plan import Request, load_suite
+def build_request(args: argparse.Namespace, registry: Registry) -> RunRequest:
+    from accelbench.core.request import RunRequest
 
     checks = list(selected_checks(split_list(args.check), registry))
     if checks and args.level is not None:
         raise UserError("--level chooses the checks: give --level or --check, not both")
     if not checks:
-        checks = level_checks(args.level, load_suite(SUITE).benchmarks())
+        checks = level_checks(args.level, registry)
     load, seconds = LEVEL_LOAD.get(args.level or 0, (BURN_IN, None))
     burn = args.burn if args.burn is not None else seconds
     if burn is not None and load not in checks:
@@ -128,61 +126,43 @@ def build_request(args: argparse.Namespace, registry: Registry) -> Request:
             raise UserError(f"--memtest-fraction applies to the {MEMTEST} check, which is "
                             "not selected")
         values["fraction"] = (args.memtest_fraction,)
-    return Request(suite=SUITE, benches=tuple(checks), values=values,
-                   dtypes=split_list(args.dtype), device=args.device,
-                   timing=telemetry_settings(args))
+    return RunRequest(command=NAME, suite=SUITE, benches=tuple(checks), values=values,
+                      dtypes=split_list(args.dtype), device=args.device,
+                      timing=telemetry_settings(args), report=args.report,
+                      no_report=args.no_report)
 
 
-def level_checks(level: int | None, suite: Sequence[str]) -> list[str]:
-    """The checks of a level (None: the suite's, every check but the burn-in and the
-    copy matrix)."""
-    if level == 1:
-        return [HEALTH]
+def level_checks(level: int | None, registry: Registry) -> list[str]:
+    """The checks of a level (None: the validate suite's, every check but the burn-in and
+    the copy matrix): those of the suite first, in its order, then the others the
+    families name at that level, its load left for last."""
+    from accelbench.runner.plan import load_suite
+
+    suite = load_suite(SUITE, registry).benchmarks()
     if level is None:
-        return list(suite)
-    return [*suite, *([COPY_MATRIX] if COPY_MATRIX not in suite else [])]
+        return suite
+    load = LEVEL_LOAD.get(level, ("", None))[0]
+    named = [name for name in registry.level_checks(level) if name != load]
+    return sorted(dict.fromkeys(named), key=lambda name: (
+        suite.index(name) if name in suite else len(suite)))
 
 
 def run(args: argparse.Namespace) -> int:
+    from accelbench.app import prepare
+    from accelbench.app import run as run_request
     from accelbench.benchmarks import REGISTRY
-    from accelbench.cli.run_cmd import run_request
-    from accelbench.runner.plan import validate
+    from accelbench.cli.printing import print_checks
+    from accelbench.cli.progress import TerminalListener
+    from accelbench.cli.request_options import given_or_read
+    from accelbench.report.terminal import console
 
     # Bad names and values fail here, before anything starts or the store is opened.
-    valid = validate(build_request(args, REGISTRY), REGISTRY)
-    if DETERMINISM in valid.request.benches:
+    request = given_or_read(args, lambda given: build_request(given, REGISTRY), add_arguments)
+    valid = prepare(request)
+    if DETERMINISM in request.benches:
         os.environ.setdefault(*CUBLAS_CONFIG)
-    return run_request(args, valid, _finish)
-
-
-def _finish(args: argparse.Namespace, outcome: Outcome, store_location: str,
-            report: Path | None) -> int:
-    return print_checks(args, outcome, store_location, report, "Validation")
-
-
-def print_checks(args: argparse.Namespace, outcome: Outcome, store_location: str,
-                 report: Path | None, title: str, **extra: Any) -> int:
-    """A run of checks as `validate` and `health` print it: with --json the run, a tally,
-    every check and `extra`; else the run's sections and a summary line. Returns the
-    run's exit code."""
-    from accelbench.analysis.checks import check_results, tally
-    from accelbench.benchmarks.validation.view import summary_line
-    from accelbench.cli.run_cmd import outcome_json
-    from accelbench.report.run_view import run_sections
-    from accelbench.report.terminal import console, print_sections
-    from accelbench.report.text import text
-
-    if args.json:
-        results = check_results(outcome.measurements)
-        print_json(outcome_json(outcome, store_location, report, summary=tally(results),
-                                checks=[r.to_dict() for r in results], **extra))
-    else:
-        out = console()
-        out.print(text(f"{title} {outcome.run_id}: {outcome.fingerprint.generation_key}"))
-        print_sections(run_sections(outcome.measurements), out)
-        out.print(text(summary_line(outcome.measurements)
-                       + (" (interrupted)" if outcome.interrupted else "")))
-        out.print(text(f"Stored in {store_location} as run {outcome.run_id}"))
-        if report:
-            out.print(text(f"Report: {report}"))
-    return outcome.exit_code
+    finished = run_request(request, store_location(args), TerminalListener(console(stderr=True)),
+                           argv=sys.argv[1:], valid=valid)
+    if finished is None:
+        return 0  # a rank other than 0: rank 0 prints
+    return print_checks(finished, args.json, "Validation")

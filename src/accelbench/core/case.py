@@ -25,16 +25,19 @@ class Case:
     # The parameters a table shows, decided when the case was planned (switches left at
     # an "off" default say nothing); not part of the identity.
     shown: tuple[str, ...] = field(default=(), compare=False)
+    # A check (its family declares it: core.family.Family.checks): its result is a
+    # verdict, pass, fail or skip, rather than a figure; not part of the identity.
+    check: bool = field(default=False, compare=False)
 
     @classmethod
     def make(
         cls, benchmark: str, version: str, family: str, params: dict[str, Any], device: str,
-        shown: Iterable[str] | None = None,
+        shown: Iterable[str] | None = None, check: bool = False,
     ) -> Case:
         """`shown` defaults to every parameter."""
         ordered = tuple(sorted(params.items()))
         names = [k for k, _ in ordered] if shown is None else [k for k in shown if k in params]
-        return cls(benchmark, version, family, ordered, device, tuple(sorted(names)))
+        return cls(benchmark, version, family, ordered, device, tuple(sorted(names)), check)
 
     @property
     def param_dict(self) -> dict[str, Any]:
@@ -70,12 +73,40 @@ class Case:
             "device": self.device,
             "key": self.key,
             "shown": list(self.shown),
+            # Only where true: a case of a family of checks written without it (before
+            # cases said so) reads as one all the same (`from_dict`).
+            **({"check": True} if self.check else {}),
         }
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> Case:
-        return cls.make(d["benchmark"], d["version"], d["family"], d["params"], d["device"],
-                        d.get("shown"))
+        """A stored case; one stored before families were named after their packages
+        takes its family's name now, and one stored before cases said whether they were
+        checks is one when its family was a family of checks then."""
+        family = upgraded_family(d["benchmark"], d["family"])
+        check = d.get("check") is True or family in _CHECK_FAMILIES_BEFORE
+        return cls.make(d["benchmark"], d["version"], family, d["params"], d["device"],
+                        d.get("shown"), bool(check))
+
+
+# The families whose cases were checks, before a case said so itself.
+_CHECK_FAMILIES_BEFORE = ("validation", "health")
+# Family names before a family was named after its package: per old name, the new one,
+# or per benchmark where the old name was shared by two families.
+_FAMILIES_BEFORE = {"model": "models", "collective": "collectives"}
+_BENCHMARK_FAMILIES_BEFORE = {("isolate", "collective"): "isolate",
+                              ("serve", "model"): "serving"}
+
+
+def upgraded_family(benchmark: str, family: str) -> str:
+    """The family a case of `benchmark` stored under `family` belongs to now."""
+    return _BENCHMARK_FAMILIES_BEFORE.get((benchmark, family), renamed_family(family))
+
+
+def renamed_family(family: str) -> str:
+    """A family's name now, given the name it may have had before (a rules file of that
+    time names `model` or `collective`)."""
+    return _FAMILIES_BEFORE.get(family, family)
 
 
 def label_value(value: Any) -> str:

@@ -203,7 +203,8 @@ _FIELD_TYPES: dict[str, tuple[type, ...]] = {"int": (int,), "float": (float,),
 
 
 def check_typed(cls: type, params: tuple[Param, ...], benchmark: str) -> None:
-    """That `cls`, a frozen dataclass, has one field per declared parameter and no other,
+    """That `cls`, a frozen dataclass, has one field per declared parameter (`field_name`)
+    and no other,
     each of the parameter's kind, and that a parameter which may be left out of a case
     (`only_when` with OMIT) is `X | None` with a default of None: a declaration and its
     class cannot drift apart (ValueError when the registry is built)."""
@@ -214,7 +215,7 @@ def check_typed(cls: type, params: tuple[Param, ...], benchmark: str) -> None:
         raise ValueError(f"benchmark {benchmark}: {cls.__name__} is not a frozen dataclass")
     hints = typing.get_type_hints(cls)
     fields = {f.name: f for f in dataclasses.fields(cls)}
-    declared = {p.name: p for p in params}
+    declared = {field_name(p.name): p for p in params}
     if set(fields) != set(declared):
         extra = sorted(set(fields) - set(declared))
         missing = sorted(set(declared) - set(fields))
@@ -236,8 +237,16 @@ def check_typed(cls: type, params: tuple[Param, ...], benchmark: str) -> None:
                              f"{p.condition_text()}")
 
 
+def field_name(param: str) -> str:
+    """The field of a parameters class that holds the parameter `param`: its name, or
+    with a trailing underscore where the name is a Python keyword (attention's `pass`)."""
+    import keyword
+
+    return f"{param}_" if keyword.iskeyword(param) else param
+
+
 def typed_params(cls: type[T], params: Mapping[str, Any]) -> T:
     """A case's resolved parameters as an instance of its benchmark's parameters class
     (a parameter left out of the case, where it does not apply, takes the field's
     default, None)."""
-    return cls(**params)
+    return cls(**{field_name(name): value for name, value in params.items()})

@@ -536,7 +536,7 @@ def collect(
     if torch_module is None:
         import torch as torch_module
     environ = os.environ if environ is None else environ
-    from accelbench import __version__
+    from accelbench.version import __version__
 
     host = host_info()
     selected = select_device(torch_module, device, host, environ)

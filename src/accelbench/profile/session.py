@@ -15,16 +15,10 @@ from typing import TYPE_CHECKING, Any
 from accelbench.core.measurement import STATUS_FAILED, Measurement
 from accelbench.core.names import RUN_COMPLETE, RUN_FAILED, RUN_INTERRUPTED
 from accelbench.core.registry import Registry
+from accelbench.core.request import RunRequest
 from accelbench.errors import EXIT_CASE_FAILED, EXIT_OK, UserError
 from accelbench.profile.capture import Schedule
-from accelbench.runner.plan import (
-    PlannedCase,
-    Request,
-    Suite,
-    ValidRequest,
-    expand,
-    validate,
-)
+from accelbench.runner.plan import PlannedCase, Suite, ValidRequest, expand, validate
 from accelbench.runner.recorder import RunRecorder
 from accelbench.runner.session import conduct, say_given_aside
 
@@ -59,7 +53,7 @@ class ProfileOutcome:
         return EXIT_CASE_FAILED if self.status == RUN_FAILED else EXIT_OK
 
 
-def check_request(request: Request, registry: Registry) -> ValidRequest:
+def check_request(request: RunRequest, registry: Registry) -> ValidRequest:
     """Everything checkable without a device: names, values, and exactly one case."""
     if len(request.benches) != 1:
         raise UserError("profile takes exactly one benchmark")
@@ -94,7 +88,7 @@ def profile_session(
     is the traces' parent directory (default: `profiles/` beside the store), each run
     writing into `<output>/<run id>/`."""
     executor = ProfileExecutor(valid, schedule, output)
-    conduct(executor, lambda: store, SUITE, argv)
+    conduct(executor, lambda: store, valid.request, argv)
     assert executor.outcome is not None
     return executor.outcome
 
@@ -117,10 +111,10 @@ def profile_as_rank(
     from accelbench.runner.lifeline import end_with_owner
 
     end_with_owner()  # started by `accelbench profile --nproc-per-node`: end with it
-    if valid.request.nproc_per_node != 1:
+    if (valid.request.nproc_per_node or 1) != 1:
         raise UserError("already started by torchrun: leave out --nproc-per-node")
     executor = ProfileExecutor(valid, schedule, output, ranked=True)
-    conduct(executor, open_store, SUITE, argv)
+    conduct(executor, open_store, valid.request, argv)
     return executor.outcome
 
 

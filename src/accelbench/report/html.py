@@ -13,7 +13,6 @@ from dataclasses import dataclass, field
 from itertools import count
 from typing import Any
 
-from accelbench import __version__
 from accelbench.core.units import format_timestamp
 from accelbench.core.view import BarSeries, Section
 from accelbench.report import charts
@@ -21,6 +20,7 @@ from accelbench.report.results import COLUMNS, counts
 from accelbench.report.run_view import run_sections
 from accelbench.report.text import printable
 from accelbench.store import StoredRun
+from accelbench.version import __version__
 
 
 @dataclass

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import pickle
 import re
 import signal
 import subprocess
@@ -23,6 +22,7 @@ from typing import IO, Any
 
 from accelbench.core.device import DeviceInfo
 from accelbench.core.measurement import STATUS_FAILED, Measurement, not_measured
+from accelbench.core.registry import Registry
 from accelbench.core.timing import TimingPolicy
 from accelbench.core.worker_env import NONE, WorkerEnv
 from accelbench.runner.lifeline import (
@@ -32,6 +32,7 @@ from accelbench.runner.lifeline import (
     parent_death_preexec,
 )
 from accelbench.runner.plan import PlannedCase
+from accelbench.runner.rank_job import job_json
 from accelbench.runner.worker_env import worker_environment
 
 STARTUP_TIMEOUT_S = 300.0  # every rank imports torch and joins the group
@@ -41,9 +42,11 @@ class RankGroup:
     """`nproc_per_node` ranks of one torchrun job on this node, started with `env` set
     (see core.worker_env: the fresh folders it asks for live as long as each job)."""
 
-    def __init__(self, nproc_per_node: int, backend: str, env: WorkerEnv = NONE) -> None:
+    def __init__(self, nproc_per_node: int, backend: str, registry: Registry,
+                 env: WorkerEnv = NONE) -> None:
         self.nproc_per_node = nproc_per_node
         self.backend = backend
+        self.registry = registry
         self.env = env
 
     def command(self, job: Path, results: Path) -> list[str]:
@@ -66,13 +69,12 @@ class RankGroup:
             while done < len(cases):
                 attempt += 1
                 remaining = cases[done:]
-                job = Path(tmp) / f"job-{attempt}.pkl"
+                job = Path(tmp) / f"job-{attempt}.json"
                 results = Path(tmp) / f"results-{attempt}.jsonl"
                 log = Path(tmp) / f"ranks-{attempt}.log"
                 group_timeout = max(timeout_for(c) for c in remaining)
-                with job.open("wb") as f:
-                    pickle.dump({"cases": list(remaining), "device": device, "policy": policy,
-                                 "backend": self.backend, "group_timeout_s": group_timeout}, f)
+                job.write_text(job_json(self.registry, remaining, device, policy, self.backend,
+                                        group_timeout), encoding="utf-8")
                 _, environ = worker_environment(self.env, Path(tmp) / f"env-{attempt}")
                 finished = self._follow(remaining, results, log, job, environ, timeout_for,
                                         _shifted_start(on_start, done),
@@ -179,10 +181,12 @@ def start_torchrun(command: Sequence[str], environ: dict[str, str] | None = None
         raise UserError(f"could not start torchrun: {exc}", EXIT_INTERNAL) from None
 
 
-def run_torchrun(nproc_per_node: int, argv: Sequence[str]) -> int:
-    """`accelbench ARGV` on N ranks of a torchrun job here, its output this process's;
-    the job's exit code. Ctrl-C or SIGTERM here ends the job's whole group."""
-    process = start_torchrun(torchrun_command(nproc_per_node, "accelbench", *argv))
+def run_torchrun(nproc_per_node: int, argv: Sequence[str],
+                 environ: dict[str, str] | None = None) -> int:
+    """`accelbench ARGV` on N ranks of a torchrun job here (with `environ`, else this
+    process's environment), its output this process's; the job's exit code. Ctrl-C or
+    SIGTERM here ends the job's whole group."""
+    process = start_torchrun(torchrun_command(nproc_per_node, "accelbench", *argv), environ)
     try:
         return process.wait()
     except BaseException:  # Ctrl-C, SIGTERM (Terminated): the job would not see them

@@ -13,25 +13,27 @@ import itertools
 import math
 import sys
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field, fields
-from importlib import resources
-from typing import Any
+from dataclasses import dataclass, fields
+from typing import TYPE_CHECKING, Any
 
 from accelbench.core.case import Case, label_value
 from accelbench.core.device import DeviceInfo, parse_device_spec
 from accelbench.core.dtypes import DTYPES
 from accelbench.core.names import BACKENDS
 from accelbench.core.params import OMIT
-from accelbench.core.registry import Benchmark, Registry
+from accelbench.core.registry import Benchmark, Registry, core_suite_files
+from accelbench.core.request import RunRequest
 from accelbench.core.timing import TimingPolicy
 from accelbench.errors import UserError
+
+if TYPE_CHECKING:
+    from importlib.abc import Traversable
 
 if sys.version_info >= (3, 11):
     import tomllib
 else:  # pragma: no cover
     import tomli as tomllib
 
-SUITES = ("quick", "standard", "full", "generations", "validate", "health", "scaling")
 DEVICE_CLASSES = ("any", "cpu", "gpu", "cuda", "rocm", "xpu", "mps")
 
 
@@ -63,20 +65,33 @@ class Suite:
         return list(dict.fromkeys(e.bench for e in self.entries))
 
 
-def load_suite(name: str) -> Suite:
-    if name not in SUITES:
-        raise UserError(f"unknown suite {name!r} (suites: {', '.join(SUITES)})")
-    data = tomllib.loads(resources.files("accelbench.suites").joinpath(f"{name}.toml").read_text())
-    return parse_suite(name, data)
+def suite_names(registry: Registry | None = None) -> list[str]:
+    """Every suite's name: accelbench's own and each of `registry`'s families', found
+    from their files."""
+    return list(_suite_files(registry))
 
 
-def parse_suite(name: str, data: Mapping[str, Any]) -> Suite:
+def _suite_files(registry: Registry | None) -> dict[str, Traversable]:
+    """The suites of `registry`'s families and accelbench's own (None: its own only)."""
+    return core_suite_files() if registry is None else registry.suite_files()
+
+
+def load_suite(name: str, registry: Registry | None = None) -> Suite:
+    """The suite `name`, of accelbench's own files or one of `registry`'s families'."""
+    files = _suite_files(registry)
+    if name not in files:
+        raise UserError(f"unknown suite {name!r} (suites: {', '.join(files)})")
+    return parse_suite(name, tomllib.loads(files[name].read_text(encoding="utf-8")), registry)
+
+
+def parse_suite(name: str, data: Mapping[str, Any], registry: Registry | None = None
+                ) -> Suite:
     """The suite `name` of its TOML file's `data` (a suite it extends is loaded by name)."""
     entries: list[SuiteEntry] = []
     timing: dict[str, Any] = {}
     repeat = 1
     if "extends" in data:
-        base = load_suite(data["extends"])
+        base = load_suite(data["extends"], registry)
         entries.extend(base.entries)
         timing.update(base.timing)
         repeat = base.repeat
@@ -107,39 +122,12 @@ def _rank_count(value: object) -> bool:
 
 
 @dataclass(frozen=True)
-class Request:
-    """What the user asked `accelbench run` for."""
-
-    suite: str = "quick"
-    benches: tuple[str, ...] = ()  # empty: every benchmark of the suite
-    # --param: per name, the text of each -p given, as written (a parameter splits it).
-    overrides: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
-    # Per name, values a command sets itself (validate's --burn): typed, never split.
-    values: Mapping[str, tuple[Any, ...]] = field(default_factory=dict)
-    dtypes: tuple[str, ...] = ()  # --dtype
-    device: str = "auto"
-    timing: Mapping[str, Any] = field(default_factory=dict)  # --max-time etc.
-    # Ranks for distributed benchmarks (torchrun on this node); None: as the suite says,
-    # else one.
-    nproc_per_node: int | None = None
-    backend: str | None = None  # collective backend; default from the device
-    # CPU threads per process (None: all but one of the CPUs this process may use, split
-    # between the ranks of a distributed case: runner.capacity); part of each CPU case's
-    # identity.
-    threads: int | None = None
-    # Wait up to this many seconds for a quiet host before measuring each case.
-    wait_quiet: float | None = None
-    # Start more CPU ranks than the node has cores or memory for (with a warning).
-    oversubscribe: bool = False
-
-
-@dataclass(frozen=True)
 class ValidRequest:
     """A request that `validate` has checked, with what checking it worked out; the
     sessions take only this, so a request is validated and parsed once, before anything
     starts."""
 
-    request: Request
+    request: RunRequest
     registry: Registry
     suite: Suite
     policy: TimingPolicy
@@ -149,12 +137,12 @@ class ValidRequest:
     device: tuple[str, int | None]
 
 
-def validate(request: Request, registry: Registry, suite: Suite | None = None
+def validate(request: RunRequest, registry: Registry, suite: Suite | None = None
              ) -> ValidRequest:
     """Check names and values before anything runs, parsing each once; raise UserError
     on the first problem. `suite` replaces the request's named one (a command's own
     grid, or none)."""
-    suite = suite or load_suite(request.suite)
+    suite = suite or load_suite(request.suite, registry)
     selected = [registry.get(name) for name in request.benches] or [
         registry.get(name) for name in suite.benchmarks()
     ]
@@ -188,7 +176,7 @@ def validate(request: Request, registry: Registry, suite: Suite | None = None
                         parse_device_spec(request.device))
 
 
-def timing_policy(suite: Suite, request: Request) -> TimingPolicy:
+def timing_policy(suite: Suite, request: RunRequest) -> TimingPolicy:
     settings = {**suite.timing, **request.timing}
     known = {f.name for f in fields(TimingPolicy)}
     unknown = sorted(set(settings) - known)
@@ -216,14 +204,15 @@ class PlannedCase:
         a figure on one thread is not comparable with one on two."""
         identity = {**dict(self.case.params), "threads": threads}
         case = Case.make(self.case.benchmark, self.case.version, self.case.family, identity,
-                         self.case.device, (*self.case.shown, "threads"))
+                         self.case.device, (*self.case.shown, "threads"), self.case.check)
         return PlannedCase(self.benchmark, case, self.params, self.ranks)
 
     def on_world(self, world_size: int, backend: str) -> PlannedCase:
         """The same case for a job of `world_size` ranks: part of what is compared."""
         identity = {**dict(self.case.params), "world_size": world_size, "backend": backend}
         case = Case.make(self.case.benchmark, self.case.version, self.case.family, identity,
-                         self.case.device, (*self.case.shown, "world_size", "backend"))
+                         self.case.device, (*self.case.shown, "world_size", "backend"),
+                         self.case.check)
         return PlannedCase(self.benchmark, case, self.params, world_size)
 
 

@@ -51,7 +51,7 @@ def run_as_rank(
     stores the run when the main thread is stuck in a collective of a broken group.
     """
     return conduct(RankExecutor(valid, case_timeout, reopen_store), open_store,
-                   valid.request.suite, argv, listener)
+                   valid.request, argv, listener)
 
 
 class RankExecutor:

@@ -2,7 +2,8 @@
 each case's combined outcome, and any rank its own failure of a case at once.
 
 Started by torchrun, either by `accelbench run --nproc-per-node N` (this module's
-`main`, reading its cases from a job file and writing results as JSON lines), or by the
+`main`, reading its cases from a JSON job file (runner.rank_job) and writing results as
+JSON lines), or by the
 user (`torchrun ... -m accelbench run`, through `run_cases_as_rank`).
 """
 
@@ -11,7 +12,6 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
-import pickle
 import sys
 from collections.abc import Callable, Sequence
 from contextlib import AbstractContextManager, nullcontext
@@ -97,13 +97,13 @@ def main(argv: Sequence[str]) -> int:
     # started it, even while it imports.
     end_with_owner()
     from accelbench.runner.distributed import init_group, shutdown_group
+    from accelbench.runner.rank_job import read_job
 
     job_path, results_path = argv
-    with open(job_path, "rb") as f:
-        job: dict[str, Any] = pickle.load(f)
-    info = init_group(job["backend"], job["device"].type, job["group_timeout_s"],
-                      job["device"].index or 0)
-    device = rank_device(job["device"], info)
+    with open(job_path, encoding="utf-8") as f:
+        job = read_job(f.read())
+    info = init_group(job.backend, job.device.type, job.group_timeout_s, job.device.index or 0)
+    device = rank_device(job.device, info)
     # Every rank appends whole lines, rank 0 its results, each rank its failures: one
     # write(2) per line on an O_APPEND descriptor, so lines of different ranks never mix.
     out = os.open(results_path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
@@ -125,7 +125,7 @@ def main(argv: Sequence[str]) -> int:
     try:
         pids.extend(_all_pids())
         run_cases_as_rank(
-            job["cases"], device, job["policy"], info,
+            job.cases, device, job.policy, info,
             on_start=lambda i: emit({"event": "start", "index": i}),
             on_result=lambda i, m: emit({"event": "result", "index": i,
                                          "measurement": m.to_dict()}),

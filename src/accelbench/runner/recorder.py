@@ -19,7 +19,6 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Protocol
 
-from accelbench import __version__
 from accelbench.core.measurement import Measurement
 from accelbench.core.names import RUN_COMPLETE, RUN_FAILED, RUN_INTERRUPTED, STATUS_FAILED
 from accelbench.errors import (
@@ -31,8 +30,13 @@ from accelbench.errors import (
     StoreUnreachable,
     Terminated,
 )
+from accelbench.version import __version__
 
 if TYPE_CHECKING:
+    from collections.abc import Mapping
+    from typing import Any
+
+    from accelbench.core.request import RunRequest
     from accelbench.env.fingerprint import Fingerprint
     from accelbench.runner.plan import PlannedCase
     from accelbench.runner.resume import Resume
@@ -105,12 +109,15 @@ class RunRecorder:
         suite: str | None,
         argv: Sequence[str],
         listener: Listener | None = None,
+        request: RunRequest | None = None,
     ) -> None:
         self._store = store
         self.listener: Listener = listener or SilentListener()
         self._started_at = time.time()
         self._suite = suite
         self._argv = tuple(argv)
+        self._request: Mapping[str, Any] | None = (
+            None if request is None else request.to_dict())
         run_id = store.begin_run(
             fingerprint=fingerprint.to_dict(),
             fingerprint_id=fingerprint.fingerprint_id,
@@ -121,6 +128,7 @@ class RunRecorder:
             host=socket.gethostname(),
             accelbench_version=__version__,
             started_at=self._started_at,
+            request=self._request,
         )
         self.outcome = Outcome(run_id, fingerprint)
         self._finished = False
@@ -141,6 +149,7 @@ class RunRecorder:
         recorder._started_at = record.started_at
         recorder._suite = record.suite
         recorder._argv = record.argv
+        recorder._request = record.request
         kept = resume.kept
         recorder.outcome = Outcome(record.id, fingerprint, list(kept), kept=len(kept),
                                    resumed=True)
@@ -162,6 +171,7 @@ class RunRecorder:
         recorder._started_at = time.time()
         recorder._suite = None
         recorder._argv = ()
+        recorder._request = None
         recorder._earlier = ()
         recorder._resumes = ()
         return recorder
@@ -226,7 +236,7 @@ class RunRecorder:
             device=fingerprint.device.torch_device,
             generation_key=fingerprint.generation_key, host=socket.gethostname(),
             accelbench_version=__version__, fingerprint_id=fingerprint.fingerprint_id,
-            n_ok=0, n_failed=0, n_skipped=0, resumes=self._resumes)
+            n_ok=0, n_failed=0, n_skipped=0, resumes=self._resumes, request=self._request)
         try:
             with Store.open(path, create=True) as spool:
                 spool.import_runs([StoredRun.of_rows(record, fingerprint.to_dict(), rows)])

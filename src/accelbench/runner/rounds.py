@@ -26,6 +26,7 @@ from accelbench.runner.resume import CUT_SHORT
 from accelbench.runner.supervisor import WorkerLost, WorkerProcess, WorkerSlot
 
 if TYPE_CHECKING:
+    from accelbench.core.registry import Registry
     from accelbench.runner.launcher import RankGroup
 
 
@@ -175,8 +176,10 @@ def run_distributed(
     policy: TimingPolicy,
     backend: str,
     timeout_for: Callable[[PlannedCase], float],
+    registry: Registry,
 ) -> None:
-    """Each round is one torchrun job (fresh ranks) over the cases still pending."""
+    """Each round is one torchrun job (fresh ranks) over the cases still pending; its
+    ranks find the cases' benchmarks in `registry`."""
     from accelbench.runner.launcher import RankGroup
 
     ranks = rounds.segment[0].ranks
@@ -194,7 +197,7 @@ def run_distributed(
     from accelbench.core.worker_env import combined
 
     env = combined(c.benchmark.environment(c.params, device) for c in rounds.segment)
-    group = RankGroup(ranks, backend, env.for_user(os.environ))
+    group = RankGroup(ranks, backend, registry, env.for_user(os.environ))
     try:
         for _ in range(rounds.count):
             runnable = rounds.pending()

@@ -35,6 +35,7 @@ from accelbench.runner.supervisor import (
 )
 
 if TYPE_CHECKING:
+    from accelbench.core.request import RunRequest
     from accelbench.env.fingerprint import Fingerprint
     from accelbench.runner.resume import Resume
     from accelbench.store import Store
@@ -81,7 +82,7 @@ class Executor(Protocol):
         ...
 
 
-def conduct(executor: Executor, open_store: Callable[[], Store], suite: str | None,
+def conduct(executor: Executor, open_store: Callable[[], Store], request: RunRequest,
             argv: Sequence[str] = (), listener: Listener | None = None,
             resume: Resume | None = None) -> Outcome | None:
     """Run one run through `executor`. The store is opened only once the cases are
@@ -99,7 +100,8 @@ def conduct(executor: Executor, open_store: Callable[[], Store], suite: str | No
         if not executor.stores:
             executor.execute(cases, None)
             return None
-        recorder = (RunRecorder(open_store(), fingerprint, suite, argv, listener)
+        recorder = (RunRecorder(open_store(), fingerprint, request.suite, argv, listener,
+                                request)
                     if resume is None
                     else RunRecorder.resuming(open_store(), fingerprint, resume, listener))
         recorder.planned(cases)
@@ -125,7 +127,7 @@ def run_session(
     """`accelbench run` on this node, supervised; `worker_factory` starts a worker
     process (tests give a fake); `resume` goes on with a stored run (`conduct`)."""
     outcome = conduct(Supervised(valid, case_timeout, worker_factory), lambda: store,
-                      valid.request.suite, argv, listener, resume)
+                      valid.request, argv, listener, resume)
     assert outcome is not None  # the supervisor always stores its run
     return outcome
 
@@ -192,7 +194,8 @@ class Supervised:
                 # on the first GPU (less memory for rank 0, and no start at all in
                 # exclusive-process mode).
                 self._slot.release()
-                run_distributed(rounds, self._device, policy, self._backend, timeout_for)
+                run_distributed(rounds, self._device, policy, self._backend, timeout_for,
+                                self.valid.registry)
             else:
                 run_in_workers(rounds, self._slot, self._device, policy, timeout_for)
         return None

@@ -13,6 +13,10 @@ Format history of the JSON export (FORMAT_VERSION):
      earlier measurements of the cases a resume measured again, kept beside the newest
      ("measurements" holds the newest of each case). Both are left out of a run never
      resumed, so version 2 loads as is.
+  4: a run's "run" may hold "request": what it was asked for (core.request.RunRequest's
+     JSON form, with its own format). A run without one gets it from its "argv" on load,
+     as the store's migration gives it to runs stored before (core.request_argv), so
+     version 3 loads as is.
 """
 
 from __future__ import annotations
@@ -23,18 +27,41 @@ from typing import Any
 
 from accelbench.core.formats import upgrade
 from accelbench.core.measurement import STATUS_FAILED, STATUS_OK, STATUS_SKIPPED, Measurement
+from accelbench.core.request import RequestError, RunRequest
+from accelbench.core.request_argv import request_from_argv
 from accelbench.core.untrusted import clip
 from accelbench.errors import StoreError
 from accelbench.store.records import ResumeEvent, RunRecord, StoredRun
 
 FORMAT = "accelbench-results"
-FORMAT_VERSION = 3
+FORMAT_VERSION = 4
 
 # Upgrades one version older to the next: _UPGRADES[v] turns version v into v + 1.
 _UPGRADES: dict[int, Callable[[dict[str, Any]], dict[str, Any]]] = {
     1: lambda data: {**data, "format_version": 2},
     2: lambda data: {**data, "format_version": 3},
+    3: lambda data: _with_requests(data),
 }
+
+
+def _with_requests(data: dict[str, Any]) -> dict[str, Any]:
+    """Version 3 to 4: each run of `accelbench run` gets its request from its command line,
+    as the store's migration gives it to runs stored before requests were."""
+    runs = data.get("runs")
+    if isinstance(runs, list):
+        runs = [_run_with_request(entry) for entry in runs]
+    return {**data, "format_version": 4, "runs": runs}
+
+
+def _run_with_request(entry: Any) -> Any:
+    run = entry.get("run") if isinstance(entry, dict) else None
+    if not isinstance(run, dict) or "request" in run:
+        return entry
+    argv = run.get("argv")
+    request = request_from_argv(argv) if isinstance(argv, list) else None
+    if request is None:
+        return entry
+    return {**entry, "run": {**run, "request": request.to_dict()}}
 
 
 def export_json(runs: Iterable[StoredRun]) -> dict[str, Any]:
@@ -76,6 +103,17 @@ def load_json(data: Any, source: str = "results export") -> list[StoredRun]:
         raise StoreError(f"{source}: cannot load results export: {clip(e)}") from None
 
 
+def _request(run: dict[str, Any]) -> dict[str, Any] | None:
+    """A run's request, checked as any request handed in (a bad one refuses the export)."""
+    if run.get("request") is None:
+        return None
+    try:
+        RunRequest.from_dict(run["request"], f"run {run['id']}: request")
+    except RequestError as exc:
+        raise StoreError(f"malformed results export: {exc}") from None
+    return dict(run["request"])
+
+
 def _stored_run(entry: dict[str, Any]) -> StoredRun:
     superseded = [Measurement.from_dict(m) for m in entry.get("superseded", ())]
     measurements = [Measurement.from_dict(m) for m in entry["measurements"]]
@@ -97,6 +135,7 @@ def _stored_run(entry: dict[str, Any]) -> StoredRun:
         n_skipped=0,
         resumes=tuple(ResumeEvent(e["resumed_at"], e["fingerprint_id"], e["status_before"])
                       for e in run.get("resumes", ())),
+        request=_request(run),
     )
     # As the store reads a run: the last measurement of each case is its result (a case
     # that "measurements" holds twice, in an export written by hand, included).

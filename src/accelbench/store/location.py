@@ -37,7 +37,7 @@ SQLITE = "sqlite"
 POSTGRESQL = "postgresql"
 POSTGRES_SCHEMES = SCHEMES
 __all__ = ["POSTGRESQL", "REDACTED", "SQLITE", "StoreLocation", "default_store_location",
-           "parse_location", "redact", "redact_argv"]
+           "parse_location", "redact", "redact_argv", "redact_request"]
 
 # A URL scheme and its colon: two characters at least, so that nothing is read as a
 # scheme that is only a short name, and never the start of an ordinary relative path.
@@ -148,6 +148,18 @@ def redact_word(word: str) -> str:
     if match is not None:
         word = word[:match.start()] + redact(word[match.start():])
     return _KEYWORD_SECRET.sub(lambda m: m.group(1) + m.group(2) + REDACTED, word)
+
+
+def redact_request(data: Any) -> Any:
+    """A request's JSON form (core.request) as it may be stored and shown: every text in
+    it with its secrets replaced by *** (`redact_word`), as a command line's words."""
+    if isinstance(data, str):
+        return redact_word(data)
+    if isinstance(data, list):
+        return [redact_request(item) for item in data]
+    if isinstance(data, dict):
+        return {key: redact_request(value) for key, value in data.items()}
+    return data
 
 
 def redact_argv(argv: Sequence[Any]) -> tuple[Any, ...]:

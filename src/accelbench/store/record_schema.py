@@ -52,7 +52,7 @@ _CASE = {
     "properties": {
         "benchmark": _TEXT, "version": _TEXT, "family": _TEXT, "device": _TEXT,
         "params": {"type": "object", "additionalProperties": _PARAM},
-        "key": _TEXT, "shown": _TEXTS,
+        "key": _TEXT, "shown": _TEXTS, "check": {"type": "boolean"},
     },
     "additionalProperties": False,
 }
@@ -247,6 +247,9 @@ RUN = {
                            "status_before": {"enum": list(RUN_STATUSES)}},
             "additionalProperties": False,
         }},
+        # Export format 4: what the run was asked for (core.request.RunRequest's JSON
+        # form, checked in full by RunRequest.from_dict on load).
+        "request": {"type": ["object", "null"]},
     },
     "additionalProperties": False,
 }

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -42,16 +42,24 @@ class RunRecord:
     n_failed: int
     n_skipped: int
     resumes: tuple[ResumeEvent, ...] = ()  # oldest first; empty for a run never resumed
+    # What the run was asked for: core.request.RunRequest's JSON form, secrets redacted,
+    # as stored (read with RunRequest.from_dict, which checks it); None for a run of a
+    # command stored before requests were.
+    request: Mapping[str, Any] | None = None
 
     def to_dict(self) -> dict[str, Any]:
-        """The run's entry of an export (its JSON form); "resumes" only where it has
-        some, so that the entry of a run never resumed is as it always was."""
+        """The run's entry of an export (its JSON form); "resumes" and "request" only
+        where it has them, so that the entry of an older run is as it always was."""
         d = dataclasses.asdict(self)
         d["argv"] = list(self.argv)
         if self.resumes:
             d["resumes"] = [event.to_dict() for event in self.resumes]
         else:
             del d["resumes"]
+        if self.request is None:
+            del d["request"]
+        else:
+            d["request"] = dict(self.request)
         return d
 
 

@@ -20,7 +20,7 @@ import json
 import os
 import secrets
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -41,6 +41,7 @@ from accelbench.store.location import (
     default_store_location,
     parse_location,
     redact_argv,
+    redact_request,
 )
 from accelbench.store.records import ResumeEvent, RunRecord, StoredProfile, StoredRun
 
@@ -251,8 +252,10 @@ class Store:
         host: str,
         accelbench_version: str,
         started_at: float | None = None,
+        request: Mapping[str, Any] | None = None,
     ) -> str:
-        """Record a new run in status "running" and return its id."""
+        """Record a new run in status "running" and return its id; `request` is what it
+        was asked for (core.request.RunRequest.to_dict())."""
         started_at = time.time() if started_at is None else started_at
         with self._write() as tx:
             # A run id another writer took meanwhile (many nodes start in the same
@@ -264,7 +267,7 @@ class Store:
                     suite=suite, argv=tuple(argv), device=device,
                     generation_key=generation_key, host=host,
                     accelbench_version=accelbench_version, fingerprint_id=fingerprint_id,
-                    n_ok=0, n_failed=0, n_skipped=0,
+                    n_ok=0, n_failed=0, n_skipped=0, request=request,
                 )
                 if _insert_run(tx, record, fingerprint):
                     return run_id
@@ -512,6 +515,12 @@ def _unused_run_id(tx: Transaction, started_at: float) -> str:
     raise StoreError(f"no free run id left for {stamp}")
 
 
+# The columns of the runs table that a run is written into (ddl: 006 added `request`).
+RUN_COLUMNS = ("id", "started_at", "finished_at", "status", "suite", "argv", "device",
+               "generation_key", "fingerprint_id", "host", "accelbench_version",
+               "format_version", "request")
+
+
 def _insert_run(tx: Transaction, record: RunRecord, fingerprint: dict[str, Any]) -> bool:
     """The one place a run (and its fingerprint, once per stack) is written; False, and
     nothing written, when a run of that id is there already (another writer's).
@@ -527,14 +536,20 @@ def _insert_run(tx: Transaction, record: RunRecord, fingerprint: dict[str, Any])
         " VALUES (?, ?, ?, ?) ON CONFLICT (id) DO NOTHING",
         (record.fingerprint_id, record.generation_key, _dumps(fingerprint), record.started_at),
     )
+    row = {
+        "id": record.id, "started_at": record.started_at, "finished_at": record.finished_at,
+        "status": record.status, "suite": record.suite,
+        "argv": _dumps(list(redact_argv(record.argv))), "device": record.device,
+        "generation_key": record.generation_key, "fingerprint_id": record.fingerprint_id,
+        "host": record.host, "accelbench_version": record.accelbench_version,
+        "format_version": FORMAT_VERSION,
+        "request": (None if record.request is None
+                    else _dumps(redact_request(dict(record.request)))),
+    }
+    columns = [name for name in RUN_COLUMNS if name in row]
     inserted = tx.execute(
-        "INSERT INTO runs (id, started_at, finished_at, status, suite, argv, device,"
-        " generation_key, fingerprint_id, host, accelbench_version, format_version)"
-        " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (id) DO NOTHING",
-        (record.id, record.started_at, record.finished_at, record.status, record.suite,
-         _dumps(list(redact_argv(record.argv))), record.device, record.generation_key,
-         record.fingerprint_id, record.host, record.accelbench_version, FORMAT_VERSION),
-    )
+        f"INSERT INTO runs ({', '.join(columns)}) VALUES ({', '.join('?' * len(columns))})"
+        " ON CONFLICT (id) DO NOTHING", tuple(row[name] for name in columns))
     return inserted.rowcount == 1
 
 
@@ -621,7 +636,20 @@ def _run_record(row: Row) -> RunRecord:
         n_ok=row["n_ok"],
         n_failed=row["n_failed"],
         n_skipped=row["n_skipped"],
+        request=_stored_request(row["request"]),
     )
+
+
+def _stored_request(text: str | None) -> dict[str, Any] | None:
+    """A run's stored request as its JSON form, secrets redacted again; None when there is
+    none, or it is not a JSON object (RunRequest.from_dict says what else is wrong)."""
+    if text is None:
+        return None
+    try:
+        data = json.loads(text)
+    except (ValueError, RecursionError):
+        return None
+    return redact_request(data) if isinstance(data, dict) else None
 
 
 def _dumps(value: Any) -> str:

@@ -4,14 +4,20 @@ measured and how sizes and bandwidths are defined)."""
 
 from __future__ import annotations
 
-from accelbench.benchmarks.collectives.ops import DTYPE_NAMES, INPLACE_CHOICES, OPS, REDUCE_OPS
+from accelbench.benchmarks.collectives.ops import (
+    DTYPE_NAMES,
+    INPLACE_CHOICES,
+    OPS,
+    REDUCE_OPS,
+    CollectivesParams,
+)
 from accelbench.benchmarks.collectives.sweep import SizeParam
 from accelbench.core.params import Param
 from accelbench.core.registry import Benchmark
 
 BENCHMARK = Benchmark(
     name="collectives",
-    family="collective",
+    family="collectives",
     summary="Collectives through torch.distributed (RCCL, NCCL, Gloo, MPI): time, algorithm "
     "and bus bandwidth per message size, checked on known data",
     entry="accelbench.benchmarks.collectives.ops:measure",
@@ -47,4 +53,5 @@ BENCHMARK = Benchmark(
     distributed=True,
     min_ranks=2,
     views=("accelbench.benchmarks.collectives.view:sections",),
+    typed=CollectivesParams,
 )

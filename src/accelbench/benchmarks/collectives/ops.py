@@ -435,9 +435,22 @@ def library(torch: ModuleType, backend: str) -> str:
     return "MPI"
 
 
-def measure(ctx: CaseContext, params: dict[str, Any]) -> CaseResult:
+@dataclass(frozen=True)
+class CollectivesParams:
+    """The parameters of a collectives case (`declaration.BENCHMARK.params`)."""
+
+    op: str
+    bytes: int
+    dtype: str
+    reduce: str
+    inplace: str
+    warmup: int
+    iters: int
+
+
+def measure(ctx: CaseContext, params: CollectivesParams) -> CaseResult:
     """Check the operation on known data on every rank, then time it across ranks."""
-    op, dtype, reduce, inplace = params["op"], params["dtype"], params["reduce"], params["inplace"]
+    op, dtype, reduce, inplace = params.op, params.dtype, params.reduce, params.inplace
     info = ctx.dist
     world = info.world_size if info is not None else 1
     backend = info.backend if info is not None else "none"
@@ -445,10 +458,10 @@ def measure(ctx: CaseContext, params: dict[str, Any]) -> CaseResult:
     if reason or info is None:
         raise CaseSkipped(reason or NEEDS_RANKS)
     etype = ELEMENT_TYPES[dtype]
-    count = element_count(op, params["bytes"], etype.bytes, world)
+    count = element_count(op, params.bytes, etype.bytes, world)
     if op != "barrier" and count == 0:
         per = f" per rank at {world} ranks" if op in SPLIT else ""
-        raise CaseSkipped(f"{params['bytes']} B holds no whole {dtype} element{per}")
+        raise CaseSkipped(f"{params.bytes} B holds no whole {dtype} element{per}")
 
     import torch
     import torch.distributed as dist
@@ -467,8 +480,7 @@ def measure(ctx: CaseContext, params: dict[str, Any]) -> CaseResult:
 
     own = OwnTimes(ctx.clock)
     timed = dataclasses.replace(ctx, clock=own,
-                                policy=counted_policy(ctx.policy, params["warmup"],
-                                                      params["iters"]))
+                                policy=counted_policy(ctx.policy, params.warmup, params.iters))
     timing = timed.time(prepared.call)
 
     # Outside the timed region: every rank's own median, for the spread across ranks.
@@ -502,9 +514,9 @@ def measure(ctx: CaseContext, params: dict[str, Any]) -> CaseResult:
         details["peers"] = {"send_to": to, "recv_from": source,
                             "rule": f"rank + {world // 2} and rank - {world // 2} (mod {world})"}
     warnings: tuple[str, ...] = ()
-    if op != "barrier" and size != params["bytes"]:
+    if op != "barrier" and size != params.bytes:
         whole = f"whole {dtype} elements" + (f", a multiple of {world}" if op in SPLIT else "")
-        warnings = (f"moves {size} B: {params['bytes']} B rounded down to {whole}",)
+        warnings = (f"moves {size} B: {params.bytes} B rounded down to {whole}",)
     if factor is None:
         return CaseResult(timing, details=details, time_name="latency", warnings=warnings)
     rates = (Rate("busbw", size * factor, "B/s"), Rate("algbw", float(size), "B/s"))

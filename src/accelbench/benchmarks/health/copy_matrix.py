@@ -27,6 +27,7 @@ from __future__ import annotations
 import os
 import statistics
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from accelbench.benchmarks.collectives.sweep import SizeParam
@@ -43,17 +44,24 @@ KERNEL = Metric("kernel_copy_bw", "copy-kernel bandwidth", "B/s", True)
 PEER_GAIN = 1.1  # peer access on must copy at least this much faster than off
 
 
-def measure(ctx: CaseContext, params: dict[str, Any]) -> CaseResult:
+@dataclass(frozen=True)
+class CopyMatrixParams:
+    """The parameters of a copy-matrix case (`BENCHMARK.params`)."""
+
+    bytes: int
+
+
+def measure(ctx: CaseContext, params: CopyMatrixParams) -> CaseResult:
     import torch
 
     from accelbench.benchmarks.health import sysfs
 
     nodes = [n for n in sysfs.numa_nodes() if n.cpus] or None
     if ctx.device.type == "cpu":
-        paths = _host_matrix(torch, ctx, nodes, params["bytes"] or CPU_BYTES)
+        paths = _host_matrix(torch, ctx, nodes, params.bytes or CPU_BYTES)
         findings = host_findings(paths)
     else:
-        paths, links, peers = _device_matrix(torch, ctx, nodes, params["bytes"] or GPU_BYTES)
+        paths, links, peers = _device_matrix(torch, ctx, nodes, params.bytes or GPU_BYTES)
         findings = device_findings(paths, links, peers)
     # The figures are of the node's own paths: the copy with peer access turned off is
     # the yardstick of the one with it on, not a path the node's copies take.
@@ -253,4 +261,5 @@ BENCHMARK = Benchmark(
     devices=("cpu", "cuda"),
     timeout_s=600.0,
     views=("accelbench.benchmarks.health.view:sections",),
+    typed=CopyMatrixParams,
 )

@@ -18,6 +18,7 @@ by level; every finding, with the values it was decided on, is in the details.
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 from accelbench.benchmarks.health.findings import PASS, Finding, conclude
@@ -32,8 +33,15 @@ GPU_CHECKS = tuple(f"gpu-{area}" for area in GPU_AREAS)
 CHECKS = HOST_CHECKS + GPU_CHECKS
 
 
-def measure(ctx: CaseContext, params: dict[str, Any]) -> CaseResult:
-    check = params["check"]
+@dataclass(frozen=True)
+class HealthParams:
+    """The parameters of a health case (`BENCHMARK.params`)."""
+
+    check: str
+
+
+def measure(ctx: CaseContext, params: HealthParams) -> CaseResult:
+    check = params.check
     if check in GPU_CHECKS:
         findings, details, unchecked = _gpu(ctx, check.removeprefix("gpu-"))
     else:
@@ -115,4 +123,5 @@ BENCHMARK = Benchmark(
     devices=("cpu", "cuda"),
     timeout_s=120.0,
     views=("accelbench.benchmarks.health.view:sections",),
+    typed=HealthParams,
 )

@@ -24,6 +24,7 @@ from __future__ import annotations
 import statistics
 import threading
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from accelbench.benchmarks.collectives.sweep import SizeParam
@@ -36,6 +37,19 @@ from accelbench.core.telemetry import GFX_CLOCK_MHZ, THROTTLE, Series
 
 COPY_BYTES = {"cpu": 64 << 20, "cuda": 1 << 30}
 TELEMETRY_INTERVAL_S = 0.5
+
+
+@dataclass(frozen=True)
+class StressParams:
+    """The parameters of a stress case (`BENCHMARK.params`)."""
+
+    seconds: float
+    dtype: str
+    size: int
+    copy_bytes: int
+    max_throttled: float
+    max_clock_sag: float
+    max_sag: float
 
 
 def throttled_share(series: Series) -> float | None:
@@ -69,11 +83,11 @@ def ecc_totals(gpu: Any) -> tuple[int, int] | None:
 
 
 def judge(series: Series | None, missing: str | None, before: Sequence[Any],
-          after: Sequence[Any], sag: float, params: dict[str, Any]) -> list[Finding]:
+          after: Sequence[Any], sag: float, params: StressParams) -> list[Finding]:
     """The stress's findings from its telemetry, the ECC readings before and after, and
     the throughput sag (see the module docstring for the rules)."""
     out: list[Finding] = []
-    limit = params["max_throttled"]
+    limit = params.max_throttled
     share = throttled_share(series) if series is not None else None
     throttle_rule = f"throttled in at most {limit:.0%} of the readings under load"
     if share is None:
@@ -87,7 +101,7 @@ def judge(series: Series | None, missing: str | None, before: Sequence[Any],
                                          if share > limit and reasons else ""),
                            {"throttled_share": share}))
     clock = clock_sag(series) if series is not None else None
-    clock_limit = params["max_clock_sag"]
+    clock_limit = params.max_clock_sag
     clock_rule = (f"the GFX clock holds: its last-fifth median at most {clock_limit:.0%} "
                   "below its first-fifth median")
     if clock is None:
@@ -99,7 +113,7 @@ def judge(series: Series | None, missing: str | None, before: Sequence[Any],
                            f"GFX clock {first:.0f} MHz in the first fifth, {last:.0f} MHz in "
                            "the last", {"first_mhz": first, "last_mhz": last, "sag": fell}))
     out += _ecc_findings(before, after)
-    max_sag = params["max_sag"]
+    max_sag = params.max_sag
     out.append(Finding("throughput", WARN if sag > max_sag else PASS,
                        f"throughput falls at most {max_sag:.0%} from the first interval to "
                        "the last", f"throughput fell {max(sag, 0.0):.1%}", {"sag": sag}))
@@ -126,7 +140,7 @@ def _ecc_findings(before: Sequence[Any], after: Sequence[Any]) -> list[Finding]:
     return out or [Finding("ecc", PASS, rule, "not judged: no GPU reports ECC counts")]
 
 
-def measure(ctx: CaseContext, params: dict[str, Any]) -> CaseResult:
+def measure(ctx: CaseContext, params: StressParams) -> CaseResult:
     import torch
 
     from accelbench.benchmarks.micro.gemm import TOLERANCE, make_operands, relative_error
@@ -141,10 +155,10 @@ def measure(ctx: CaseContext, params: dict[str, Any]) -> CaseResult:
     from accelbench.core.dtypes import fp8_torch_name
     from accelbench.core.measurement import CaseFailed
 
-    dtype, seconds = params["dtype"], params["seconds"]
+    dtype, seconds = params.dtype, params.seconds
     require_precision(ctx.device, dtype)
     device = torch.device(ctx.device.torch_device)
-    n = params["size"] or (CPU_SIZE if device.type == "cpu" else GPU_SIZE)
+    n = params.size or (CPU_SIZE if device.type == "cpu" else GPU_SIZE)
     interval = auto_interval(seconds)
     tolerance = TOLERANCE[dtype]
     sync: Callable[[], Any] = (
@@ -154,7 +168,7 @@ def measure(ctx: CaseContext, params: dict[str, Any]) -> CaseResult:
     cols = torch.randperm(n, generator=generator)[:16]
     before = _gpus(ctx)
     sampler, missing = _sampler(ctx)
-    copier = _Copier(torch, device, params["copy_bytes"] or COPY_BYTES[device.type])
+    copier = _Copier(torch, device, params.copy_bytes or COPY_BYTES[device.type])
     with math_mode(torch, dtype):
         ops = make_operands(torch, device, dtype, n, n, n, 1, 0, fp8_torch_name(ctx.device))
 
@@ -275,4 +289,5 @@ BENCHMARK = Benchmark(
     timeout_s=300.0,
     extra_time=_stress_time,
     views=("accelbench.benchmarks.health.view:sections",),
+    typed=StressParams,
 )

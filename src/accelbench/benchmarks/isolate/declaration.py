@@ -6,12 +6,13 @@ the rule, `settle` for when it is sure)."""
 from __future__ import annotations
 
 from accelbench.benchmarks.collectives.sweep import SizeParam
+from accelbench.benchmarks.isolate.pairs import IsolateParams
 from accelbench.core.params import Param
 from accelbench.core.registry import Benchmark
 
 BENCHMARK = Benchmark(
     name="isolate",
-    family="collective",
+    family="isolate",
     summary="Send/recv latency and bandwidth and all-reduce bus bandwidth over every pair of "
     "nodes and of ranks within a node, checked on known data; names the slow node or link",
     entry="accelbench.benchmarks.isolate.pairs:measure",
@@ -49,4 +50,5 @@ BENCHMARK = Benchmark(
     sources=("accelbench.benchmarks.isolate.schedule", "accelbench.benchmarks.isolate.verdict",
              "accelbench.benchmarks.isolate.settle"),
     views=("accelbench.benchmarks.isolate.view:sections",),
+    typed=IsolateParams,
 )

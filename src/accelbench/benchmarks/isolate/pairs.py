@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
 from accelbench.benchmarks.collectives.ops import bus_factor, library
@@ -47,7 +47,23 @@ MAX_CALLS = 10_000  # calls per sample when sized by time
 ELEMENT_BYTES = 4  # float32
 
 
-def measure(ctx: CaseContext, params: dict[str, Any]) -> CaseResult:
+@dataclass(frozen=True)
+class IsolateParams:
+    """The parameters of an isolate case (`declaration.BENCHMARK.params`)."""
+
+    bytes: int
+    latency_bytes: int
+    samples: int
+    iters: int
+    warmup: int
+    serial: bool
+    agree: int
+    max_passes: int
+    budget: float
+    min_busbw: float
+
+
+def measure(ctx: CaseContext, params: IsolateParams) -> CaseResult:
     info = ctx.dist
     if info is None or info.world_size < 2:
         raise CaseSkipped(NEEDS_RANKS)
@@ -60,13 +76,13 @@ def measure(ctx: CaseContext, params: dict[str, Any]) -> CaseResult:
     names: list[Any] = [None] * world
     dist.all_gather_object(names, node_name())
     layout = Layout.from_names([str(n) for n in names])
-    rounds = plan_rounds(layout, bool(params["serial"]))
+    rounds = plan_rounds(layout, params.serial)
     ordered = [pair for pairs in rounds for pair in pairs]
     device = torch.device(ctx.device.torch_device)
-    settling = Settling(int(params["agree"]), int(params["max_passes"]), float(params["budget"]))
-    nbytes = _count(params["bytes"]) * ELEMENT_BYTES
+    settling = Settling(params.agree, params.max_passes, params.budget)
+    nbytes = _count(params.bytes) * ELEMENT_BYTES
     factor = bus_factor("all-reduce", 2) or 1.0
-    min_busbw = float(params["min_busbw"])
+    min_busbw = params.min_busbw
     # Each round's pair groups, made once (every rank of the job enters each call) and
     # used by every pass.
     groups = [dist.new_subgroups_by_enumeration([list(p.ranks) for p in pairs])[1]
@@ -109,10 +125,10 @@ def measure(ctx: CaseContext, params: dict[str, Any]) -> CaseResult:
         "backend": info.backend,
         "library": library(torch, info.backend),
         "bytes": nbytes,
-        "latency_bytes": _count(params["latency_bytes"]) * ELEMENT_BYTES,
+        "latency_bytes": _count(params.latency_bytes) * ELEMENT_BYTES,
         "rounds": len(rounds),
         "passes": len(named),
-        "serial": bool(params["serial"]),
+        "serial": params.serial,
         "time_is": "slower rank of the pair per sample; latency is half the round trip",
         "pairs": stored,
         "verdict": verdict.to_dict(),
@@ -123,7 +139,7 @@ def measure(ctx: CaseContext, params: dict[str, Any]) -> CaseResult:
 
 
 def _one_pass(torch: ModuleType, dist: ModuleType, rounds: list[list[Pair]],
-              groups: list[list[Any]], rank: int, params: dict[str, Any], ctx: CaseContext,
+              groups: list[list[Any]], rank: int, params: IsolateParams, ctx: CaseContext,
               device: torch.device, calls: dict[int, dict[str, int]]) -> dict[int, Any]:
     """This rank's side of every pair it is in, round by round."""
     own: dict[int, dict[str, Any]] = {}
@@ -192,12 +208,12 @@ def _headline(figures: list[PairFigures]) -> tuple[Figure, ...]:
 
 
 def _measure_pair(torch: ModuleType, dist: ModuleType, pair: Pair, group: Any, rank: int,
-                  params: dict[str, Any], clock: Clock, device: torch.device,
+                  params: IsolateParams, clock: Clock, device: torch.device,
                   block_time: float, known: dict[str, int] | None = None) -> dict[str, Any]:
     """This rank's side of one pair: the count of wrong elements, then its samples, with
     the calls per sample `known` from an earlier pass, else sized by time now."""
     peer = pair.ranks[1] if rank == pair.ranks[0] else pair.ranks[0]
-    count, small = _count(params["bytes"]), _count(params["latency_bytes"])
+    count, small = _count(params.bytes), _count(params.latency_bytes)
 
     def pattern(seed: int, n: int) -> Tensor:
         values = (torch.arange(n, dtype=torch.int64) + seed) % 101 + 1
@@ -235,12 +251,12 @@ def _measure_pair(torch: ModuleType, dist: ModuleType, pair: Pair, group: Any, r
     out: dict[str, Any] = {"wrong": wrong, "calls": {}}
     for name, fn, scale in (("latency_s", ping_pong, 0.5), ("p2p_s", exchange, 1.0),
                             ("allreduce_s", all_reduce, 1.0)):
-        for _ in range(params["warmup"]):
+        for _ in range(params.warmup):
             fn()
-        calls = (params["iters"] or (known or {}).get(name)
+        calls = (params.iters or (known or {}).get(name)
                  or _calls(torch, dist, fn, clock, group, device, block_time))
         out["calls"][name] = calls
-        out[name] = [clock.time(fn, calls) / calls * scale for _ in range(params["samples"])]
+        out[name] = [clock.time(fn, calls) / calls * scale for _ in range(params.samples)]
     return out
 
 

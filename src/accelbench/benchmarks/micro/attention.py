@@ -37,6 +37,7 @@ import os
 import warnings
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
+from dataclasses import dataclass
 from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
@@ -107,12 +108,26 @@ def memory_estimate(batch: int, heads: int, seq: int, head_dim: int, element_byt
     return total
 
 
-def measure(ctx: CaseContext, params: dict[str, Any]) -> CaseResult:
+@dataclass(frozen=True)
+class AttentionParams:
+    """The parameters of an attention case (`BENCHMARK.params`; `pass` is `pass_`)."""
+
+    batch: int
+    heads: int
+    seq: int
+    head_dim: int
+    causal: bool
+    dtype: str
+    backend: str
+    pass_: str
+
+
+def measure(ctx: CaseContext, params: AttentionParams) -> CaseResult:
     """Refuse what cannot run, check the result, then time the bare attention call."""
     import torch
 
-    batch, heads, seq, head_dim = (params[n] for n in ("batch", "heads", "seq", "head_dim"))
-    dtype, backend, causal, pass_ = (params[n] for n in ("dtype", "backend", "causal", "pass"))
+    batch, heads, seq, head_dim = params.batch, params.heads, params.seq, params.head_dim
+    dtype, backend, causal, pass_ = params.dtype, params.backend, params.causal, params.pass_
     reason = unsupported_reason(ctx.device, dtype)
     if reason:
         raise CaseFailed(reason)
@@ -493,4 +508,5 @@ BENCHMARK = Benchmark(
     devices=("cpu", "cuda"),
     timeout_s=600.0,
     views=("accelbench.benchmarks.micro.view:sections",),
+    typed=AttentionParams,
 )

@@ -107,13 +107,25 @@ class ConvProblem:
         return out
 
 
-def measure(ctx: CaseContext, params: dict[str, Any]) -> CaseResult:
+@dataclass(frozen=True)
+class ConvParams:
+    """The parameters of a conv case (`BENCHMARK.params`)."""
+
+    layer: str
+    batch: int
+    direction: str
+    dtype: str
+    layout: str
+    search: bool
+
+
+def measure(ctx: CaseContext, params: ConvParams) -> CaseResult:
     """Refuse what cannot run, check the result, time the first call, then the steady state."""
     import torch
 
-    layer = parse_layer(params["layer"])
-    batch, dtype, direction = params["batch"], params["dtype"], params["direction"]
-    layout, search = params["layout"], params["search"]
+    layer = parse_layer(params.layer)
+    batch, dtype, direction = params.batch, params.dtype, params.direction
+    layout, search = params.layout, params.search
     reason = unsupported_reason(ctx.device, dtype)
     if reason:
         raise CaseFailed(reason)
@@ -168,7 +180,7 @@ def measure(ctx: CaseContext, params: dict[str, Any]) -> CaseResult:
     search_time = max(first_call - steady, 0.0)
     flop = layer.flop(batch)
     details.update({
-        "layer": params["layer"],
+        "layer": params.layer,
         "problem": layer.describe(),
         "dims": layer.dims,
         "batch": batch,
@@ -570,4 +582,5 @@ BENCHMARK = Benchmark(
     worker_key=search_worker_key,
     worker_env=miopen_worker_env,
     views=("accelbench.benchmarks.micro.view:sections",),
+    typed=ConvParams,
 )

@@ -63,18 +63,28 @@ class Operands:
     scale: float = 1.0  # product of the per-tensor fp8 scales
 
 
-def measure(ctx: CaseContext, params: dict[str, Any]) -> CaseResult:
+@dataclass(frozen=True)
+class GemmParams:
+    """The parameters of a GEMM case (`BENCHMARK.params`)."""
+
+    shape: str
+    dtype: str
+    batch: int
+    fast_accum: bool | None = None
+
+
+def measure(ctx: CaseContext, params: GemmParams) -> CaseResult:
     """Refuse unsupported cases, check the result, then time the bare multiply."""
     import torch
 
-    dtype, batch = params["dtype"], params["batch"]
-    m, n, k = parse_shape(params["shape"])
+    dtype, batch = params.dtype, params.batch
+    m, n, k = parse_shape(params.shape)
     reason = unsupported_reason(ctx.device, dtype) or layout_problem(dtype, m, n, k, batch)
     if reason:
         raise CaseFailed(reason)
     device = torch.device(ctx.device.torch_device)
     fp8_name = fp8_torch_name(ctx.device)
-    fast_accum = bool(params.get("fast_accum", True))  # given for fp8 only
+    fast_accum = True if params.fast_accum is None else params.fast_accum  # given for fp8 only
     tolerance = TOLERANCE[dtype]
 
     with _precision(torch, dtype, ctx.device.platform) as mode:
@@ -297,4 +307,5 @@ BENCHMARK = Benchmark(
     timeout_s=600.0,
     worker_env=tf32_worker_env,
     views=("accelbench.benchmarks.micro.view:sections",),
+    typed=GemmParams,
 )

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Callable
+from dataclasses import dataclass
 from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
@@ -25,11 +26,18 @@ MODES = ("eager", "graph")
 CHECK_CALLS = 3
 
 
-def measure(ctx: CaseContext, params: dict[str, Any]) -> CaseResult:
+@dataclass(frozen=True)
+class LaunchParams:
+    """The parameters of a launch case (`BENCHMARK.params`)."""
+
+    mode: str
+
+
+def measure(ctx: CaseContext, params: LaunchParams) -> CaseResult:
     """Check that calls really run, then time them back to back; the time is the figure."""
     import torch
 
-    mode = params["mode"]
+    mode = params.mode
     if mode == "graph" and ctx.device.type != "cuda":
         raise CaseSkipped("graph replay needs CUDA or HIP graphs")
     device = torch.device(ctx.device.torch_device)
@@ -97,4 +105,5 @@ BENCHMARK = Benchmark(
     devices=("cpu", "cuda"),
     timeout_s=120.0,
     views=("accelbench.benchmarks.micro.view:sections",),
+    typed=LaunchParams,
 )

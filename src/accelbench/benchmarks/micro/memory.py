@@ -8,6 +8,7 @@ transfer moves one buffer across the link (size).
 from __future__ import annotations
 
 import functools
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from accelbench.core.context import CaseContext
@@ -31,11 +32,20 @@ ELEMENT_BYTES = 4  # float32
 MIB = 1 << 20
 
 
-def measure(ctx: CaseContext, params: dict[str, Any]) -> CaseResult:
+@dataclass(frozen=True)
+class MemoryParams:
+    """The parameters of a memory case (`BENCHMARK.params`)."""
+
+    op: str
+    size_mib: int
+    pinned: bool
+
+
+def measure(ctx: CaseContext, params: MemoryParams) -> CaseResult:
     """Check the operation once, then time it bound to its buffers (nothing else runs)."""
     import torch
 
-    op, size_mib, pinned = params["op"], params["size_mib"], params["pinned"]
+    op, size_mib, pinned = params.op, params.size_mib, params.pinned
     if op in ("h2d", "d2h") and ctx.device.type == "cpu":
         raise CaseSkipped("host-to-device copies need a separate device memory; the CPU has none")
     device = torch.device(ctx.device.torch_device)
@@ -128,4 +138,5 @@ BENCHMARK = Benchmark(
     devices=("cpu", "cuda"),
     timeout_s=300.0,
     views=("accelbench.benchmarks.micro.view:sections",),
+    typed=MemoryParams,
 )

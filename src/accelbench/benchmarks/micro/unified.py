@@ -121,11 +121,21 @@ CHECK_SAMPLE = 4096  # elements checked against the CPU's own product
 VALUE_MASK = (1 << 30) - 1  # hand-off values stay well inside int32
 
 
-def measure(ctx: CaseContext, params: dict[str, Any]) -> CaseResult:
+@dataclasses.dataclass(frozen=True)
+class UnifiedParams:
+    """The parameters of a unified-memory case (`BENCHMARK.params`)."""
+
+    op: str
+    memory: str | None = None
+    size_mib: int | None = None
+
+
+def measure(ctx: CaseContext, params: UnifiedParams) -> CaseResult:
     """Reach the memory kind, check the size against what is free, check the operation
     once, then time it."""
-    op = params["op"]
-    kind = params.get("memory", "managed")
+    op = params.op
+    # Left out for the touch operations, which measure managed memory.
+    kind = "managed" if params.memory is None else params.memory
     if ctx.device.type != "cuda":
         raise CaseSkipped("unified memory is memory a GPU and the CPU share; on the CPU "
                           "alone there is nothing to share")
@@ -134,10 +144,12 @@ def measure(ctx: CaseContext, params: dict[str, Any]) -> CaseResult:
     import torch
 
     device = torch.device(ctx.device.torch_device)
-    count = params["size_mib"] * MIB // ELEMENT_BYTES if op in SIZED_OPS else 2
+    count = 2
     if op in SIZED_OPS:
+        assert params.size_mib is not None  # given for every sized operation
+        count = params.size_mib * MIB // ELEMENT_BYTES
         needed = BUFFERS[op] * count * ELEMENT_BYTES
-        refusal = too_large(kind, needed, BUFFERS[op], params["size_mib"],
+        refusal = too_large(kind, needed, BUFFERS[op], params.size_mib,
                             free_bytes(torch, device, kind))
         if refusal:
             raise CaseSkipped(refusal)
@@ -551,5 +563,6 @@ BENCHMARK = Benchmark(
     timeout_s=300.0,
     sources=("accelbench.benchmarks.micro.gpu_runtime",
              "accelbench.benchmarks.micro.unified_buffers"),
-             views=("accelbench.benchmarks.micro.view:sections",),
+    views=("accelbench.benchmarks.micro.view:sections",),
+    typed=UnifiedParams,
 )

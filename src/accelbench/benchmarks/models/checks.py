@@ -17,30 +17,32 @@ from accelbench.core.measurement import CaseFailed, CaseSkipped
 T = TypeVar("T")
 
 
-def setup_from_params(ctx: CaseContext, params: dict[str, Any]) -> ModelSetup:
-    """The setup a case asks for; CaseSkipped where an option does not apply, CaseFailed
-    where the device cannot run it (unsupported precision) or the model is not valid."""
+def model_setup(ctx: CaseContext, model: str, config: str, dtype: str, batch: int, seq: int,
+                image: int, *, cast: bool = False, channels_last: bool = False,
+                compile: bool = False, h2d: bool = False, head: str = zoo.HEAD_TASK,
+                optimizer: str = tasks.OPTIMIZER_FUSED) -> ModelSetup:
+    """The setup a case asks for (an option its benchmark does not have is off);
+    CaseSkipped where an option does not apply, CaseFailed where the device cannot run it
+    (unsupported precision) or the model is not valid."""
     try:
-        spec = zoo.get_spec(params["model"], params.get("config", ""))
+        spec = zoo.get_spec(model, config)
     except ValueError as exc:
-        raise CaseFailed(f"model {params['model']!r} cannot be built: {exc}") from None
-    precision = Precision(params["dtype"], params["cast"])
+        raise CaseFailed(f"model {model!r} cannot be built: {exc}") from None
+    precision = Precision(dtype, cast)
     if not precision.applies:
         raise CaseSkipped("cast applies to fp16 and bf16 only")
-    if params["channels_last"] and not spec.is_cnn:
+    if channels_last and not spec.is_cnn:
         raise CaseSkipped(f"channels_last applies to CNNs only, not to {spec.arch}")
-    if params["h2d"] and ctx.device.type == "cpu":
+    if h2d and ctx.device.type == "cpu":
         raise CaseSkipped("h2d: the CPU has no host-to-device copy")
     problem = precision.problem(ctx.device)
     if problem:
         raise CaseFailed(f"unsupported precision: {problem}")
-    if spec.is_language_model and params["seq"] > spec.shape["max_positions"]:
-        raise CaseFailed(f"seq {params['seq']} is longer than {spec.name}'s "
+    if spec.is_language_model and seq > spec.shape["max_positions"]:
+        raise CaseFailed(f"seq {seq} is longer than {spec.name}'s "
                          f"{spec.shape['max_positions']} positions")
-    return ModelSetup(spec, precision, params["batch"], params["seq"], params["image"],
-                      params["channels_last"], params["compile"], params["h2d"],
-                      head=params.get("head", zoo.HEAD_TASK),
-                      optimizer=params.get("optimizer", tasks.OPTIMIZER_FUSED))
+    return ModelSetup(spec, precision, batch, seq, image, channels_last, compile, h2d,
+                      head=head, optimizer=optimizer)
 
 
 def check_math_mode(mode: MathMode, precision: Precision) -> None:

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import statistics
 import time
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
@@ -49,23 +49,33 @@ MIN_CALLS, MAX_CALLS = 3, 200
 _SHARED = ("model", "dtype", "batch", "config")
 
 
-def measure(ctx: CaseContext, params: dict[str, Any]) -> CaseResult:
+@dataclass(frozen=True)
+class GenerateParams:
+    """The parameters of a generate case (`BENCHMARK.params`)."""
+
+    model: str
+    dtype: str
+    batch: int
+    config: str
+    prompt: int
+    new_tokens: int
+    engine: str
+
+
+def measure(ctx: CaseContext, params: GenerateParams) -> CaseResult:
     import torch
 
-    name = params["engine"]
+    name = params.engine
     if name not in GENERATION_ENGINES:
         raise CaseSkipped(f"generation runs on {', '.join(GENERATION_ENGINES)}; {name} is "
                           "measured on single forward passes by infer-engine")
-    prompt, new_tokens = params["prompt"], params["new_tokens"]
-    task = checks.setup_from_params(ctx, {**params, "seq": 1, "image": 224, "cast": False,
-                                          "channels_last": False, "compile": False,
-                                          "h2d": False}).spec
+    prompt, new_tokens = params.prompt, params.new_tokens
+    task = checks.model_setup(ctx, params.model, params.config, params.dtype, params.batch,
+                              seq=1, image=224).spec
     if task.task != "causal-lm":
         raise CaseSkipped(f"generation needs a decoder language model, not {task.name}")
-    setup = checks.setup_from_params(ctx, {**params, "seq": prompt + new_tokens,
-                                           "image": 224, "cast": False,
-                                           "channels_last": False, "compile": False,
-                                           "h2d": False})
+    setup = checks.model_setup(ctx, params.model, params.config, params.dtype, params.batch,
+                               seq=prompt + new_tokens, image=224)
     spec, precision = setup.spec, setup.precision
     device = torch.device(ctx.device.torch_device)
     meter = PeakMemory(torch, device)
@@ -217,7 +227,7 @@ def _split_latencies(ctx: CaseContext, runner: Decoder, ids: Tensor, new_tokens:
 
 BENCHMARK = Benchmark(
     name="generate",
-    family="model",
+    family="models",
     summary="Text generation with a KV cache: time to first token, time per output token, "
             "tokens/s",
     entry="accelbench.benchmarks.models.generate:measure",
@@ -234,4 +244,5 @@ BENCHMARK = Benchmark(
     sources=(*MODEL_SOURCES, "accelbench.benchmarks.models.engines.parity"),
     worker_env=tf32_worker_env,
     views=("accelbench.benchmarks.models.view:sections",),
+    typed=GenerateParams,
 )

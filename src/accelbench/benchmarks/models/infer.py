@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 from accelbench.benchmarks.mathmode import math_mode, tf32_worker_env
 from accelbench.benchmarks.models import MODEL_SOURCES, checks, flops, tasks
 from accelbench.benchmarks.models.memory import PeakMemory
-from accelbench.benchmarks.models.params import model_params
+from accelbench.benchmarks.models.params import ModelParams, model_params
 from accelbench.benchmarks.models.precision import MATH_OPS
 from accelbench.benchmarks.models.results import Work, model_result
 from accelbench.benchmarks.models.trainer import build_model
@@ -35,10 +35,13 @@ LATENCY_MIN_CALLS = 10
 LATENCY_MAX_CALLS = 1000
 
 
-def measure(ctx: CaseContext, params: dict[str, Any]) -> CaseResult:
+def measure(ctx: CaseContext, params: ModelParams) -> CaseResult:
     import torch
 
-    setup = checks.setup_from_params(ctx, params)
+    setup = checks.model_setup(
+        ctx, params.model, params.config, params.dtype, params.batch, params.seq, params.image,
+        cast=params.cast, channels_last=params.channels_last, compile=params.compile,
+        h2d=params.h2d)
     device = torch.device(ctx.device.torch_device)
     checks.check_lstm_precision(torch, setup, device)
     spec, precision = setup.spec, setup.precision
@@ -73,7 +76,7 @@ def measure(ctx: CaseContext, params: dict[str, Any]) -> CaseResult:
             steady = time.perf_counter() - started
             del out
 
-            steps = params["steps_per_window"]
+            steps = params.steps_per_window
 
             def window() -> None:
                 for _ in range(steps):
@@ -131,7 +134,7 @@ def sync(torch: ModuleType, device: torch.device) -> None:
 
 BENCHMARK = Benchmark(
     name="infer",
-    family="model",
+    family="models",
     summary="Inference of a whole model: throughput and p50/p90/p99 latency per batch",
     entry="accelbench.benchmarks.models.infer:measure",
     params=model_params(batch=1),
@@ -140,4 +143,5 @@ BENCHMARK = Benchmark(
     sources=MODEL_SOURCES,
     worker_env=tf32_worker_env,
     views=("accelbench.benchmarks.models.view:sections",),
+    typed=ModelParams,
 )

@@ -20,7 +20,7 @@ from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
 from types import ModuleType
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from accelbench.benchmarks.mathmode import math_mode, tf32_worker_env
 from accelbench.benchmarks.models import MODEL_SOURCES, checks, engines, flops, tasks
@@ -68,8 +68,48 @@ ENGINE_PARAMS = (
 )
 
 
-def engine_options(params: dict[str, Any]) -> engines.Options:
-    return engines.Options(params["provider"], params["ort_level"], params["int8"])
+@dataclass(frozen=True)
+class InferEngineParams:
+    """The parameters of an infer-engine case (`BENCHMARK.params`)."""
+
+    model: str
+    dtype: str
+    batch: int
+    seq: int
+    image: int
+    steps_per_window: int
+    config: str
+    engine: str
+    provider: str
+    ort_level: str
+    int8: str
+
+
+class EngineCase(Protocol):
+    """What `ready_engine` reads of a case (an infer-engine or a serve case)."""
+
+    @property
+    def model(self) -> str: ...
+    @property
+    def dtype(self) -> str: ...
+    @property
+    def seq(self) -> int: ...
+    @property
+    def image(self) -> int: ...
+    @property
+    def config(self) -> str: ...
+    @property
+    def engine(self) -> str: ...
+    @property
+    def provider(self) -> str: ...
+    @property
+    def ort_level(self) -> str: ...
+    @property
+    def int8(self) -> str: ...
+
+
+def engine_options(params: EngineCase) -> engines.Options:
+    return engines.Options(params.provider, params.ort_level, params.int8)
 
 
 @dataclass(frozen=True)
@@ -127,24 +167,21 @@ class Ready:
 
 
 @contextlib.contextmanager
-def ready_engine(ctx: CaseContext, params: dict[str, Any], batch: int | None = None
-                 ) -> Iterator[Ready]:
-    """The case's engine, prepared for `batch` (default: the case's) and checked for
-    parity on a seeded batch, inside the precision's math mode; CaseSkipped, or
-    CaseFailed with the figures when the engine is out of tolerance (never timed)."""
+def ready_engine(ctx: CaseContext, params: EngineCase, batch: int) -> Iterator[Ready]:
+    """The case's engine, prepared for `batch` and checked for parity on a seeded batch,
+    inside the precision's math mode; CaseSkipped, or CaseFailed with the figures when the
+    engine is out of tolerance (never timed)."""
     import torch
 
     from accelbench.benchmarks.models.engines.wrap import TensorModule
 
-    name = params["engine"]
+    name = params.engine
     options = engine_options(params)
     unused = engines.unused_options(name, options)
     if unused:
         raise CaseSkipped(unused)
-    setup = checks.setup_from_params(ctx, {**params, "cast": False, "channels_last": False,
-                                           "compile": False, "h2d": False})
-    if batch is not None:
-        setup = setup.with_batch(batch)
+    setup = checks.model_setup(ctx, params.model, params.config, params.dtype, batch,
+                               params.seq, params.image)
     spec, precision = setup.spec, setup.precision
     device = torch.device(ctx.device.torch_device)
     checks.check_lstm_precision(torch, setup, device)
@@ -222,13 +259,13 @@ def mfu_precision(engine: str, dtype: str) -> str:
     return "int8" if engine == engines.INT8 else dtype
 
 
-def measure(ctx: CaseContext, params: dict[str, Any]) -> CaseResult:
+def measure(ctx: CaseContext, params: InferEngineParams) -> CaseResult:
     import torch
 
     device = torch.device(ctx.device.torch_device)
     meter = PeakMemory(torch, device)
-    steps = params["steps_per_window"]
-    with ready_engine(ctx, params) as ready, torch.inference_mode():
+    steps = params.steps_per_window
+    with ready_engine(ctx, params, params.batch) as ready, torch.inference_mode():
         call = ready.call
 
         def window() -> None:
@@ -259,7 +296,7 @@ def measure(ctx: CaseContext, params: dict[str, Any]) -> CaseResult:
 
 BENCHMARK = Benchmark(
     name="infer-engine",
-    family="model",
+    family="models",
     summary="Inference through an engine (eager, torch.compile, TorchScript, ONNX Runtime, "
             "int8), checked for parity with eager fp32 before it is timed",
     entry="accelbench.benchmarks.models.infer_engine:measure",
@@ -270,4 +307,5 @@ BENCHMARK = Benchmark(
     worker_env=engine_worker_env,
     views=("accelbench.benchmarks.models.view:sections",
            "accelbench.benchmarks.models.engines.view:sections"),
+    typed=InferEngineParams,
 )

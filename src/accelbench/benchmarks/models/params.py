@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from accelbench.benchmarks.models.precision import MODEL_DTYPES
 from accelbench.benchmarks.models.tasks import OPTIMIZER_FUSED, OPTIMIZERS
 from accelbench.benchmarks.models.zoo import HEAD_TASK, HEADS, MODEL_NAMES, overrides_problem
@@ -32,6 +34,23 @@ def model_params(batch: int) -> tuple[Param, ...]:
     )
 
 
+@dataclass(frozen=True)
+class ModelParams:
+    """The parameters of `model_params`: an `infer` case's, and the first of `train`'s."""
+
+    model: str
+    dtype: str
+    cast: bool
+    batch: int
+    seq: int
+    image: int
+    compile: bool
+    channels_last: bool
+    h2d: bool
+    steps_per_window: int
+    config: str
+
+
 FIND_BATCH = Param("find_batch", "bool", False, help="use the largest batch that fits, "
                    "searching up from `batch` (GPU: by trying; CPU: by a memory model)")
 
@@ -51,3 +70,13 @@ TRAIN_PARAMS = (
           "throughput_superbench, the mean of their per-step throughputs; 0: off",
           minimum=0, maximum=100_000),
 )
+
+
+@dataclass(frozen=True)
+class TrainParams(ModelParams):
+    """The parameters of a `train` or `train-ddp` case: `ModelParams`' and training's own."""
+
+    find_batch: bool
+    head: str
+    optimizer: str
+    superbench_steps: int

@@ -22,7 +22,12 @@ from typing import Any
 from accelbench.benchmarks.mathmode import math_mode, tf32_worker_env
 from accelbench.benchmarks.models import MODEL_SOURCES, batchsize, checks, flops
 from accelbench.benchmarks.models.memory import PeakMemory
-from accelbench.benchmarks.models.params import FIND_BATCH, TRAIN_PARAMS, model_params
+from accelbench.benchmarks.models.params import (
+    FIND_BATCH,
+    TRAIN_PARAMS,
+    TrainParams,
+    model_params,
+)
 from accelbench.benchmarks.models.precision import MATH_OPS
 from accelbench.benchmarks.models.results import PerStep, Work, model_result
 from accelbench.benchmarks.models.trainer import Trainer
@@ -36,22 +41,25 @@ NEEDS_RANKS = ("data-parallel training needs at least 2 ranks; run with --nproc-
                "or under torchrun (`train` measures one device)")
 
 
-def measure(ctx: CaseContext, params: dict[str, Any]) -> CaseResult:
+def measure(ctx: CaseContext, params: TrainParams) -> CaseResult:
     """Single-device training (in torchrun's rank mode each rank trains on its own)."""
     return _measure(ctx, params, data_parallel=False)
 
 
-def measure_ddp(ctx: CaseContext, params: dict[str, Any]) -> CaseResult:
+def measure_ddp(ctx: CaseContext, params: TrainParams) -> CaseResult:
     """Data-parallel training across the ranks of the job."""
     if ctx.dist is None or ctx.dist.world_size < 2:
         raise CaseSkipped(NEEDS_RANKS)
     return _measure(ctx, params, data_parallel=True)
 
 
-def _measure(ctx: CaseContext, params: dict[str, Any], data_parallel: bool) -> CaseResult:
+def _measure(ctx: CaseContext, params: TrainParams, data_parallel: bool) -> CaseResult:
     import torch
 
-    setup = checks.setup_from_params(ctx, params)
+    setup = checks.model_setup(
+        ctx, params.model, params.config, params.dtype, params.batch, params.seq, params.image,
+        cast=params.cast, channels_last=params.channels_last, compile=params.compile,
+        h2d=params.h2d, head=params.head, optimizer=params.optimizer)
     device = torch.device(ctx.device.torch_device)
     checks.check_lstm_precision(torch, setup, device)
     rank = ctx.dist.rank if ctx.dist else 0
@@ -64,12 +72,12 @@ def _measure(ctx: CaseContext, params: dict[str, Any], data_parallel: bool) -> C
             trainer = checks.built(torch, setup.spec.name,
                                    lambda: Trainer(torch, setup, device, rank=rank))
             details: dict[str, Any] = mode.details(MATH_OPS)
-            if params["find_batch"]:
+            if params.find_batch:
                 details.update(_find_batch(ctx, trainer, setup.batch))
                 meter.reset()  # the search's tries are not the case's footprint
             trainer.wrap(data_parallel)
-            result = _time_training(ctx, trainer, params["steps_per_window"], world, meter,
-                                    params.get("superbench_steps", 0))
+            result = _time_training(ctx, trainer, params.steps_per_window, world, meter,
+                                    params.superbench_steps)
         result.details.update(details)
         return result
     finally:
@@ -188,7 +196,7 @@ _SUMMARY = ("Training throughput of a whole model (sample/s, token/s, MFU): forw
 
 BENCHMARK = Benchmark(
     name="train",
-    family="model",
+    family="models",
     summary=_SUMMARY,
     entry="accelbench.benchmarks.models.train:measure",
     params=(*model_params(batch=8), FIND_BATCH, *TRAIN_PARAMS),
@@ -197,11 +205,12 @@ BENCHMARK = Benchmark(
     sources=MODEL_SOURCES,
     worker_env=tf32_worker_env,
     views=("accelbench.benchmarks.models.view:sections",),
+    typed=TrainParams,
 )
 
 DDP_BENCHMARK = Benchmark(
     name="train-ddp",
-    family="model",
+    family="models",
     summary=_SUMMARY + "; DistributedDataParallel across the ranks of a torchrun job",
     entry="accelbench.benchmarks.models.train:measure_ddp",
     params=(*model_params(batch=8), FIND_BATCH, *TRAIN_PARAMS),
@@ -211,4 +220,5 @@ DDP_BENCHMARK = Benchmark(
     sources=MODEL_SOURCES,
     worker_env=tf32_worker_env,
     views=("accelbench.benchmarks.models.view:sections",),
+    typed=TrainParams,
 )

@@ -13,6 +13,8 @@ case that cannot fit (`sizing`), and only then is timed (`measure`).
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from accelbench.benchmarks.models import MODEL_SOURCES
 from accelbench.benchmarks.models.zoo import MODEL_NAMES, get_spec, overrides_problem
 from accelbench.core.params import Param
@@ -79,7 +81,60 @@ _MESH = (
 )
 
 
-def _benchmark(name: str, entry: str, summary: str, params: tuple[Param, ...]) -> Benchmark:
+@dataclass(frozen=True)
+class ScaleParams:
+    """The parameters every training-at-scale case has (`_COMMON`)."""
+
+    model: str
+    config: str
+    dtype: str
+    batch: int
+    global_batch: int
+    seq: int
+    checkpoint: bool
+    compile: bool
+    steps_per_window: int
+    parity_steps: int
+    profile_steps: int
+
+
+# Keyword-only: reduce_dtype, which a case may leave out, defaults to None, and fields
+# without a default follow it.
+@dataclass(frozen=True, kw_only=True)
+class FsdpParams(ScaleParams):
+    """The parameters of a train-fsdp case (`FSDP.params`)."""
+
+    reshard: bool
+    reduce_dtype: str | None = None
+    offload: bool
+    accumulate: int
+
+
+@dataclass(frozen=True)
+class TpParams(ScaleParams):
+    """The parameters of a train-tp case (`TP.params`)."""
+
+    sequence_parallel: bool
+
+
+@dataclass(frozen=True)
+class PpParams(ScaleParams):
+    """The parameters of a train-pp case (`PP.params`)."""
+
+    schedule: str
+    microbatches: int
+
+
+@dataclass(frozen=True)
+class Mesh2dParams(FsdpParams):
+    """The parameters of a train-2d case (`MESH_2D.params`): FSDP's, then the mesh's."""
+
+    sequence_parallel: bool
+    tp: int
+
+
+def _benchmark(name: str, entry: str, summary: str, params: tuple[Param, ...],
+               typed: type[ScaleParams]) -> Benchmark:
     return Benchmark(
         name=name,
         family="scale",
@@ -91,16 +146,19 @@ def _benchmark(name: str, entry: str, summary: str, params: tuple[Param, ...]) -
         distributed=True,
         sources=SOURCES,
         views=VIEWS,
+        typed=typed,
     )
 
 
 FSDP = _benchmark("train-fsdp", "fsdp", "Training with FSDP2 (fully_shard) across the ranks: "
                   "token/s per device and in total, MFU, peak memory per rank, exposed "
-                  "communication", _FSDP)
+                  "communication", _FSDP, FsdpParams)
 TP = _benchmark("train-tp", "tensor_parallel", "Training with tensor parallelism "
-                "(colwise/rowwise plans, optional sequence parallelism) across the ranks", _TP)
+                "(colwise/rowwise plans, optional sequence parallelism) across the ranks", _TP,
+                TpParams)
 PP = _benchmark("train-pp", "pipeline", "Training with a pipeline of stages across the ranks "
-                "(torch.distributed.pipelining: GPipe, 1F1B, interleaved 1F1B)", _PP)
+                "(torch.distributed.pipelining: GPipe, 1F1B, interleaved 1F1B)", _PP, PpParams)
 MESH_2D = _benchmark("train-2d", "mesh_2d", "Training on a 2-D mesh: FSDP2 across the "
-                     "data-parallel dimension x tensor parallelism", (*_FSDP, *_TP, *_MESH))
+                     "data-parallel dimension x tensor parallelism", (*_FSDP, *_TP, *_MESH),
+                     Mesh2dParams)
 BENCHMARKS = (FSDP, TP, PP, MESH_2D)

@@ -17,6 +17,13 @@ from typing import TYPE_CHECKING, Any
 
 from accelbench.benchmarks.models import zoo
 from accelbench.benchmarks.scale import parallel, stages
+from accelbench.benchmarks.scale.declaration import (
+    FsdpParams,
+    Mesh2dParams,
+    PpParams,
+    ScaleParams,
+    TpParams,
+)
 from accelbench.benchmarks.scale.sizing import Layout
 from accelbench.core.measurement import CaseSkipped
 
@@ -52,31 +59,36 @@ class Plan:
         return out
 
 
-def plan(form: str, params: dict[str, Any], world: int) -> Plan:
+def plan(form: str, params: ScaleParams, world: int) -> Plan:
     """The layout of `form` over `world` ranks; CaseSkipped where the numbers don't divide."""
-    tp = params.get("tp", 1) if form == "fsdp+tp" else (world if form == "tp" else 1)
+    tp = params.tp if isinstance(params, Mesh2dParams) else (world if form == "tp" else 1)
     if world % tp:
         raise CaseSkipped(f"a 2-D mesh of tp={tp} needs a multiple of {tp} ranks, not {world}")
     pp = world if form == "pp" else 1
     dp = world // (tp * pp)
-    accumulate = params.get("accumulate", 1)
-    schedule = params.get("schedule", "1f1b")
-    microbatches = params.get("microbatches", 1) if form == "pp" else 1
-    batch, scaling = params["batch"], "weak"
-    if params["global_batch"]:
+    # Settings that only some forms' benchmarks declare; the other forms run at their
+    # defaults.
+    sharded = params if isinstance(params, FsdpParams) else None  # train-fsdp, train-2d
+    accumulate = sharded.accumulate if sharded else 1
+    schedule, microbatches = ((params.schedule, params.microbatches)
+                              if isinstance(params, PpParams) else ("1f1b", 1))
+    sequence_parallel = (isinstance(params, (TpParams, Mesh2dParams))
+                         and params.sequence_parallel)
+    batch, scaling = params.batch, "weak"
+    if params.global_batch:
         share = dp * accumulate
-        if params["global_batch"] % share:
-            raise CaseSkipped(f"global_batch {params['global_batch']} does not split into "
+        if params.global_batch % share:
+            raise CaseSkipped(f"global_batch {params.global_batch} does not split into "
                               f"{dp} data-parallel ranks x {accumulate} accumulation steps")
-        batch, scaling = params["global_batch"] // share, "strong"
+        batch, scaling = params.global_batch // share, "strong"
     if form == "pp" and batch % microbatches:
         raise CaseSkipped(f"a batch of {batch} does not split into {microbatches} microbatches")
     layout = Layout(dp=dp, tp=tp, pp=pp, fsdp=form in ("fsdp", "fsdp+tp"),
-                    reshard_after_forward=params.get("reshard", True),
-                    sequence_parallel=params.get("sequence_parallel", False),
-                    checkpointing=params["checkpoint"], microbatches=microbatches,
+                    reshard_after_forward=sharded.reshard if sharded else True,
+                    sequence_parallel=sequence_parallel,
+                    checkpointing=params.checkpoint, microbatches=microbatches,
                     schedule=schedule, stages_per_rank=stages.STAGES_PER_RANK[schedule],
-                    cpu_offload=params.get("offload", False))
+                    cpu_offload=sharded.offload if sharded else False)
     return Plan(form, layout, batch, accumulate, scaling)
 
 
@@ -105,7 +117,7 @@ def optimizer(torch: Any, params: Any) -> torch.optim.Optimizer:
 class Parallel:
     """The model in its parallel form on this rank, and one training step of it."""
 
-    def __init__(self, torch: Any, spec: zoo.ModelSpec, the_plan: Plan, params: dict[str, Any],
+    def __init__(self, torch: Any, spec: zoo.ModelSpec, the_plan: Plan, params: ScaleParams,
                  device: torch.device, rank: int, world: int) -> None:
         from torch.distributed.device_mesh import init_device_mesh
 
@@ -115,7 +127,7 @@ class Parallel:
         # not keep a communicator (and its device buffers) per case.
         self._groups: list[Any] = []
         lay = the_plan.layout
-        bf16 = params["dtype"] == "bf16"
+        bf16 = params.dtype == "bf16"
         # FSDP alone moves each rank's shard to the device: the whole model stays on the host.
         model = build_model(torch, spec, "cpu")
         if not lay.fsdp or lay.tp > 1:
@@ -133,12 +145,13 @@ class Parallel:
             parallel.tensor_parallel(model, tp_mesh, lay.sequence_parallel)
         if lay.checkpointing:
             parallel.checkpoint_blocks(model, spec.arch)
-        if params["compile"]:
+        if params.compile:
             parallel.compile_blocks(model, spec.arch)
         self.pipeline: stages.Pipeline | None = None
         if lay.fsdp:
-            reduce = params.get("reduce_dtype", "fp32")  # given with bf16 only
-            policies = parallel.fsdp_policies(torch, params["dtype"], reduce, params["offload"])
+            assert isinstance(params, FsdpParams)  # the forms that shard with FSDP
+            reduce = params.reduce_dtype or "fp32"  # given with bf16 only
+            policies = parallel.fsdp_policies(torch, params.dtype, reduce, params.offload)
             parallel.shard(model, spec.arch, dp_mesh, lay.reshard_after_forward, policies)
             trained: list[Any] = list(model.parameters())
         elif the_plan.form == "pp":
@@ -152,7 +165,7 @@ class Parallel:
         self.optimizer = optimizer(torch, trained)
         # Autocast where FSDP's mixed-precision policy does not set the compute dtype.
         self.autocast = bf16 and not lay.fsdp
-        ids = global_batch(torch, spec, the_plan.global_batch, params["seq"], device)
+        ids = global_batch(torch, spec, the_plan.global_batch, params.seq, device)
         self.batch = ids.chunk(lay.dp)[self.dp_rank].chunk(the_plan.accumulate)
         self.last_loss: Tensor | None = None
 

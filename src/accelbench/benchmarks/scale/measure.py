@@ -33,28 +33,35 @@ from accelbench.benchmarks.models.memory import PeakMemory
 from accelbench.benchmarks.models.results import Work, model_result
 from accelbench.benchmarks.models.trainer import free_cached
 from accelbench.benchmarks.scale import forms, parallel, parity, sizing
+from accelbench.benchmarks.scale.declaration import (
+    FsdpParams,
+    Mesh2dParams,
+    PpParams,
+    ScaleParams,
+    TpParams,
+)
 from accelbench.core.context import CaseContext
 from accelbench.core.measurement import CaseFailed, CaseResult, CaseSkipped, Figure, Rate
 from accelbench.core.registry import resolve_entry
 
 
-def fsdp(ctx: CaseContext, params: dict[str, Any]) -> CaseResult:
+def fsdp(ctx: CaseContext, params: FsdpParams) -> CaseResult:
     return _measure(ctx, params, "fsdp")
 
 
-def tensor_parallel(ctx: CaseContext, params: dict[str, Any]) -> CaseResult:
+def tensor_parallel(ctx: CaseContext, params: TpParams) -> CaseResult:
     return _measure(ctx, params, "tp")
 
 
-def pipeline(ctx: CaseContext, params: dict[str, Any]) -> CaseResult:
+def pipeline(ctx: CaseContext, params: PpParams) -> CaseResult:
     return _measure(ctx, params, "pp")
 
 
-def mesh_2d(ctx: CaseContext, params: dict[str, Any]) -> CaseResult:
+def mesh_2d(ctx: CaseContext, params: Mesh2dParams) -> CaseResult:
     return _measure(ctx, params, "fsdp+tp")
 
 
-def _measure(ctx: CaseContext, params: dict[str, Any], form: str) -> CaseResult:
+def _measure(ctx: CaseContext, params: ScaleParams, form: str) -> CaseResult:
     import torch
 
     parallel.require(torch, "mesh", *{"fsdp": ("fsdp",), "tp": ("tp",), "pp": ("pp",),
@@ -64,7 +71,7 @@ def _measure(ctx: CaseContext, params: dict[str, Any], form: str) -> CaseResult:
     rank, world = ctx.dist.rank, ctx.dist.world_size
     spec = _spec(params)
     device = torch.device(ctx.device.torch_device)
-    if params.get("offload") and device.type == "cpu":
+    if isinstance(params, FsdpParams) and params.offload and device.type == "cpu":
         raise CaseSkipped("offload moves parameters from an accelerator to host memory; on "
                           "the CPU they are in host memory already")
     the_plan = forms.plan(form, params, world)
@@ -84,14 +91,14 @@ def _measure(ctx: CaseContext, params: dict[str, Any], form: str) -> CaseResult:
     layers = ctx.coordinator.agree(ref_spec.shape["layers"])  # rank 0's, on every rank
     if layers != ref_spec.shape["layers"]:
         ref_spec = spec.with_overrides({"layers": layers})
-    ref = parity.reference(torch, ref_spec, the_plan, params["dtype"], params["seq"],
-                           params["parity_steps"], device)
+    ref = parity.reference(torch, ref_spec, the_plan, params.dtype, params.seq,
+                           params.parity_steps, device)
     free_cached(torch, device)
     model: forms.Parallel | None = None
     try:
         model = forms.Parallel(torch, ref_spec, the_plan, params, device, rank, world)
-        losses = [model.mean_loss(model.step()) for _ in range(params["parity_steps"])]
-        parity_details = parity.check(losses, ref, params["dtype"])
+        losses = [model.mean_loss(model.step()) for _ in range(params.parity_steps)]
+        parity_details = parity.check(losses, ref, params.dtype)
         if ref_spec is not spec:  # checked on fewer blocks: now build the case's model
             model.release()
             free_cached(torch, device)
@@ -101,22 +108,22 @@ def _measure(ctx: CaseContext, params: dict[str, Any], form: str) -> CaseResult:
     finally:
         if model is not None:
             model.release()
-        if params["compile"]:
+        if params.compile:
             torch._dynamo.reset()
 
 
-def _spec(params: dict[str, Any]) -> zoo.ModelSpec:
+def _spec(params: ScaleParams) -> zoo.ModelSpec:
     try:
-        spec = zoo.get_spec(params["model"], params.get("config", ""))
+        spec = zoo.get_spec(params.model, params.config)
     except ValueError as exc:
-        raise CaseFailed(f"model {params['model']!r} cannot be built: {exc}") from None
-    if params["seq"] > spec.shape["max_positions"]:
-        raise CaseFailed(f"seq {params['seq']} is longer than {spec.name}'s "
+        raise CaseFailed(f"model {params.model!r} cannot be built: {exc}") from None
+    if params.seq > spec.shape["max_positions"]:
+        raise CaseFailed(f"seq {params.seq} is longer than {spec.name}'s "
                          f"{spec.shape['max_positions']} positions")
     return spec
 
 
-def _reference_spec(spec: zoo.ModelSpec, the_plan: forms.Plan, params: dict[str, Any],
+def _reference_spec(spec: zoo.ModelSpec, the_plan: forms.Plan, params: ScaleParams,
                     available: int, where: str) -> tuple[zoo.ModelSpec, str]:
     """The model the parity check runs on: the case's own where its single-device
     reference fits one device, else the same model with fewer blocks (halved until it
@@ -128,8 +135,8 @@ def _reference_spec(spec: zoo.ModelSpec, the_plan: forms.Plan, params: dict[str,
         candidate = spec if layers == spec.shape["layers"] else spec.with_overrides(
             {"layers": layers})
         single = sizing.estimate(candidate, sizing.Layout(), batch=the_plan.global_batch,
-                                 seq=params["seq"], param_bytes=4,
-                                 compute_bytes=2 if params["dtype"] == "bf16" else 4)
+                                 seq=params.seq, param_bytes=4,
+                                 compute_bytes=2 if params.dtype == "bf16" else 4)
         if sizing.fits(single, available):
             return candidate, ""
         if layers <= fewest:
@@ -139,9 +146,9 @@ def _reference_spec(spec: zoo.ModelSpec, the_plan: forms.Plan, params: dict[str,
 
 
 def _memory_plan(torch: Any, ctx: CaseContext, spec: zoo.ModelSpec, the_plan: forms.Plan,
-                 params: dict[str, Any], device: Any) -> tuple[sizing.Estimate, int, str]:
-    bf16 = params["dtype"] == "bf16"
-    estimate = sizing.estimate(spec, the_plan.layout, batch=the_plan.batch, seq=params["seq"],
+                 params: ScaleParams, device: Any) -> tuple[sizing.Estimate, int, str]:
+    bf16 = params.dtype == "bf16"
+    estimate = sizing.estimate(spec, the_plan.layout, batch=the_plan.batch, seq=params.seq,
                                param_bytes=4, compute_bytes=2 if bf16 else 4)
     assert ctx.dist is not None
     free = torch.cuda.mem_get_info(device)[0] if device.type == "cuda" else None
@@ -153,12 +160,12 @@ def _memory_plan(torch: Any, ctx: CaseContext, spec: zoo.ModelSpec, the_plan: fo
     return estimate, available, f"{device} ({source})"
 
 
-def _timed(ctx: CaseContext, params: dict[str, Any], model: forms.Parallel, meter: PeakMemory,
+def _timed(ctx: CaseContext, params: ScaleParams, model: forms.Parallel, meter: PeakMemory,
            estimate: sizing.Estimate, parity_details: dict[str, Any], ref: parity.Reference
            ) -> CaseResult:
     torch, the_plan = model.torch, model.plan
     assert ctx.dist is not None
-    steps = params["steps_per_window"]
+    steps = params.steps_per_window
     own: list[float] = []  # this rank's own seconds per step, each window
 
     def window() -> None:
@@ -172,16 +179,16 @@ def _timed(ctx: CaseContext, params: dict[str, Any], model: forms.Parallel, mete
     last = model.mean_loss(model.last_loss)
     checks.check_finite(last, "the training loss after timing")
     peak_memory, memory_details = meter.peak()
-    exposed = _exposed_share(ctx, model, params["profile_steps"])
+    exposed = _exposed_share(ctx, model, params.profile_steps)
     ranks = _gather(torch, {
         "step_s": statistics.median(own), "solo_s": ref.solo_seconds, "node": _node(),
         "peak_memory": peak_memory, "exposed": exposed})
-    spec, world, seq = model.spec, ctx.dist.world_size, params["seq"]
+    spec, world, seq = model.spec, ctx.dist.world_size, params.seq
     sequences = the_plan.global_batch * steps
     flop_per_token = _flops(spec, seq)
     work = Work(samples=sequences, tokens=sequences * seq, steps=steps,
                 flop=3 * flop_per_token.forward_per_sample * sequences)
-    peak = ctx.peak_flops(params["dtype"])
+    peak = ctx.peak_flops(params.dtype)
     result = model_result(
         timing, work, peak_flops=peak * world if peak else None,
         peak_memory=max(r["peak_memory"] for r in ranks), step_times=[s / steps for s in

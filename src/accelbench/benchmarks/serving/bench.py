@@ -35,6 +35,7 @@ from accelbench.benchmarks.serving.scenarios import (
     OFFLINE,
     SERVER,
     SINGLE_STREAM,
+    ServeParams,
     Settings,
 )
 from accelbench.benchmarks.serving.sut import QueueSUT
@@ -49,7 +50,7 @@ MAX_KEPT_SAMPLES = 1000  # service times kept in the record
 _SHARED = ("model", "dtype", "seq", "image", "config")
 
 
-def measure(ctx: CaseContext, params: dict[str, Any]) -> CaseResult:
+def measure(ctx: CaseContext, params: ServeParams) -> CaseResult:
     import torch
 
     lg = require("mlperf_loadgen", "the serve benchmark")
@@ -57,8 +58,7 @@ def measure(ctx: CaseContext, params: dict[str, Any]) -> CaseResult:
     if unused:
         raise CaseSkipped(unused)
     settings = scenarios.settings_from_params(params)
-    with ready_engine(ctx, {**params, "batch": settings.batch,
-                            "steps_per_window": 1}) as ready:
+    with ready_engine(ctx, params, settings.batch) as ready:
         spec, setup = ready.setup.spec, ready.setup
         pool = tasks.make_batch(torch, spec, settings.samples, setup.seq, setup.image,
                                 ready.device, torch.float32, seed=2000)
@@ -88,7 +88,7 @@ def measure(ctx: CaseContext, params: dict[str, Any]) -> CaseResult:
             return outcome, sut
 
         if settings.scenario == SERVER:
-            found = _server(test, tuned, params["max_trials"], service)
+            found = _server(test, tuned, params.max_trials, service)
             outcome, sut = found.best.result if found.best else found.trials[-1].result
             extra = _search_details(found)
         else:
@@ -272,7 +272,7 @@ SERVE_PARAMS = (
 
 BENCHMARK = Benchmark(
     name="serve",
-    family="model",
+    family="serving",
     summary="An inference engine under MLPerf LoadGen: SingleStream, MultiStream, Offline "
             "and Server (QPS search under a p99 bound), with goodput",
     entry="accelbench.benchmarks.serving.bench:measure",
@@ -286,4 +286,5 @@ BENCHMARK = Benchmark(
                for m in ("loadgen", "scenarios", "search", "sut"))),
     worker_env=tf32_worker_env,
     views=("accelbench.benchmarks.models.view:sections",),
+    typed=ServeParams,
 )

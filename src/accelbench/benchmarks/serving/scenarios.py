@@ -17,6 +17,30 @@ import re
 from dataclasses import asdict, dataclass
 from typing import Any
 
+
+@dataclass(frozen=True)
+class ServeParams:
+    """The parameters of a serve case (`bench.BENCHMARK.params`)."""
+
+    model: str
+    dtype: str
+    seq: int
+    image: int
+    config: str
+    engine: str
+    provider: str
+    ort_level: str
+    int8: str
+    scenario: str
+    latency_bound: str
+    min_duration: str
+    min_queries: int
+    samples_per_query: int
+    offline_batch: int
+    target_qps: float
+    max_trials: int
+
+
 SINGLE_STREAM, MULTI_STREAM, OFFLINE, SERVER = "single-stream", "multi-stream", "offline", \
     "server"
 SCENARIOS = (SINGLE_STREAM, MULTI_STREAM, OFFLINE, SERVER)
@@ -85,30 +109,30 @@ class Settings:
         return replace(self, target_qps=qps)
 
 
-def settings_from_params(params: dict[str, Any]) -> Settings:
-    scenario = params["scenario"]
-    spq = params["samples_per_query"] or LOADGEN_SAMPLES_PER_QUERY
+def settings_from_params(params: ServeParams) -> Settings:
+    scenario = params.scenario
+    spq = params.samples_per_query or LOADGEN_SAMPLES_PER_QUERY
     batch = {SINGLE_STREAM: 1, SERVER: 1, MULTI_STREAM: spq,
-             OFFLINE: params["offline_batch"] or OFFLINE_BATCH}[scenario]
+             OFFLINE: params.offline_batch or OFFLINE_BATCH}[scenario]
     return Settings(
         scenario=scenario,
-        latency_bound_s=parse_duration(params["latency_bound"]),
-        min_duration_s=(parse_duration(params["min_duration"]) if params["min_duration"]
+        latency_bound_s=parse_duration(params.latency_bound),
+        min_duration_s=(parse_duration(params.min_duration) if params.min_duration
                         else LOADGEN_MIN_DURATION_S),
-        min_queries=params["min_queries"] or LOADGEN_MIN_QUERIES,
+        min_queries=params.min_queries or LOADGEN_MIN_QUERIES,
         samples_per_query=spq if scenario == MULTI_STREAM else 1,
         batch=batch,
-        target_qps=float(params["target_qps"]),
+        target_qps=params.target_qps,
     )
 
 
-def unused_settings(params: dict[str, Any]) -> str | None:
+def unused_settings(params: ServeParams) -> str | None:
     """A setting given to a scenario it does not apply to, in words, or None."""
-    scenario = params["scenario"]
-    if params["samples_per_query"] and scenario != MULTI_STREAM:
+    scenario = params.scenario
+    if params.samples_per_query and scenario != MULTI_STREAM:
         return f"samples_per_query applies to multi-stream, not {scenario}"
-    if params["offline_batch"] and scenario != OFFLINE:
+    if params.offline_batch and scenario != OFFLINE:
         return f"offline_batch applies to offline, not {scenario}"
-    if params["target_qps"] and scenario != SERVER:
+    if params.target_qps and scenario != SERVER:
         return f"target_qps applies to server, not {scenario}"
     return None

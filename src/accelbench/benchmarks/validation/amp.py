@@ -20,6 +20,7 @@ from __future__ import annotations
 import copy
 import math
 from collections.abc import Callable
+from dataclasses import dataclass
 from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
@@ -41,8 +42,17 @@ LOSS_THRESHOLD = 0.05  # the last loss, as a share of the first
 DISTANCE = {"fp16": 0.02, "bf16": 0.05}  # from the fp32 curve, as a share of the first loss
 
 
-def measure(ctx: CaseContext, params: dict[str, Any]) -> CaseResult:
-    dtype, steps = params["dtype"], params["steps"]
+@dataclass(frozen=True)
+class AmpParams:
+    """The parameters of an amp case (`BENCHMARK.params`)."""
+
+    dtype: str
+    steps: int
+    tolerance_scale: float
+
+
+def measure(ctx: CaseContext, params: AmpParams) -> CaseResult:
+    dtype, steps = params.dtype, params.steps
     require_precision(ctx.device, dtype)
     import torch
 
@@ -53,7 +63,7 @@ def measure(ctx: CaseContext, params: dict[str, Any]) -> CaseResult:
         curve = train(torch, copy.deepcopy(model), x, y, steps, dtype, device)
         skip = overflow_skipped(torch, copy.deepcopy(model), x, y, device) \
             if dtype == "fp16" else None
-    limit = DISTANCE[dtype] * params["tolerance_scale"]
+    limit = DISTANCE[dtype] * params.tolerance_scale
     start = reference[0]
     distance = max(abs(a - b) for a, b in zip(curve, reference, strict=True)) / start
     threshold = LOSS_THRESHOLD * curve[0]
@@ -185,4 +195,5 @@ BENCHMARK = Benchmark(
     devices=("cpu", "cuda"),
     timeout_s=300.0,
     views=("accelbench.benchmarks.validation.view:sections",),
+    typed=AmpParams,
 )

@@ -18,6 +18,7 @@ built for this torch.
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
@@ -56,10 +57,18 @@ def signal(torch: ModuleType) -> Tensor:
     return (0.5 * torch.sin(2 * math.pi * TONE * t) + 0.05 * noise)[None, :]
 
 
-def measure(ctx: CaseContext, params: dict[str, Any]) -> CaseResult:
+@dataclass(frozen=True)
+class TorchaudioParams:
+    """The parameters of a torchaudio case (`BENCHMARK.params`)."""
+
+    check: str
+    tolerance_scale: float
+
+
+def measure(ctx: CaseContext, params: TorchaudioParams) -> CaseResult:
     import torch
 
-    check = params["check"]
+    check = params.check
     torchaudio = load("torchaudio", torch)
     build = installed_build("torchaudio", torchaudio, torch)
     require_built_for(build)
@@ -67,7 +76,7 @@ def measure(ctx: CaseContext, params: dict[str, Any]) -> CaseResult:
     if check == "build":
         return conclude(Verdict(None, None), details)
     device = torch.device(ctx.device.torch_device)
-    tolerance = tolerance_for("fp32", params["tolerance_scale"], FFT_FACTOR, WHY)
+    tolerance = tolerance_for("fp32", params.tolerance_scale, FFT_FACTOR, WHY)
     wave = signal(torch)
     try:
         verdict = _transform(torch, torchaudio, check, wave, device, tolerance)
@@ -125,4 +134,5 @@ BENCHMARK = Benchmark(
     devices=("cpu", "cuda"),
     timeout_s=300.0,
     views=("accelbench.benchmarks.validation.view:sections",),
+    typed=TorchaudioParams,
 )

@@ -37,8 +37,21 @@ def auto_interval(seconds: float) -> float:
     return min(max(seconds / 12, 0.25), 10.0, seconds / 2)
 
 
-def measure(ctx: CaseContext, params: dict[str, Any]) -> CaseResult:
-    dtype, seconds = params["dtype"], params["seconds"]
+@dataclass(frozen=True)
+class BurnInParams:
+    """The parameters of a burn-in case (`BENCHMARK.params`)."""
+
+    seconds: float
+    dtype: str
+    size: int
+    interval: float
+    check_every: int
+    max_sag: float
+    tolerance_scale: float
+
+
+def measure(ctx: CaseContext, params: BurnInParams) -> CaseResult:
+    dtype, seconds = params.dtype, params.seconds
     require_precision(ctx.device, dtype)
     import torch
 
@@ -46,9 +59,9 @@ def measure(ctx: CaseContext, params: dict[str, Any]) -> CaseResult:
     from accelbench.core.dtypes import fp8_torch_name
 
     device = torch.device(ctx.device.torch_device)
-    n = params["size"] or (CPU_SIZE if device.type == "cpu" else GPU_SIZE)
-    interval = params["interval"] or auto_interval(seconds)
-    tolerance = TOLERANCE[dtype] * params["tolerance_scale"]
+    n = params.size or (CPU_SIZE if device.type == "cpu" else GPU_SIZE)
+    interval = params.interval or auto_interval(seconds)
+    tolerance = TOLERANCE[dtype] * params.tolerance_scale
     sync: Callable[[], Any] = (
         (lambda: torch.cuda.synchronize(device)) if device.type == "cuda" else (lambda: None))
     generator = torch.Generator().manual_seed(2)
@@ -71,7 +84,7 @@ def measure(ctx: CaseContext, params: dict[str, Any]) -> CaseResult:
                     details={"calls": calls, "verdict": "fail"})
             return error
 
-        run = sustain(ops.call, sync, check, seconds, interval, params["check_every"], flop)
+        run = sustain(ops.call, sync, check, seconds, interval, params.check_every, flop)
     if ctx.on_timed is not None:
         ctx.on_timed(run.start, run.end)
     intervals = run.intervals
@@ -83,13 +96,13 @@ def measure(ctx: CaseContext, params: dict[str, Any]) -> CaseResult:
         Figure("throughput_min", lowest, "FLOP/s", peak=peak),
         Figure("sag", 100.0 * sag, "%", higher_is_better=False),
     ))
-    warning = degradation(sag, params["max_sag"])
+    warning = degradation(sag, params.max_sag)
     if warning:
         verdict = replace(verdict, warnings=(warning,))
     return conclude(verdict, {
         "n": n, "dtype": dtype, "seconds": run.end - run.start, "interval_s": interval,
-        "calls": run.calls, "checks": run.checks, "check_every": params["check_every"],
-        "intervals": intervals, "max_sag": params["max_sag"],
+        "calls": run.calls, "checks": run.checks, "check_every": params.check_every,
+        "intervals": intervals, "max_sag": params.max_sag,
         "check": "a sampled 16 x 16 block against float64 (the GEMM benchmark's check)",
     })
 
@@ -201,4 +214,5 @@ BENCHMARK = Benchmark(
     extra_time=_burn_time,
     worker_env=tf32_worker_env,
     views=("accelbench.benchmarks.validation.view:sections",),
+    typed=BurnInParams,
 )

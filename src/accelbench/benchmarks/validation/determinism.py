@@ -23,6 +23,7 @@ from __future__ import annotations
 import contextlib
 import os
 from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass
 from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
@@ -46,8 +47,16 @@ CUBLAS_DETERMINISTIC = (":4096:8", ":16:8")
 _NO_DETERMINISTIC = "does not have a deterministic implementation"
 
 
-def measure(ctx: CaseContext, params: dict[str, Any]) -> CaseResult:
-    op, dtype = params["op"], params["dtype"]
+@dataclass(frozen=True)
+class DeterminismParams:
+    """The parameters of a determinism case (`BENCHMARK.params`)."""
+
+    op: str
+    dtype: str
+
+
+def measure(ctx: CaseContext, params: DeterminismParams) -> CaseResult:
+    op, dtype = params.op, params.dtype
     require_precision(ctx.device, dtype)
     reason = cublas_config_problem(ctx.device, os.environ)
     if reason:
@@ -223,4 +232,5 @@ BENCHMARK = Benchmark(
     timeout_s=120.0,
     worker_env=cublas_worker_env,
     views=("accelbench.benchmarks.validation.view:sections",),
+    typed=DeterminismParams,
 )

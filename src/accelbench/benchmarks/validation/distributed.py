@@ -13,6 +13,7 @@ wrong element fails the check, with the ranks that saw them.
 from __future__ import annotations
 
 import datetime as dt
+from dataclasses import dataclass
 from types import ModuleType
 from typing import Any
 
@@ -30,8 +31,18 @@ CHECK_DTYPES = tuple(name for name in ops.DTYPE_NAMES if name in DTYPES)
 _MONITOR: dict[str, Any] = {}  # the Gloo group of this process's job, made once
 
 
-def measure(ctx: CaseContext, params: dict[str, Any]) -> CaseResult:
-    op, dtype, timeout = params["op"], params["dtype"], params["barrier_timeout"]
+@dataclass(frozen=True)
+class DistributedParams:
+    """The parameters of a distributed case (`BENCHMARK.params`)."""
+
+    op: str
+    dtype: str
+    bytes: int
+    barrier_timeout: float
+
+
+def measure(ctx: CaseContext, params: DistributedParams) -> CaseResult:
+    op, dtype, timeout = params.op, params.dtype, params.barrier_timeout
     info = ctx.dist
     world = info.world_size if info is not None else 1
     backend = info.backend if info is not None else "none"
@@ -43,9 +54,9 @@ def measure(ctx: CaseContext, params: dict[str, Any]) -> CaseResult:
 
     barrier(dist, info, timeout, "before")
     etype = ops.ELEMENT_TYPES[dtype]
-    count = ops.element_count(op, params["bytes"], etype.bytes, world)
+    count = ops.element_count(op, params.bytes, etype.bytes, world)
     if op != "barrier" and count == 0:
-        raise CaseSkipped(f"{params['bytes']} B holds no whole {dtype} element per rank at "
+        raise CaseSkipped(f"{params.bytes} B holds no whole {dtype} element per rank at "
                           f"{world} ranks")
     device = torch.device(ctx.device.torch_device)
     prepared = ops.prepare(torch, dist, op, count, info.rank, world, dtype, "sum",
@@ -117,4 +128,5 @@ BENCHMARK = Benchmark(
     distributed=True,
     min_ranks=2,
     views=("accelbench.benchmarks.validation.view:sections",),
+    typed=DistributedParams,
 )

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import importlib.util
 import io
+from dataclasses import dataclass
 from typing import Any
 
 from accelbench.benchmarks.validation.modes import math_mode, require_precision, storage
@@ -40,8 +41,23 @@ PROVIDERS = {
 }
 
 
-def measure_export(ctx: CaseContext, params: dict[str, Any]) -> CaseResult:
-    dtype = params["dtype"]
+@dataclass(frozen=True)
+class ExportParams:
+    """The parameters of an export case (`EXPORT.params`)."""
+
+    dtype: str
+    tolerance_scale: float
+
+
+@dataclass(frozen=True)
+class OnnxParams:
+    """The parameters of an onnx case (`ONNX.params`)."""
+
+    tolerance_scale: float
+
+
+def measure_export(ctx: CaseContext, params: ExportParams) -> CaseResult:
+    dtype = params.dtype
     require_precision(ctx.device, dtype)
     import torch
 
@@ -59,7 +75,7 @@ def measure_export(ctx: CaseContext, params: dict[str, Any]) -> CaseResult:
         saved.seek(0)
         loaded = torch.export.load(saved)
         got = loaded.module()(x)
-    tolerance = tolerance_for(dtype, params["tolerance_scale"])
+    tolerance = tolerance_for(dtype, params.tolerance_scale)
     verdict = tensors_verdict([compare(torch, "output", got, want, tolerance)], tolerance,
                               "torch.export round trip against eager")
     return conclude(verdict, {"round_trip": "torch.export.export, save, load, module()",
@@ -72,7 +88,7 @@ def onnx_install_line(device: DeviceInfo) -> str:
     return f"pip install onnx onnxscript {runtime}"
 
 
-def measure_onnx(ctx: CaseContext, params: dict[str, Any]) -> CaseResult:
+def measure_onnx(ctx: CaseContext, params: OnnxParams) -> CaseResult:
     missing = [name for name in ONNX_MODULES if importlib.util.find_spec(name) is None]
     if missing:
         line = onnx_install_line(ctx.device)
@@ -98,7 +114,7 @@ def measure_onnx(ctx: CaseContext, params: dict[str, Any]) -> CaseResult:
         name = session.get_inputs()[0].name
         got = torch.from_numpy(session.run(None, {name: x.numpy()})[0])
     used = session.get_providers()[0] if session.get_providers() else "unknown"
-    tolerance = tolerance_for("fp32", params["tolerance_scale"])
+    tolerance = tolerance_for("fp32", params.tolerance_scale)
     verdict = tensors_verdict([compare(torch, "output", got, want, tolerance)], tolerance,
                               f"ONNX round trip on {used} against eager")
     details: dict[str, Any] = {"exporter": "torch.onnx.export(dynamo=True)",
@@ -127,6 +143,7 @@ EXPORT = Benchmark(
     devices=("cpu", "cuda"),
     timeout_s=300.0,
     views=("accelbench.benchmarks.validation.view:sections",),
+    typed=ExportParams,
 )
 
 ONNX = Benchmark(
@@ -140,4 +157,5 @@ ONNX = Benchmark(
     devices=("cpu", "cuda"),
     timeout_s=300.0,
     views=("accelbench.benchmarks.validation.view:sections",),
+    typed=OnnxParams,
 )

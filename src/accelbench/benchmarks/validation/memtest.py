@@ -14,6 +14,7 @@ Any wrong word fails the check, with the first addresses (chunk and word) that h
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
@@ -40,13 +41,21 @@ def _fraction(value: Any) -> str | None:
     return None if 0 < value < 1 else "must be a fraction between 0 and 1 (exclusive)"
 
 
-def measure(ctx: CaseContext, params: dict[str, Any]) -> CaseResult:
+@dataclass(frozen=True)
+class MemtestParams:
+    """The parameters of a memtest case (`BENCHMARK.params`)."""
+
+    fraction: float
+    max_mib: int
+
+
+def measure(ctx: CaseContext, params: MemtestParams) -> CaseResult:
     import torch
 
     device = torch.device(ctx.device.torch_device)
     free = free_bytes(torch, device)
-    cap = params["max_mib"] * MIB or (CPU_CAP_MIB * MIB if device.type == "cpu" else None)
-    target = int(free * params["fraction"])
+    cap = params.max_mib * MIB or (CPU_CAP_MIB * MIB if device.type == "cpu" else None)
+    target = int(free * params.fraction)
     if cap is not None:
         target = min(target, cap)
     chunks = _allocate(torch, device, target)
@@ -77,7 +86,7 @@ def measure(ctx: CaseContext, params: dict[str, Any]) -> CaseResult:
         f"{where[0]['byte_offset'] if where else '?'}",
         extra=(Figure("tested", float(tested), "B"),))
     return conclude(verdict, {
-        "free_bytes": free, "fraction": params["fraction"], "cap_bytes": cap,
+        "free_bytes": free, "fraction": params.fraction, "cap_bytes": cap,
         "tested_bytes": tested, "chunk_bytes": CHUNK_WORDS * 8, "patterns": list(PATTERNS),
         "wrong_words": wrong_by_pattern, "first_wrong": where,
         "free_is": "device memory free" if device.type != "cpu" else "available host memory",
@@ -152,4 +161,5 @@ BENCHMARK = Benchmark(
     devices=("cpu", "cuda"),
     timeout_s=600.0,
     views=("accelbench.benchmarks.validation.view:sections",),
+    typed=MemtestParams,
 )

@@ -110,9 +110,18 @@ def not_checked(op: str, dtype: str) -> str | None:
     return None
 
 
-def measure(ctx: CaseContext, params: dict[str, Any]) -> CaseResult:
+@dataclass(frozen=True)
+class NumericsParams:
+    """The parameters of a numerics case (`BENCHMARK.params`)."""
+
+    op: str
+    dtype: str
+    tolerance_scale: float
+
+
+def measure(ctx: CaseContext, params: NumericsParams) -> CaseResult:
     """Run the op on the device, compare each result with float64, conclude."""
-    op, dtype = params["op"], params["dtype"]
+    op, dtype = params.op, params.dtype
     reason = not_checked(op, dtype)
     if reason:
         raise CaseSkipped(reason)
@@ -123,7 +132,7 @@ def measure(ctx: CaseContext, params: dict[str, Any]) -> CaseResult:
     with math_mode(torch, dtype) as mode:
         results = _CHECKS[_family(op)](torch, ctx, device, op, dtype)
     factor, why = tolerance_factor(ctx.device, op, dtype)
-    tolerance = tolerance_for(dtype, params["tolerance_scale"], factor, why)
+    tolerance = tolerance_for(dtype, params.tolerance_scale, factor, why)
     compared = [compare(torch, r.name, r.actual, r.expected, tolerance, r.magnitude,
                         r.magnitude_name) for r in results]
     verdict = tensors_verdict(compared, tolerance, f"{op} in {dtype}")
@@ -367,4 +376,5 @@ BENCHMARK = Benchmark(
     timeout_s=120.0,
     worker_env=tf32_worker_env,
     views=("accelbench.benchmarks.validation.view:sections",),
+    typed=NumericsParams,
 )

@@ -14,6 +14,7 @@ builds for another torch.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
@@ -46,10 +47,18 @@ DIM, BATCH, MAX_BAG = 16, 8, 5
 LIBRARIES = ("torchrec", "fbgemm-gpu")
 
 
-def measure(ctx: CaseContext, params: dict[str, Any]) -> CaseResult:
+@dataclass(frozen=True)
+class TorchrecParams:
+    """The parameters of a torchrec case (`BENCHMARK.params`)."""
+
+    check: str
+    tolerance_scale: float
+
+
+def measure(ctx: CaseContext, params: TorchrecParams) -> CaseResult:
     import torch
 
-    check = params["check"]
+    check = params.check
     torchrec = load("torchrec", torch, LIBRARIES)
     fbgemm = load("fbgemm_gpu", torch, LIBRARIES, needed_by="torchrec")
     builds = [installed_build("torchrec", torchrec, torch),
@@ -60,7 +69,7 @@ def measure(ctx: CaseContext, params: dict[str, Any]) -> CaseResult:
     if check == "build":
         return conclude(Verdict(None, None), details)
     device = torch.device(ctx.device.torch_device)
-    tolerance = tolerance_for("fp32", params["tolerance_scale"])
+    tolerance = tolerance_for("fp32", params.tolerance_scale)
     try:
         verdict = _collection(torch, torchrec, device, tolerance)
     except (NotImplementedError, RuntimeError) as exc:
@@ -143,4 +152,5 @@ BENCHMARK = Benchmark(
     devices=("cpu", "cuda"),
     timeout_s=300.0,
     views=("accelbench.benchmarks.validation.view:sections",),
+    typed=TorchrecParams,
 )

@@ -16,6 +16,7 @@ with a newer torch it is skipped with that reason.
 from __future__ import annotations
 
 import importlib
+from dataclasses import dataclass
 from typing import Any
 
 from accelbench.benchmarks.validation.libraries import (
@@ -43,10 +44,17 @@ TRUNCATE = 8
 SPECIALS = ["<unk>", "<pad>"]
 
 
-def measure(ctx: CaseContext, params: dict[str, Any]) -> CaseResult:
+@dataclass(frozen=True)
+class TorchtextParams:
+    """The parameters of a torchtext case (`BENCHMARK.params`)."""
+
+    check: str
+
+
+def measure(ctx: CaseContext, params: TorchtextParams) -> CaseResult:
     import torch
 
-    check = params["check"]
+    check = params.check
     torchtext = load("torchtext", torch)
     build = installed_build("torchtext", torchtext, torch)
     require_built_for(build)
@@ -114,4 +122,5 @@ BENCHMARK = Benchmark(
     devices=("cpu", "cuda"),
     timeout_s=300.0,
     views=("accelbench.benchmarks.validation.view:sections",),
+    typed=TorchtextParams,
 )

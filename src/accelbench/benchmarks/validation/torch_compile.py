@@ -13,6 +13,7 @@ seconds on a small CPU; Inductor keeps what it compiled for the next time.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 from accelbench.benchmarks.validation.modes import math_mode, require_precision, storage
@@ -33,8 +34,16 @@ COMPILE_FACTOR = 4.0
 WHY = "compiled code fuses, reorders and rounds intermediates otherwise"
 
 
-def measure(ctx: CaseContext, params: dict[str, Any]) -> CaseResult:
-    dtype = params["dtype"]
+@dataclass(frozen=True)
+class CompileParams:
+    """The parameters of a compile case (`BENCHMARK.params`)."""
+
+    dtype: str
+    tolerance_scale: float
+
+
+def measure(ctx: CaseContext, params: CompileParams) -> CaseResult:
+    dtype = params.dtype
     require_precision(ctx.device, dtype)
     import time
 
@@ -57,7 +66,7 @@ def measure(ctx: CaseContext, params: dict[str, Any]) -> CaseResult:
             seconds = time.perf_counter() - start
     finally:
         torch._dynamo.reset()
-    tolerance = tolerance_for(dtype, params["tolerance_scale"], COMPILE_FACTOR, WHY)
+    tolerance = tolerance_for(dtype, params.tolerance_scale, COMPILE_FACTOR, WHY)
     compared = [compare(torch, name, got[name], want[name], tolerance,
                         torch.full_like(want[name], float(want[name].abs().max())),
                         "the largest |expected| of the tensor") for name in want]
@@ -96,4 +105,5 @@ BENCHMARK = Benchmark(
     devices=("cpu", "cuda"),
     timeout_s=600.0,
     views=("accelbench.benchmarks.validation.view:sections",),
+    typed=CompileParams,
 )

@@ -70,10 +70,3 @@ def sections(measurements: Sequence[Measurement]) -> list[Section]:
     if not tables:
         return []
     return [Section("validation", "Validation", tuple(tables), ABOUT, first=True)]
-
-
-def summary_line(measurements: Iterable[Measurement]) -> str:
-    counts = tally(check_results(measurements))
-    total = sum(counts.values())
-    return (f"{total} checks: {counts[PASS]} passed, {counts[FAIL]} failed, "
-            f"{counts[SKIP]} skipped")

@@ -27,6 +27,7 @@ from __future__ import annotations
 import copy
 import importlib
 from collections.abc import Callable
+from dataclasses import dataclass, replace
 from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
@@ -63,17 +64,23 @@ RESNET_FACTOR = 10.0
 IOU_THRESHOLD = 0.5
 
 
-def measure(ctx: CaseContext, params: dict[str, Any]) -> CaseResult:
+@dataclass(frozen=True)
+class TorchvisionParams:
+    """The parameters of a torchvision case (`BENCHMARK.params`)."""
+
+    check: str
+    tolerance_scale: float
+
+
+def measure(ctx: CaseContext, params: TorchvisionParams) -> CaseResult:
     import torch
 
-    check = params["check"]
+    check = params.check
     torchvision = load("torchvision", torch)
     build = installed_build("torchvision", torchvision, torch)
     registered = _registered(torch, torchvision)
     missing = [op for op in OPERATORS if not registered.get(op)]
     if missing and not build.problems:
-        from dataclasses import replace
-
         build = replace(build, problems=(f"its C++ operators did not register: "
                                          f"{', '.join(missing)}",))
     require_built_for(build)
@@ -84,11 +91,11 @@ def measure(ctx: CaseContext, params: dict[str, Any]) -> CaseResult:
         details["torchvision_cuda"] = cuda
         return conclude(Verdict(None, None), details)
     device = torch.device(ctx.device.torch_device)
-    tolerance = tolerance_for("fp32", params["tolerance_scale"])
+    tolerance = tolerance_for("fp32", params.tolerance_scale)
     try:
         with math_mode(torch, "fp32"):
             verdict = _CHECKS[check](torch, torchvision, device, tolerance,
-                                     params["tolerance_scale"])
+                                     params.tolerance_scale)
     except (NotImplementedError, RuntimeError) as exc:
         if not device_unsupported(exc):
             raise
@@ -263,4 +270,5 @@ BENCHMARK = Benchmark(
     devices=("cpu", "cuda"),
     timeout_s=300.0,
     views=("accelbench.benchmarks.validation.view:sections",),
+    typed=TorchvisionParams,
 )

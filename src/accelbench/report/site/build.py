@@ -24,12 +24,12 @@ from hashlib import sha256
 from pathlib import Path
 from typing import Any
 
-from accelbench import __version__
 from accelbench.core.measurement import Measurement
 from accelbench.errors import UserError
 from accelbench.report.site.model import run_href
 from accelbench.report.site.pages import DEFAULT_THRESHOLD, site_pages
 from accelbench.store import RunRecord, Store, StoredRun
+from accelbench.version import __version__
 
 MANIFEST = ".accelbench-site.json"
 FORMAT = "accelbench-site"

@@ -14,11 +14,11 @@ from collections.abc import Sequence
 from hashlib import sha256
 from typing import Any
 
-from accelbench import __version__
 from accelbench.report import charts
 from accelbench.report.site.model import Page
 from accelbench.report.site.pages import NAV
 from accelbench.store import StoredProfile, StoredRun
+from accelbench.version import __version__
 
 FILTER_LABELS = {"bench": "Benchmark", "node": "Node", "stack": "Stack"}
 

@@ -6,10 +6,11 @@ from __future__ import annotations
 
 import argparse
 import difflib
+import sys
 from collections.abc import Sequence
-from pathlib import Path
 from typing import TYPE_CHECKING
 
+from accelbench.benchmarks.health.declaration import CHECKS
 from accelbench.cli.options import (
     add_device,
     add_json,
@@ -17,12 +18,13 @@ from accelbench.cli.options import (
     add_store,
     names_arg,
     split_list,
+    store_location,
 )
+from accelbench.cli.request_options import add_request_file
 from accelbench.errors import UserError
 
 if TYPE_CHECKING:
-    from accelbench.runner.plan import Request
-    from accelbench.runner.recorder import Outcome
+    from accelbench.core.request import RunRequest, Value
 
 NAME = "health"
 HELP = ("check this node's hardware: host memory errors (EDAC), NUMA, PCIe links and errors, "
@@ -39,14 +41,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         "hugepages topology gpu-faults gpu-ecc gpu-pages gpu-pcie gpu-links "
                         "gpu-throttle gpu-versions")
     add_report(parser)
+    add_request_file(parser, NAME)
     add_store(parser)
     add_json(parser)
 
 
 def selected(names: Sequence[str]) -> tuple[str, ...]:
     """The checks asked for, each known; an unknown one is refused with the nearest."""
-    from accelbench.benchmarks.health.declaration import CHECKS
-
     for name in names:
         if name not in CHECKS:
             close = difflib.get_close_matches(name, CHECKS, n=1)
@@ -55,29 +56,29 @@ def selected(names: Sequence[str]) -> tuple[str, ...]:
     return tuple(dict.fromkeys(names))
 
 
-def build_request(args: argparse.Namespace) -> Request:
-    from accelbench.runner.plan import Request
+def build_request(args: argparse.Namespace) -> RunRequest:
+    from accelbench.core.request import RunRequest
 
     checks = selected(split_list(args.check))
-    values = {"check": checks} if checks else {}
-    return Request(suite=SUITE, benches=(BENCH,), values=values, device=args.device)
+    values: dict[str, tuple[Value, ...]] = {"check": checks} if checks else {}
+    return RunRequest(command=NAME, suite=SUITE, benches=(BENCH,), values=values,
+                      device=args.device, report=args.report, no_report=args.no_report)
 
 
 def run(args: argparse.Namespace) -> int:
-    from accelbench.benchmarks import REGISTRY
-    from accelbench.cli.run_cmd import run_request
-    from accelbench.runner.plan import validate
-
-    valid = validate(build_request(args), REGISTRY)
-    return run_request(args, valid, _finish)
-
-
-def _finish(args: argparse.Namespace, outcome: Outcome, store_location: str,
-            report: Path | None) -> int:
+    from accelbench import app
     from accelbench.benchmarks.health.view import findings_of
-    from accelbench.cli.validate_cmd import print_checks
+    from accelbench.cli.printing import print_checks
+    from accelbench.cli.progress import TerminalListener
+    from accelbench.cli.request_options import given_or_read
+    from accelbench.report.terminal import console
 
+    request = given_or_read(args, build_request, add_arguments)
+    finished = app.run(request, store_location(args), TerminalListener(console(stderr=True)),
+                       argv=sys.argv[1:])
+    if finished is None:
+        return 0  # a rank other than 0: rank 0 prints
     findings = {m.case.label: [f.to_dict() for f in findings_of(m)]
-                for m in outcome.measurements} if args.json else {}
-    return print_checks(args, outcome, store_location, report, "Health",
+                for m in finished.outcome.measurements} if args.json else {}
+    return print_checks(finished, args.json, "Health",
                         **({"findings": findings} if args.json else {}))

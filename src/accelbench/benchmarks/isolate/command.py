@@ -6,8 +6,8 @@ conclusively, 9 when the passes did not settle (inconclusive)."""
 from __future__ import annotations
 
 import argparse
-from pathlib import Path
-from typing import TYPE_CHECKING, Any
+import sys
+from typing import TYPE_CHECKING
 
 from accelbench.cli.options import (
     add_device,
@@ -21,12 +21,14 @@ from accelbench.cli.options import (
     positive_int,
     positive_seconds,
     print_json,
+    store_location,
 )
+from accelbench.cli.request_options import add_request_file
 from accelbench.errors import EXIT_CASE_FAILED, EXIT_INCONCLUSIVE, NodesError
 
 if TYPE_CHECKING:
-    from accelbench.runner.plan import Request
-    from accelbench.runner.recorder import Outcome
+    from accelbench.app import Finished
+    from accelbench.core.request import RunRequest, Value
 
 NAME = "isolate"
 HELP = ("name the slow node or link: latency and bandwidth of every pair of nodes and of "
@@ -76,65 +78,66 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--timeout", type=positive_seconds, metavar="S",
                         help="fail the measurement if it takes longer (default 600 s)")
     add_report(parser)
+    add_request_file(parser, NAME)
     add_store(parser)
     add_json(parser)
 
 
-def build_request(args: argparse.Namespace) -> Request:
-    from accelbench.runner.distributed import launched_by_torchrun, torchrun_number
-    from accelbench.runner.plan import Request
+def build_request(args: argparse.Namespace) -> RunRequest:
+    """The request of isolate's options (their types have checked each value)."""
+    from accelbench.core.request import RunRequest
 
-    ranks = (torchrun_number("WORLD_SIZE", at_least=1) if launched_by_torchrun()
-             else args.nproc_per_node or 1)
-    if ranks < 2:
-        raise NodesError(NO_PAIRS)
-    values: dict[str, tuple[Any, ...]] = {}
+    values: dict[str, tuple[Value, ...]] = {}
     for option, param in PARAMS.items():
         value = getattr(args, option)
         if value is not None:
             values[param] = (value,)
     if args.serial:
         values["serial"] = (True,)
-    return Request(benches=(BENCH,), values=values, device=args.device,
-                   timing={"processes": 1}, nproc_per_node=args.nproc_per_node,
-                   backend=args.backend, oversubscribe=args.oversubscribe)
+    return RunRequest(command=NAME, benches=(BENCH,), values=values, device=args.device,
+                      timing={"processes": 1}, nproc_per_node=args.nproc_per_node,
+                      backend=args.backend, oversubscribe=args.oversubscribe,
+                      case_timeout=args.timeout, report=args.report,
+                      no_report=args.no_report)
 
 
 def run(args: argparse.Namespace) -> int:
-    from accelbench.benchmarks import REGISTRY
-    from accelbench.cli.run_cmd import run_request
-    from accelbench.runner.plan import validate
+    from accelbench import app
+    from accelbench.cli.progress import TerminalListener
+    from accelbench.cli.request_options import given_or_read
+    from accelbench.report.terminal import console
+    from accelbench.runner.distributed import launched_by_torchrun, torchrun_number
 
     # Bad names and values fail here, before anything starts or the store is opened.
-    valid = validate(build_request(args), REGISTRY)
-    return run_request(args, valid, _finish, args.timeout)
+    request = given_or_read(args, build_request, add_arguments)
+    ranks = (torchrun_number("WORLD_SIZE", at_least=1) if launched_by_torchrun()
+             else request.nproc_per_node or 1)
+    if ranks < 2:
+        raise NodesError(NO_PAIRS)
+    finished = app.run(request, store_location(args), TerminalListener(console(stderr=True)),
+                       argv=sys.argv[1:])
+    if finished is None:
+        return 0  # a rank other than 0: rank 0 prints
+    return _finish(args, finished)
 
 
-def _finish(args: argparse.Namespace, outcome: Outcome, store_location: str,
-            report: Path | None) -> int:
+def _finish(args: argparse.Namespace, finished: Finished) -> int:
     from accelbench.benchmarks.isolate.results import isolate_results
     from accelbench.benchmarks.isolate.view import verdict_lines
-    from accelbench.cli.run_cmd import outcome_json
-    from accelbench.report.run_view import run_sections
-    from accelbench.report.terminal import console, print_sections
-    from accelbench.report.text import text
+    from accelbench.cli.printing import finished_json, print_run
 
+    outcome = finished.outcome
     results = isolate_results(outcome.measurements)
     named = [n for r in results if r.verdict.conclusive for n in r.verdict.names()]
     undecided = [r for r in results if not r.verdict.conclusive]
     if args.json:
-        print_json(outcome_json(
-            outcome, store_location, report, named=named, conclusive=not undecided,
+        print_json(finished_json(
+            finished, named=named, conclusive=not undecided,
             verdicts=[{"nodes": r.nodes, "lines": verdict_lines(r),
                        "conclusive": r.verdict.conclusive, **r.verdict.to_dict()}
                       for r in results]))
     else:
-        out = console()
-        out.print(text(f"Isolate {outcome.run_id}: {outcome.fingerprint.generation_key}"))
-        print_sections(run_sections(outcome.measurements), out)
-        out.print(text(f"Stored in {store_location} as run {outcome.run_id}"))
-        if report:
-            out.print(text(f"Report: {report}"))
+        print_run(finished, "Isolate", "")
     if outcome.exit_code:
         return outcome.exit_code
     if named:

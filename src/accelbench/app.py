@@ -1,0 +1,315 @@
+"""The run as an application function: a `RunRequest` in, a stored run and its report out.
+
+It composes what the layers below it do (the runner's session, the profiler, the store,
+the report), so it sits above them and below the command line.
+
+Every way of starting a run comes here: the commands that measure (`run`, `validate`,
+`health`, `isolate` and a family's own, each a thin adapter: options -> RunRequest ->
+`run` -> print), `run --request FILE`, `run --resume` (the stored request), a Slurm job
+and a torchrun rank (the request as JSON), and `accelbench.run(...)` from Python. Nothing
+below this line reads a command line:
+
+    RunRequest -> prepare (checked once, before anything starts or a store is opened)
+      -> runner.session (fingerprint, plan, executors) -> store (each case as it finishes,
+         the request with its run) -> report.files (the run's report) -> Finished
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from accelbench.core.request import RUN, RequestError, RunRequest
+from accelbench.errors import UserError
+
+if TYPE_CHECKING:
+    from accelbench.core.registry import Registry
+    from accelbench.profile.session import ProfileOutcome
+    from accelbench.runner.plan import ValidRequest
+    from accelbench.runner.recorder import Listener, Outcome
+    from accelbench.runner.resume import Resume
+    from accelbench.runner.supervisor import WorkerFactory
+    from accelbench.store import Store, StoredRun
+    from accelbench.store.location import StoreLocation
+
+__all__ = ["Finished", "Profiled", "StoreOnFirstUse", "prepare", "profile", "profile_ranks",
+           "resume", "run", "runs", "stored_request"]
+
+
+@dataclass(frozen=True)
+class Finished:
+    """A run that was stored: what it measured, the store's name (secrets redacted) and
+    the report written (None with `no_report`)."""
+
+    outcome: Outcome
+    store: str
+    report: Path | None
+
+    @property
+    def exit_code(self) -> int:
+        return self.outcome.exit_code
+
+
+@dataclass(frozen=True)
+class Profiled:
+    """A profile that was stored: what it measured and traced, and the store's name."""
+
+    outcome: ProfileOutcome
+    store: str
+
+
+def default_registry() -> Registry:
+    from accelbench.benchmarks import REGISTRY
+
+    return REGISTRY
+
+
+def prepare(request: RunRequest, registry: Registry | None = None) -> ValidRequest:
+    """The request checked against the registry and its suite, each value parsed once;
+    UserError on the first problem, before anything starts or a store is opened."""
+    from accelbench.runner.plan import validate
+
+    registry = registry or default_registry()
+    if request.profile is not None:
+        from accelbench.profile.session import check_request
+
+        return check_request(request, registry)
+    return validate(request, registry)
+
+
+def run(request: RunRequest, location: StoreLocation, listener: Listener | None = None, *,
+        argv: Sequence[str] = (), registry: Registry | None = None,
+        resume: Resume | None = None, worker_factory: WorkerFactory | None = None,
+        valid: ValidRequest | None = None) -> Finished | None:
+    """Measure what `request` asks on this node, storing every case in the store at
+    `location` as it finishes (with the request), then write the run's report. `argv` is
+    the command line stored beside it, for people; `resume` goes on with a stored run.
+    Under torchrun every rank measures and rank 0 stores: None on the other ranks."""
+    from accelbench.runner.distributed import launched_by_torchrun
+    from accelbench.runner.session import run_session
+    from accelbench.store import Store
+
+    if request.profile is not None:
+        raise UserError("a profile request: run it with `accelbench profile --request FILE`")
+    valid = valid or prepare(request, registry)
+    _check_report(request)
+    if launched_by_torchrun():
+        if resume is not None:
+            # Only rank 0 reads the store, and every rank must plan the same cases.
+            raise UserError("--resume is not supported under torchrun: start a new run there")
+        return _run_as_rank(valid, location, listener, argv)
+    with Store.open(location, create=True) as store:
+        extra = {} if worker_factory is None else {"worker_factory": worker_factory}
+        outcome = run_session(valid, store, argv=argv, listener=listener,
+                              case_timeout=request.case_timeout, resume=resume, **extra)
+        _closed(listener)
+        return Finished(outcome, store.name, _write_report(request, store, outcome))
+
+
+def runs(request: RunRequest, location: StoreLocation, listener: Listener | None = None, *,
+         argv: Sequence[str] = (), registry: Registry | None = None,
+         announce: Callable[[int, int], None] | None = None) -> Iterator[Finished]:
+    """The runs `request` asks for, one after another (`repeat`, else its suite's), each
+    stored as its own run; `announce(number, times)` is told before each. Stops after a
+    run that was interrupted."""
+    from accelbench.runner.distributed import launched_by_torchrun
+
+    valid = prepare(request, registry)
+    times = request.repeat or valid.suite.repeat
+    if times > 1:
+        if launched_by_torchrun():
+            raise UserError("--repeat starts its runs one after another: under torchrun, "
+                            "start the job again for each run")
+        if request.report and not request.no_report:
+            raise UserError("--report names one file: with --repeat each run writes its own "
+                            "report beside the store (or none, with --no-report)")
+    for number in range(1, times + 1):
+        if announce is not None:
+            announce(number, times)
+        finished = run(request, location, listener, argv=argv, valid=valid)
+        if finished is None:
+            return
+        yield finished
+        if finished.outcome.interrupted:
+            return
+
+
+def stored_request(stored: StoredRun) -> RunRequest:
+    """The request a stored run was made with, checked as any request handed in; a
+    UserError for a run that has none `run --resume` can go on with."""
+    record = stored.record
+    command = (record.request.get("command") if record.request is not None
+               else record.argv[0] if record.argv else None)
+    if command != RUN:
+        made_by = f"`accelbench {command}`" if command else "no command that was stored"
+        raise UserError(f"run {record.id} was made by {made_by}: only a run of "
+                        "`accelbench run` can be resumed")
+    if record.request is None:
+        raise UserError(f"run {record.id} has no request to go on with: its stored command "
+                        f"line does not read as `accelbench run`'s options")
+    try:
+        return RunRequest.from_dict(dict(record.request), f"run {record.id}: its request")
+    except RequestError as exc:
+        raise UserError(str(exc)) from None
+
+
+def resume(ref: str, location: StoreLocation, listener: Listener | None = None, *,
+           report: str | None = None, no_report: bool = False, argv: Sequence[str] = (),
+           registry: Registry | None = None) -> Finished | None:
+    """Go on with the stored run `ref` (runner.resume), with its own request; the report
+    is written where asked now. None when the run is complete: nothing to resume (said on
+    stderr, as the resume that begins is)."""
+    from accelbench.runner.distributed import launched_by_torchrun
+    from accelbench.runner.resume import Resume
+    from accelbench.store import Store
+
+    if launched_by_torchrun():
+        raise UserError("--resume is not supported under torchrun: start a new run there")
+    with Store.open(location, create=False) as reader:
+        going_on = Resume(reader.load_run(ref))
+    if going_on.complete:
+        print(f"accelbench: run {going_on.run_id} is complete: nothing to resume",
+              file=sys.stderr)
+        return None
+    request = stored_request(going_on.run).replace(report=report, no_report=no_report)
+    valid = prepare(request, registry)
+    print(f"accelbench: resuming run {going_on.run_id} ({going_on.run.record.status}): "
+          f"{len(going_on.kept)} stored case(s) kept", file=sys.stderr, flush=True)
+    return run(request, location, listener, argv=argv, resume=going_on, valid=valid)
+
+
+def profile(request: RunRequest, location: StoreLocation, *, argv: Sequence[str] = (),
+            registry: Registry | None = None) -> Profiled | None:
+    """Profile the one case of a profile request (`request.profile`): in this process, or
+    on `nproc_per_node` ranks of a torchrun job started here, each handed the request as
+    JSON; under a torchrun, this rank's part (None on ranks other than 0, and here when
+    the ranks started here printed for themselves)."""
+    from accelbench.profile.capture import Schedule
+    from accelbench.profile.session import profile_as_rank, profile_session
+    from accelbench.runner.distributed import check_backend, launched_by_torchrun
+    from accelbench.store import Store
+
+    spec = request.profile
+    if spec is None:
+        raise UserError("not a profile request: it has no `profile` settings")
+    try:
+        schedule = Schedule(wait=spec.wait, warmup=spec.warmup, active=spec.active,
+                            memory=spec.memory)
+    except ValueError as exc:
+        raise UserError(f"invalid schedule: {exc}") from None
+    valid = prepare(request, registry)
+    kind, _ = valid.device
+    if kind != "auto":
+        check_backend(request.backend, kind)
+    output = Path(spec.output) if spec.output else None
+    if launched_by_torchrun():
+        with StoreOnFirstUse(location) as store:
+            outcome = profile_as_rank(valid, schedule, store, output, argv=argv)
+            return None if outcome is None else Profiled(outcome, store().name)
+    if (request.nproc_per_node or 1) > 1:
+        return None
+    with Store.open(location, create=True) as opened:
+        return Profiled(profile_session(valid, opened, schedule, output, argv=argv),
+                        opened.name)
+
+
+def profile_ranks(request: RunRequest, location: StoreLocation, print_options: Sequence[str]
+                  ) -> int:
+    """Profile on `request.nproc_per_node` ranks of a torchrun job started here: each rank
+    runs `accelbench profile --request FILE` (the request as JSON, for one rank each) with
+    `print_options`, and rank 0 prints; the job's exit code. The store reaches the ranks
+    through their environment, its password as PGPASSWORD, never on a command line."""
+    import os
+
+    from accelbench.runner.capacity import check_ranks
+    from accelbench.runner.launcher import run_torchrun
+    from accelbench.runner.lifeline import owned_folder
+
+    ranks = request.nproc_per_node or 1
+    valid = prepare(request)
+    kind, _ = valid.device
+    if kind == "cpu":  # GPU ranks are checked against the devices by each rank
+        warning = check_ranks(ranks, "cpu", 0, request.oversubscribe)
+        if warning:
+            print(f"accelbench: warning: {warning}", file=sys.stderr)
+    environ = dict(os.environ)
+    if location.path is not None:
+        environ["ACCELBENCH_STORE"] = str(location.path.absolute())
+    else:
+        assert location.postgres is not None
+        environ["ACCELBENCH_STORE"] = location.url_without_secrets or ""
+        password = location.postgres.password
+        if password is not None:
+            environ["PGPASSWORD"] = password.reveal()
+    with owned_folder() as folder:
+        path = Path(folder) / "request.json"
+        path.write_text(request.replace(nproc_per_node=1).to_json(), encoding="utf-8")
+        return run_torchrun(ranks, ["profile", "--request", str(path), *print_options],
+                            environ)
+
+
+class StoreOnFirstUse:
+    """Opens the store only when first asked (under torchrun, only rank 0 asks), and
+    closes it on exit."""
+
+    def __init__(self, location: StoreLocation) -> None:
+        self._location = location
+        self.store: Store | None = None
+
+    def __call__(self) -> Store:
+        from accelbench.store import Store
+
+        if self.store is None:
+            self.store = Store.open(self._location, create=True)
+        return self.store
+
+    def __enter__(self) -> StoreOnFirstUse:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self.store is not None:
+            self.store.close()
+
+
+def _run_as_rank(valid: ValidRequest, location: StoreLocation, listener: Listener | None,
+                 argv: Sequence[str]) -> Finished | None:
+    """Under torchrun: every rank measures; rank 0 stores and reports."""
+    from accelbench.runner.rank_session import run_as_rank
+    from accelbench.store import Store
+
+    request = valid.request
+    with StoreOnFirstUse(location) as store:
+        outcome = run_as_rank(valid, store, argv=argv, listener=listener,
+                              case_timeout=request.case_timeout,
+                              reopen_store=lambda: Store.open(location, create=True))
+        _closed(listener)
+        if outcome is None:
+            return None
+        return Finished(outcome, store().name, _write_report(request, store(), outcome))
+
+
+def _check_report(request: RunRequest) -> None:
+    from accelbench.report.files import check_writable
+
+    if request.report and not request.no_report:
+        check_writable(Path(request.report))
+
+
+def _write_report(request: RunRequest, store: Store, outcome: Outcome) -> Path | None:
+    from accelbench.report.files import default_report_path, write_report
+
+    if request.no_report:
+        return None
+    path = (Path(request.report) if request.report
+            else default_report_path(store.location.files_dir, outcome.run_id))
+    return write_report(store.load_run(outcome.run_id), path)
+
+
+def _closed(listener: Listener | None) -> None:
+    """A listener that draws (a progress bar) is done before anything else is printed."""
+    close = getattr(listener, "close", None)
+    if close is not None:
+        close()
