@@ -83,7 +83,7 @@ def test_geometric_mean_per_family_is_scipys(a_vs_b) -> None:
     for name, summary in families.items():
         speedups = [c.speed.ratio for c in a_vs_b.cases if c.family == name]
         assert summary.geomean == pytest.approx(stats.gmean(speedups))
-    assert families["collective"].geomean == pytest.approx(1.08, abs=0.03)
+    assert families["collectives"].geomean == pytest.approx(1.08, abs=0.03)
 
 
 def test_time_figures_compare_as_speed(store_path) -> None:
@@ -125,7 +125,7 @@ def test_the_gate_on_the_corpus_says_it_cannot_decide(store_path, capsys) -> Non
     assert data["regressions"] == []
     assert {u["label"] for u in data["undecided"]} >= {"gemm batch=1 dtype=bf16 shape=4096"}
     assert data["verdicts"][INCONCLUSIVE] == len(data["cases"])
-    assert {f["family"] for f in data["families"]} == {"micro", "model", "collective"}
+    assert {f["family"] for f in data["families"]} == {"micro", "models", "collectives"}
     assert data["version_differs"][0]["label"] == "launch mode=eager"
 
 

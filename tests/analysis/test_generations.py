@@ -40,7 +40,7 @@ def _row(result, label, dtype):
 def test_training_throughput_per_generation_normalised_to_the_oldest(runs) -> None:
     result = generations(runs)
     assert result.keys == [MI100, MI250X, H100] and result.baseline == MI100
-    assert result.filters["family"] == "model" and result.filters["mode"] == "train"
+    assert result.filters["family"] == "models" and result.filters["mode"] == "train"
     assert {r.case.benchmark for r in result.rows} == {"train"}  # not "infer"
     resnet = _row(result, "resnet50", "fp32")
     assert resnet.figure == "throughput" and resnet.unit == "sample/s"
@@ -76,7 +76,7 @@ def test_micro_benchmarks_and_version_changes(runs) -> None:
 
 
 def test_short_labels_keep_what_tells_cases_apart() -> None:
-    cases = [Case.make("model", "v", "model", {"model": m, "batch": b, "dtype": d,
+    cases = [Case.make("model", "v", "models", {"model": m, "batch": b, "dtype": d,
                                               "mode": "train"}, "cpu")
              for m, b in (("resnet50", 64), ("gpt2", 8)) for d in ("fp16", "bf16")]
     assert short_labels(cases) == ["resnet50", "resnet50", "gpt2", "gpt2"]
@@ -86,7 +86,7 @@ def test_short_labels_keep_what_tells_cases_apart() -> None:
 
 def test_mode_comes_from_a_parameter_or_the_benchmark_name() -> None:
     def case(bench, **params):
-        return Case.make(bench, "v", "model", {"model": "m", **params}, "cpu")
+        return Case.make(bench, "v", "models", {"model": "m", **params}, "cpu")
 
     assert case_mode(case("train")) == "train" == case_mode(case("train-ddp"))
     assert case_mode(case("infer")) == "infer" == case_mode(case("model", mode="infer"))

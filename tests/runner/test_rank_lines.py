@@ -9,6 +9,7 @@ import os
 import subprocess
 import sys
 import textwrap
+from pathlib import Path
 
 import pytest
 from sample_benches import DIST_REGISTRY
@@ -186,7 +187,10 @@ class FakeRanks(RankGroup):
 
 
 @pytest.mark.timeout(120)
-def test_the_supervisor_ends_the_job_on_a_rank_failure_and_runs_the_rest():
+def test_the_supervisor_ends_the_job_on_a_rank_failure_and_runs_the_rest(monkeypatch):
+    # The ranks find the cases' benchmarks in their registry, by its locator.
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join(
+        filter(None, (str(Path(__file__).parent), os.environ.get("PYTHONPATH")))))
     bench = DIST_REGISTRY.get("dist_fails")
     cases = [PlannedCase(bench, Case.make(bench.name, bench.version, bench.family, {"i": i},
                                           "cpu"), {}, 2) for i in range(3)]

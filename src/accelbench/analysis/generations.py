@@ -26,7 +26,7 @@ from accelbench.core.case import Case, label_value
 from accelbench.errors import UserError
 from accelbench.store import StoredRun
 
-MODEL_FAMILY = "model"
+MODEL_FAMILY = "models"
 
 
 @dataclass(frozen=True)
@@ -126,7 +126,7 @@ def generations(
 ) -> Generations:
     """Group `runs` by generation and normalise every kept case to `baseline`.
 
-    `family` None means "model" when the runs hold model results, else every family.
+    `family` None means "models" when the runs hold model results, else every family.
     `mode` keeps model cases of this mode ("train": the train benchmarks, or a "mode"
     parameter of that value); other cases stay. None keeps every mode. `models` are globs
     on the "model" parameter.

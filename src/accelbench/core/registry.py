@@ -115,7 +115,7 @@ class Registry:
                 if missing:
                     raise ValueError(f"family {family.name}: {name} is not a command "
                                      f"(no {', '.join(missing)})")
-                found.append(module)  # type: ignore[arg-type]
+                found.append(module)
         return found
 
     def slurm_jobs(self) -> list[SlurmJob]:
