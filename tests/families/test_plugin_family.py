@@ -1,5 +1,5 @@
 """A family is one folder: `tally` (tests/families/tally) plugs in by adding its
-declaration to the registry list, and nothing else: `list` shows it, `run` measures it
+family's declaration to the registry list, and nothing else: `list` shows it, `run` measures it
 in a worker and stores it, and the terminal, Markdown and HTML reports show its section
 and its charts in the same place."""
 
@@ -11,7 +11,7 @@ import re
 from pathlib import Path
 
 import pytest
-from tally.bench import BENCHMARK
+from tally.family import FAMILY
 
 import accelbench.benchmarks
 from accelbench.cli.main import main
@@ -23,7 +23,7 @@ HERE = Path(__file__).parent
 
 @pytest.fixture
 def with_tally(monkeypatch):
-    registry = Registry([*accelbench.benchmarks.REGISTRY, BENCHMARK])  # the one line
+    registry = Registry.of([*accelbench.benchmarks.REGISTRY.declared, FAMILY])  # the one line
     monkeypatch.setattr(accelbench.benchmarks, "REGISTRY", registry)
     # The worker imports the family's measure function by its name, as it does ours.
     monkeypatch.setenv("PYTHONPATH", os.pathsep.join(

@@ -61,11 +61,11 @@ def test_bad_input_is_one_line(argv, fragment, capsys, tmp_path) -> None:
 def test_a_level_chooses_the_checks_and_the_load(argv, benches, seconds) -> None:
     from accelbench.benchmarks import REGISTRY
     from accelbench.cli.main import build_parser
-    from accelbench.cli.validate_cmd import build_request
+    from accelbench.cli.validate_request import validate_request
     from accelbench.runner.plan import load_suite
 
     suite = tuple(load_suite("validate").benchmarks())
-    request = build_request(build_parser().parse_args(["validate", *argv]), REGISTRY)
+    request = validate_request(build_parser().parse_args(["validate", *argv]), REGISTRY)
     if benches is None:
         assert request.benches == suite and "health" in suite
     elif isinstance(benches, str):

@@ -33,6 +33,7 @@ from typing import Any
 import numpy as np
 
 from accelbench.analysis.latest import LatestCase, NodeState, node_states
+from accelbench.core.case import CHECK_FAMILIES_BEFORE, upgraded_family
 from accelbench.core.formats import upgrade
 from accelbench.core.measurement import Measurement
 from accelbench.core.stats import robust_center
@@ -67,6 +68,7 @@ class BaselineCase:
     cv: float | None = None  # median coefficient of variation of the nodes' samples
     nodes: int = 1
     outliers: tuple[str, ...] = ()
+    check: bool = False  # a check's case (core.case.Case.check): judged by its verdict
 
 
 @dataclass(frozen=True)
@@ -94,6 +96,7 @@ class Baseline:
                     "nodes": c.nodes, "outliers": list(c.outliers), "cv": c.cv,
                     "primary": c.primary,
                     "figures": [vars(f) for f in c.figures.values()],
+                    **({"check": True} if c.check else {}),
                 }
                 for c in self.cases.values()
             ],
@@ -207,7 +210,7 @@ def _case(
         family=case.family, params=case.param_dict,
         primary=primary.name if primary else "",
         figures=figures, cv=float(np.median(cvs)) if cvs else None, nodes=nodes,
-        outliers=outliers,
+        outliers=outliers, check=case.check,
     )
 
 
@@ -257,12 +260,16 @@ def baseline_from_dict(data: object, source: str) -> Baseline:
                 None if f.get("pct_of_peak") is None else float(f["pct_of_peak"]))
             for f in c["figures"]
         }
+        family = upgraded_family(c["benchmark"], c["family"])
         cases[c["key"]] = BaselineCase(
             key=c["key"], label=c["label"], benchmark=c["benchmark"], version=c["version"],
-            family=c["family"], params=dict(c["params"]),
+            family=family, params=dict(c["params"]),
             primary=c.get("primary") or next(iter(figures), ""), figures=figures,
             cv=None if c.get("cv") is None else float(c["cv"]),
             nodes=c.get("nodes", 1), outliers=tuple(c.get("outliers", ())),
+            # As a stored case reads (core.case.Case.from_dict): a file written before
+            # cases said whether they were checks, or families had their packages' names.
+            check=c.get("check") is True or family in CHECK_FAMILIES_BEFORE,
         )
     return Baseline(
         source=f"baseline file {source}",

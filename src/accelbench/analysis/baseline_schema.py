@@ -51,6 +51,7 @@ _CASE = {
     "required": ["key", "label", "benchmark", "version", "family", "params", "figures"],
     "properties": {
         "key": _TEXT, "label": _TEXT, "benchmark": _TEXT, "version": _TEXT, "family": _TEXT,
+        "check": {"type": "boolean"},
         "params": {"type": "object", "additionalProperties": _SCALAR,
                    "x-expect": "a mapping of parameter names to values"},
         "nodes": {"type": "integer", "minimum": 1, "x-expect": "a whole number of at least 1"},

@@ -2,8 +2,9 @@
 validate`, the reports and `diagnose` show of them. Pure functions of the records; no
 torch.
 
-A check is a measurement of the validation or the health family: status ok is a pass
-(a health check's warnings are its reason), failed a fail, skipped a skip. Its figures
+A check is a measurement of a case that is one (`Case.check`: its family declares its
+cases checks, as validation and health do): status ok is a pass (a health check's
+warnings are its reason), failed a fail, skipped a skip. Its figures
 `error`, `tolerance` and `margin` (in %) say how close it came
 (benchmarks.validation.verdict writes them; a health check has none).
 """
@@ -20,8 +21,6 @@ from accelbench.core.names import STATUS_FAILED, STATUS_OK
 from accelbench.core.units import MISSING, format_number, format_pct, format_value
 
 VALIDATION = "validation"
-HEALTH = "health"
-CHECK_FAMILIES = (VALIDATION, HEALTH)  # families whose cases carry a verdict
 PASS, FAIL, SKIP = "pass", "fail", "skip"
 # Parameters the runner adds to every case, which say nothing about what was checked
 # (the backend follows from the device).
@@ -58,7 +57,7 @@ class CheckResult:
 
 
 def is_check(m: Measurement) -> bool:
-    return m.case.family in CHECK_FAMILIES
+    return m.case.check
 
 
 def verdict_of(m: Measurement) -> str:

@@ -36,7 +36,7 @@ from typing import Any
 
 from accelbench.analysis import rules as r
 from accelbench.analysis.baseline import Baseline, BaselineCase, node_names, nodes_median
-from accelbench.analysis.checks import CHECK_FAMILIES, FAIL, SKIP, CheckResult, check_results
+from accelbench.analysis.checks import FAIL, SKIP, CheckResult, check_results
 from accelbench.analysis.latest import NodeState, node_states
 from accelbench.analysis.rules import Rule
 from accelbench.core.measurement import Figure, Measurement
@@ -243,7 +243,7 @@ def check_node(node: str, state: NodeState, rules: Sequence[Rule],
             checks += len(missing)
             findings += missing
         for m in state.measurements:
-            if rule.applies(m.case) and _rule_covers(rule, m.case.family):
+            if rule.applies(m.case) and _rule_covers(rule, m.case.family, m.case.check):
                 done, found = _check_measurement(rule, m, baseline, run_of[m.case.key])
                 checks += done
                 findings += found
@@ -261,7 +261,7 @@ def _missing(rule: Rule, baseline: Baseline, measured: dict[str, str]) -> list[F
     return [Finding(rule.name, rule.category, rule.compare, case.label, None, None,
                     "status ok", None, "missing")
             for case in baseline.cases.values()
-            if _rule_covers(rule, case.family) and _pattern_matches(rule, case)
+            if _rule_covers(rule, case.family, case.check) and _pattern_matches(rule, case)
             and case.key not in measured]
 
 
@@ -291,10 +291,10 @@ def _check_measurement(rule: Rule, m: Measurement, baseline: Baseline,
     return checks, findings
 
 
-def _rule_covers(rule: Rule, family: str) -> bool:
-    """A rule of no family covers every family but the checks' (validation, health: see
+def _rule_covers(rule: Rule, family: str, check: bool) -> bool:
+    """A rule of no family covers every case but the checks' (validation, health: see
     the module docstring); a rule of a family covers that one."""
-    return rule.family == family or (rule.family is None and family not in CHECK_FAMILIES)
+    return rule.family == family or (rule.family is None and not check)
 
 
 def check_finding(result: CheckResult, run: str | None = None) -> Finding:

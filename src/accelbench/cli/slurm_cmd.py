@@ -1,13 +1,19 @@
-"""`accelbench slurm`: submit qualification runs (one job per node) and multi-node
-collectives and isolate jobs to Slurm, each writing into the store named by --store; wait for them
-or read their state. Slurm schedules; accelbench writes the jobs and reads their state
-with sbatch, squeue, scontrol and sacct."""
+"""`accelbench slurm`: submit qualification runs (one job per node), the families' jobs
+across nodes (collectives, isolate: `Family.slurm`) and scaling series to Slurm, each
+writing into the store named by --store; wait for them or read their state. Slurm
+schedules; accelbench writes the jobs and reads their state with sbatch, squeue, scontrol
+and sacct.
+
+The options after `--` make the request each job runs, read and checked here, before
+anything is submitted (also with --print): a bad one exits 2, and the job is handed the
+request as JSON (slurm.script), not the options."""
 
 from __future__ import annotations
 
 import argparse
 import os
 import sys
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -23,6 +29,8 @@ from accelbench.core.untrusted import is_decimal
 from accelbench.errors import EXIT_CASE_FAILED, EXIT_OK, NodesError, UserError
 
 if TYPE_CHECKING:
+    from accelbench.core.family import SlurmJob
+    from accelbench.core.request import RunRequest
     from accelbench.slurm.commands import Slurm
     from accelbench.slurm.parse import JobState
     from accelbench.slurm.script import Directives, Launch
@@ -35,14 +43,15 @@ DEFAULT_POLL_S = 10.0
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    from accelbench.slurm.script import DEFAULT_RDZV_PORT
+    from accelbench.benchmarks import REGISTRY
 
     actions = parser.add_subparsers(dest="slurm_action", metavar="ACTION")
     qualify = actions.add_parser(
         "qualify", help="one accelbench run (and validate) on each node, one job per node",
         description="Submit one job per node of --nodes, each running `accelbench run` "
         "(and `accelbench validate` with --validate) on that node alone. Arguments after "
-        "`--` go to `accelbench run`.")
+        "`--` are options of `accelbench run`: they make the request each job runs, "
+        "checked before anything is submitted.")
     qualify.add_argument("--nodes", required=True, metavar="HOSTLIST", type=_hostlist,
                          help="the nodes, as a Slurm hostlist (gpu[01-16],gpu20)")
     qualify.add_argument("--suite", type=name_arg, default="quick",
@@ -58,32 +67,17 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                          "per line, for `scontrol update ... State=DRAIN`")
     _add_common(qualify)
 
-    for name, command in (("collectives", "run --bench collectives"),
-                          ("isolate", "isolate"), ("scaling", "run --suite scaling")):
-        scaling = name == "scaling"
-        across = actions.add_parser(
-            name, help=(f"one job across nodes: torchrun on each, `accelbench {command}`"
-                        if not scaling else "one job per node count: the scaling suite "
-                        "across 1, 2, 4 ... nodes, for `accelbench scaling`"),
-            description="Submit one job across --nodes: srun starts torchrun on every "
-            "node, which meet through the c10d rendezvous on the first node, and run "
-            f"`accelbench {command}`. Arguments after `--` go to `accelbench {command}`."
-            + (" With several node counts, one such job for each, one after another in "
-               "the queue: together a scaling series across nodes." if scaling else ""))
-        if scaling:
-            across.add_argument("--nodes", required=True, metavar="N[,N...]",
-                                type=_node_counts, help="numbers of nodes, one job each "
-                                "(1,2,4)")
-        else:
-            across.add_argument("--nodes", required=True, metavar="N|HOSTLIST",
-                                type=_hostlist,
-                                help="a number of nodes, or the nodes as a Slurm hostlist")
-        across.add_argument("--nproc-per-node", type=positive_int, default=1, metavar="K",
-                            help="ranks per node (default 1; one per GPU on GPU nodes)")
-        across.add_argument("--rdzv-port", type=_port, default=DEFAULT_RDZV_PORT,
-                            metavar="PORT", help="the rendezvous port on the first node "
-                            f"(default {DEFAULT_RDZV_PORT})")
-        _add_common(across)
+    for job in REGISTRY.slurm_jobs():
+        across = _add_across_nodes(actions, job.name, job.help, " ".join(
+            ["accelbench", job.command, *job.options]))
+        across.set_defaults(slurm_job=job)
+    scaling = _add_across_nodes(
+        actions, "scaling", "one job per node count: the scaling suite across 1, 2, 4 ... "
+        "nodes, for `accelbench scaling`", "accelbench run --suite scaling",
+        " With several node counts, one such job for each, one after another in the queue: "
+        "together a scaling series across nodes.")
+    scaling.add_argument("--nodes", required=True, metavar="N[,N...]", type=_node_counts,
+                         help="numbers of nodes, one job each (1,2,4)")
 
     status = actions.add_parser("status", help="the state of jobs: exit codes and output",
                                 description="The state of each job (each task of a job "
@@ -91,6 +85,31 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                                 "one ended unsuccessfully.")
     status.add_argument("job_ids", nargs="+", type=_job_id, metavar="JOBID")
     add_json(status)
+
+
+def _add_across_nodes(actions: argparse._SubParsersAction[argparse.ArgumentParser],
+                      name: str, help_text: str, runs: str,
+                      more: str = "") -> argparse.ArgumentParser:
+    """The action `name`: one job across nodes whose ranks run `runs` (without --nodes
+    for `scaling`, whose --nodes are counts)."""
+    from accelbench.slurm.script import DEFAULT_RDZV_PORT
+
+    across = actions.add_parser(
+        name, help=help_text,
+        description="Submit one job across --nodes: srun starts torchrun on every node, "
+        "which meet through the c10d rendezvous on the first node, and run "
+        f"`{runs}`. Arguments after `--` are options of `{runs}`: they make the request "
+        f"every rank runs, checked before anything is submitted.{more}")
+    if name != "scaling":
+        across.add_argument("--nodes", required=True, metavar="N|HOSTLIST", type=_hostlist,
+                            help="a number of nodes, or the nodes as a Slurm hostlist")
+    across.add_argument("--nproc-per-node", type=positive_int, default=1, metavar="K",
+                        help="ranks per node (default 1; one per GPU on GPU nodes)")
+    across.add_argument("--rdzv-port", type=_port, default=DEFAULT_RDZV_PORT, metavar="PORT",
+                        help=f"the rendezvous port on the first node (default "
+                        f"{DEFAULT_RDZV_PORT})")
+    _add_common(across)
+    return across
 
 
 def _add_common(parser: argparse.ArgumentParser) -> None:
@@ -126,7 +145,7 @@ def _add_common(parser: argparse.ArgumentParser) -> None:
                         f"queue (default {DEFAULT_POLL_S:g})")
     add_json(parser)
     parser.add_argument("run_args", nargs="*", metavar="-- RUN-ARGS",
-                        help="arguments for `accelbench run` on the nodes")
+                        help="options of the command the jobs run, which make its request")
 
 
 def _hostlist(text: str) -> str:

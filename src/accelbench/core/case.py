@@ -84,13 +84,13 @@ class Case:
         takes its family's name now, and one stored before cases said whether they were
         checks is one when its family was a family of checks then."""
         family = upgraded_family(d["benchmark"], d["family"])
-        check = d.get("check") is True or family in _CHECK_FAMILIES_BEFORE
+        check = d.get("check") is True or family in CHECK_FAMILIES_BEFORE
         return cls.make(d["benchmark"], d["version"], family, d["params"], d["device"],
                         d.get("shown"), bool(check))
 
 
 # The families whose cases were checks, before a case said so itself.
-_CHECK_FAMILIES_BEFORE = ("validation", "health")
+CHECK_FAMILIES_BEFORE = ("validation", "health")
 # Family names before a family was named after its package: per old name, the new one,
 # or per benchmark where the old name was shared by two families.
 _FAMILIES_BEFORE = {"model": "models", "collective": "collectives"}

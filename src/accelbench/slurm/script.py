@@ -1,6 +1,11 @@
 """The batch scripts `accelbench slurm` submits, as text a person can read and submit by
 hand (`--print`).
 
+A job is handed the request it runs (core.request) as JSON, written into its script, and
+runs `accelbench COMMAND --request FILE`: the options were read and checked when the job
+was submitted, and the script says what the job will do. The JSON is written in a quoted
+here-document, which the shell copies as it is.
+
 Every value that reaches a shell line is quoted with shlex.quote. `#SBATCH` lines are
 read by sbatch, not by a shell, so their values are checked instead: a value with
 white space, a quote, a backslash, a `%` (Slurm's file-name patterns) or a control
@@ -12,21 +17,26 @@ import re
 import shlex
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from accelbench.errors import UserError
 
+if TYPE_CHECKING:
+    from accelbench.core.request import RunRequest
+
 QUALIFY_JOB = "accelbench-qualify"
-COLLECTIVES_JOB = "accelbench-collectives"
-ISOLATE_JOB = "accelbench-isolate"
 SCALING_JOB = "accelbench-scaling"
-# What a job across nodes runs on every rank, by the action that submits it.
-COLLECTIVES_PROGRAM = ("run", "--bench", "collectives")
-ISOLATE_PROGRAM = ("isolate",)
-SCALING_PROGRAM = ("run", "--suite", "scaling")
 DEFAULT_RDZV_PORT = 29500
+# Ends the here-document a request is written in: no line of a request's JSON is this
+# (json.dumps indents every line inside its braces).
+END_OF_REQUEST = "ACCELBENCH_REQUEST"
+# How a job across nodes hands its request from the batch script (first node) to every
+# node's task: srun copies the environment to each.
+REQUEST_VARIABLE = "ACCELBENCH_JOB_REQUEST"
 
 _UNSAFE = re.compile(r"[\s\"'\\%]|[\x00-\x1f\x7f]")
 _UNSAFE_BESIDE_PATTERNS = re.compile(r"[\s\"'\\]|[\x00-\x1f\x7f]")
+_SHOWN_BY = "(`accelbench show RUN --request` prints it back)"
 
 
 def directive_value(option: str, value: str, patterns: bool = False) -> str:
@@ -86,14 +96,22 @@ def _store_args(store: str | None) -> list[str]:
     return ["--store", store] if store else []
 
 
+def _request_document(request: RunRequest) -> list[str]:
+    """The lines of a here-document holding the request's JSON, up to its end line."""
+    text = request.to_json()
+    if END_OF_REQUEST in text.splitlines():
+        raise ValueError("a request's JSON holds the line that ends its here-document")
+    return [*text.splitlines(), END_OF_REQUEST]
+
+
 def qualify_script(directives: Directives, launch: Launch, *, hostlist: str,
-                   run_args: Sequence[str], store: str | None, validate: bool,
-                   level: int | None = None) -> str:
-    """One node's qualification: `accelbench run` (and `accelbench validate`, at `level`
-    where given), submitted once per node with `sbatch --nodelist=NODE`."""
-    run = [launch.python, "-m", "accelbench", "run", *run_args, *_store_args(store)]
+                   run: RunRequest, check: RunRequest | None, store: str | None) -> str:
+    """One node's qualification: `accelbench run` with the request `run` (and
+    `accelbench validate` with `check`), submitted once per node with `sbatch
+    --nodelist=NODE`."""
     # It is written in a comment, which a line break would end.
     hostlist = directive_value("--nodes", hostlist)
+    steps = [("run", run), *([("validate", check)] if check is not None else [])]
     lines = [
         "#!/bin/bash",
         "# accelbench qualification of one node. Submit it once per node:",
@@ -108,35 +126,52 @@ def qualify_script(directives: Directives, launch: Launch, *, hostlist: str,
         'export SLURMD_NODENAME="${SLURMD_NODENAME:-$(hostname -s)}"',
         'echo "accelbench qualification on $SLURMD_NODENAME (job $SLURM_JOB_ID)"',
         "",
-        "status=0",
-        f"{_quote(run)} || status=$?",
+        f"# What this job runs {_SHOWN_BY}.",
+        "requests=$(mktemp -d) || exit",
+        """trap 'rm -rf -- "$requests"' EXIT""",
     ]
-    if validate:
-        depth = ["--level", str(level)] if level is not None else []
-        check = [launch.python, "-m", "accelbench", "validate", *depth, *_store_args(store)]
-        lines.append(f"{_quote(check)} || status=$?")
+    for command, request in steps:
+        lines += [f"""cat >"$requests/{command}.json" <<'{END_OF_REQUEST}'""",
+                  *_request_document(request)]
+    lines += ["", "status=0"]
+    for command, _ in steps:
+        run_it = [launch.python, "-m", "accelbench", command, *_store_args(store)]
+        lines.append(f'{_quote(run_it)} --request "$requests/{command}.json" || status=$?')
     lines += ['exit "$status"', ""]
     return "\n".join(lines)
 
 
-def collectives_script(directives: Directives, launch: Launch, *, node_count: int | None,
-                       hostlist: str | None, nproc_per_node: int, port: int,
-                       run_args: Sequence[str], store: str | None,
-                       program: Sequence[str] = COLLECTIVES_PROGRAM) -> str:
-    """One job across nodes: srun starts one torchrun per node, and the torchruns meet
-    through the c10d rendezvous on the first node of the allocation; every rank runs
-    `accelbench PROGRAM` (the collectives, `isolate`, or the scaling suite)."""
+# What each node's task runs (srun has set that node's SLURM_NODEID), as a person reads it
+# in the script.
+_PER_NODE = (
+    "# Each node's task writes the request to a file of its own node (the nodes may",
+    "# share no file system) and starts torchrun, whose ranks read it. It stays (no exec)",
+    "# to remove the file when torchrun ends.",
+    "per_node=$(cat <<'PER_NODE'",
+    "export SLURMD_NODENAME",
+    "request=$(mktemp) || exit",
+    """trap 'rm -f -- "$request"' EXIT""",
+    f"""printf '%s\\n' "${REQUEST_VARIABLE}" >"$request" || exit""",
+    f"unset {REQUEST_VARIABLE}",
+    '"$0" -m torch.distributed.run --nnodes "$SLURM_NNODES" --node-rank "$SLURM_NODEID" \\',
+    '    "$@" --request "$request"',
+    "PER_NODE",
+    ")",
+)
+
+
+def across_nodes_script(directives: Directives, launch: Launch, *, what: str, command: str,
+                        request: RunRequest, node_count: int | None, hostlist: str | None,
+                        nproc_per_node: int, port: int, store: str | None) -> str:
+    """One job across nodes (`accelbench slurm WHAT`): srun starts one torchrun per node,
+    and the torchruns meet through the c10d rendezvous on the first node of the
+    allocation; every rank runs `accelbench COMMAND` with `request`."""
     shape = [("--nodes", str(node_count))] if node_count else [
         ("--nodelist", hostlist or "")]
     shape.append(("--ntasks-per-node", "1"))
-    # Each node's task runs this, where srun has set that node's SLURM_NODEID.
-    per_node = ('export SLURMD_NODENAME; exec "$0" -m torch.distributed.run '
-                '--nnodes "$SLURM_NNODES" --node-rank "$SLURM_NODEID" "$@"')
     torchrun = [launch.python, "--nproc-per-node", str(nproc_per_node),
                 "--rdzv-backend", "c10d"]
-    what = {ISOLATE_PROGRAM: "isolate", SCALING_PROGRAM: "scaling"}.get(tuple(program),
-                                                                      "collectives")
-    program = ["-m", "accelbench", *program, *run_args, *_store_args(store)]
+    program = ["-m", "accelbench", command, *_store_args(store)]
     lines = [
         "#!/bin/bash",
         f"# accelbench {what} across the nodes of one allocation: srun starts one",
@@ -148,9 +183,17 @@ def collectives_script(directives: Directives, launch: Launch, *, node_count: in
         'head=$(scontrol show hostnames "$SLURM_JOB_NODELIST" | head -n 1)',
         f'echo "accelbench {what} on $SLURM_JOB_NODELIST, rendezvous at $head:{port}"',
         "",
+        f"# What every rank runs {_SHOWN_BY}. This script runs on the",
+        "# first node only: srun hands the request to every node's task in the environment.",
+        f"{REQUEST_VARIABLE}=$(cat <<'{END_OF_REQUEST}'",
+        *_request_document(request),
+        ")",
+        f"export {REQUEST_VARIABLE}",
+        *_PER_NODE,
+        "",
         "# --whole: each node's torchrun gets every CPU and device the job holds there.",
         "srun --whole --ntasks-per-node=1 --kill-on-bad-exit=1 \\",
-        f"    bash -c {shlex.quote(per_node)} \\",
+        '    bash -c "$per_node" \\',
         f"    {_quote(torchrun)} \\",
         f'    --rdzv-endpoint "$head:{port}" --rdzv-id "$SLURM_JOB_ID" \\',
         f"    {_quote(program)}",

@@ -1,0 +1,15 @@
+"""The declaration of the `checksum` family: all it is, in one place."""
+
+from checksum.bench import BENCHMARK
+
+from accelbench.core.family import Family, SlurmJob
+
+FAMILY = Family(
+    __package__, (BENCHMARK,),
+    summary="hash functions checked and timed",
+    checks=True,
+    levels={1: (BENCHMARK.name,), 2: (BENCHMARK.name,), 3: (BENCHMARK.name,)},
+    commands=(f"{__package__}.command",),
+    slurm=(SlurmJob("checksum", "one job across nodes: `accelbench checksum` on each",
+                    command="checksum", job_name="accelbench-checksum"),),
+)
