@@ -36,7 +36,7 @@ if TYPE_CHECKING:
     from accelbench.store.location import StoreLocation
 
 __all__ = ["Finished", "Profiled", "StoreOnFirstUse", "prepare", "profile", "profile_ranks",
-           "resume", "run", "runs", "stored_request"]
+           "repeats", "resume", "run", "runs", "stored_request"]
 
 
 @dataclass(frozen=True)
@@ -92,8 +92,7 @@ def run(request: RunRequest, location: StoreLocation, listener: Listener | None 
     from accelbench.runner.session import run_session
     from accelbench.store import Store
 
-    if request.profile is not None:
-        raise UserError("a profile request: run it with `accelbench profile --request FILE`")
+    _not_a_profile(request)
     valid = valid or prepare(request, registry)
     _check_report(request)
     if launched_by_torchrun():
@@ -109,6 +108,17 @@ def run(request: RunRequest, location: StoreLocation, listener: Listener | None 
         return Finished(outcome, store.name, _write_report(request, store, outcome))
 
 
+def repeats(request: RunRequest, registry: Registry | None = None) -> int:
+    """How many runs `request` makes (`runs`): its `repeat`, else its suite's."""
+    _not_a_profile(request)
+    return request.repeat or prepare(request, registry).suite.repeat
+
+
+def _not_a_profile(request: RunRequest) -> None:
+    if request.profile is not None:
+        raise UserError("a profile request: run it with `accelbench profile --request FILE`")
+
+
 def runs(request: RunRequest, location: StoreLocation, listener: Listener | None = None, *,
          argv: Sequence[str] = (), registry: Registry | None = None,
          announce: Callable[[int, int], None] | None = None) -> Iterator[Finished]:
@@ -117,6 +127,7 @@ def runs(request: RunRequest, location: StoreLocation, listener: Listener | None
     run that was interrupted."""
     from accelbench.runner.distributed import launched_by_torchrun
 
+    _not_a_profile(request)
     valid = prepare(request, registry)
     times = request.repeat or valid.suite.repeat
     if times > 1:

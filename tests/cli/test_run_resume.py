@@ -6,19 +6,23 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
+import sqlite3
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
+from accelbench.core.request import RunRequest
 from accelbench.errors import EXIT_DEVICE, EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE
 from accelbench.store import Store
 from postgres import sql
 from scripted_worker import ScriptedWorker, run_cli, scripted_sessions
 
 RUN = ["run", "--bench", "memory", "launch", "--device", "cpu", "--no-report"]
+CORPUS = Path(__file__).parent.parent / "fixtures" / "store"
 CASES = ["memory op=copy pinned=yes size_mib=64", "memory op=triad pinned=yes size_mib=64",
          "launch mode=eager"]
 
@@ -176,6 +180,50 @@ def test_resume_is_refused_under_torchrun(monkeypatch, capsys) -> None:
         monkeypatch.setenv(name, value)
     assert accelbench(monkeypatch, "run", "--resume", run_id) == EXIT_USAGE
     assert "not supported under torchrun" in capsys.readouterr().err
+
+
+def test_a_run_stored_before_runs_kept_their_requests_resumes(monkeypatch, capsys,
+                                                            store_path) -> None:
+    """A store recorded by accelbench before runs kept their requests (migrations 001 to
+    005): `accelbench run --bench launch memory --device cpu --max-time 0.05
+    --no-telemetry -p op=copy --store resume-v5.sqlite --no-report`, killed by SIGKILL once
+    its first case was stored. Opened now, the run gets its request from its stored
+    command line, once; `show --request` prints it, and `run --resume` goes on with it."""
+    store_path.parent.mkdir(parents=True, exist_ok=True)
+    shutil.copyfile(CORPUS / "resume-v5.sqlite", store_path)  # never the corpus itself
+    _on_this_stack(store_path)
+    monkeypatch.setattr("os.sched_getaffinity", lambda pid: {0, 1}, raising=False)
+
+    with Store.open(create=False) as store:
+        (record,) = store.list_runs()
+    assert record.status == "running" and record.request is not None
+    assert _json(monkeypatch, capsys, "show", record.id, "--request") == RunRequest(
+        benches=("launch", "memory"), overrides={"op": ("copy",)}, device="cpu",
+        timing={"max_time": 0.05, "telemetry_interval": 0.0}, no_report=True).to_json()
+
+    assert accelbench(monkeypatch, "run", "--resume", record.id, "--json") == EXIT_OK
+    printed = json.loads(capsys.readouterr().out)
+    assert printed["run_id"] == record.id and printed["status"] == "complete"
+    assert printed["kept"] == 1  # the launch case, as it was recorded
+    assert set(ScriptedWorker.asked) == {"memory op=copy pinned=yes size_mib=64"}
+
+
+def _on_this_stack(path: Path) -> None:
+    """The recorded run's stack made this machine's (what the scripted worker reads), so
+    that it may be resumed here: its command line and measurements stay as recorded."""
+    from accelbench.env.fingerprint import Fingerprint, collect
+    from fakes import no_vendor_tools
+
+    with sqlite3.connect(path) as db:
+        old, data = db.execute("SELECT id, data FROM fingerprints").fetchone()
+        # How the threads were chosen is the plan's part of the stack, recorded with it.
+        here = Fingerprint.from_dict({
+            **collect("cpu", run=no_vendor_tools, environ={}).to_dict(),
+            "threads_source": json.loads(data)["threads_source"]})
+        db.execute("UPDATE fingerprints SET id = ?, generation_key = ?, data = ?",
+                   (here.fingerprint_id, here.generation_key, json.dumps(here.to_dict())))
+        db.execute("UPDATE runs SET fingerprint_id = ?, generation_key = ? WHERE "
+                   "fingerprint_id = ?", (here.fingerprint_id, here.generation_key, old))
 
 
 def _json(monkeypatch, capsys, *args: str) -> str:

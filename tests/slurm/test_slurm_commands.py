@@ -8,11 +8,18 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from accelbench.cli.main import main
+import accelbench.benchmarks
+from accelbench.cli.main import build_parser, main
+from accelbench.cli.request_options import request_of
+from accelbench.cli.validate_request import validate_request
+from accelbench.core.family import Family, SlurmJob
+from accelbench.core.registry import Registry
+from accelbench.core.request import RunRequest
 from accelbench.errors import EXIT_NODES, EXIT_SCHEDULER, EXIT_USAGE, SchedulerError
 from accelbench.slurm import commands
 from accelbench.slurm.commands import Completed, Slurm
 from accelbench.slurm.wait import wait_for_jobs
+from test_slurm_script import requests_in
 
 FIXTURES = Path(__file__).parents[1] / "fixtures" / "slurm"
 
@@ -87,8 +94,9 @@ def test_qualify_submits_one_job_per_node_pinned_to_it(fake, tmp_path, capsys):
     assert [argv for argv, _ in jobs] == [["sbatch", "--parsable", "--nodelist=gpu01"],
                                           ["sbatch", "--parsable", "--nodelist=gpu02"]]
     script = jobs[0][1]
-    assert ("/venv/bin/python -m accelbench run --suite quick --bench launch --store "
-            "/shared/r.sqlite || status=$?") in script
+    assert ('/venv/bin/python -m accelbench run --store /shared/r.sqlite --request '
+            '"$requests/run.json" || status=$?') in script
+    assert requests_in(script) == [RunRequest(suite="quick", benches=("launch",))]
     assert f"#SBATCH --output={tmp_path / 'logs'}/%x-%N-%j.out" in script
     assert (tmp_path / "logs").is_dir()  # Slurm makes no folder for an output file
     assert "41 42" in capsys.readouterr().out
@@ -105,8 +113,9 @@ def test_scaling_writes_the_scaling_suite_once_per_node_count(fake, tmp_path, ca
     for script in scripts:
         assert "#SBATCH --job-name=accelbench-scaling" in script
         assert "--nproc-per-node 8 --rdzv-backend c10d" in script
-        assert ("-m accelbench run --suite scaling -p model=llama-1b --store "
-                "/shared/r.sqlite") in script
+        assert script.endswith("-m accelbench run --store /shared/r.sqlite\n")
+        assert requests_in(script) == [RunRequest(suite="scaling",
+                                                  overrides={"model": ("llama-1b",)})]
     # Submitted: one job per count, checked against the partition first.
     assert main(["slurm", "scaling", "--nodes", "1", "--partition", "debug",
                  "--output-dir", str(tmp_path / "logs")]) == 0

@@ -79,12 +79,12 @@ def run_and_print(request: RunRequest, args: argparse.Namespace) -> int:
     """Make the runs `request` asks for and print each as `run` does; the exit code of
     the worst (`--repeat`). With --json, one document for a single run, and one holding
     every run's for several."""
-    from accelbench.app import prepare, runs
+    from accelbench.app import repeats, runs
     from accelbench.cli.progress import TerminalListener
     from accelbench.report.terminal import console
 
     location = store_location(args)
-    times = request.repeat or prepare(request).suite.repeat
+    times = repeats(request)
     listener = TerminalListener(console(stderr=True))
 
     def announce(number: int, times: int) -> None:

@@ -71,13 +71,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         across = _add_across_nodes(actions, job.name, job.help, " ".join(
             ["accelbench", job.command, *job.options]))
         across.set_defaults(slurm_job=job)
-    scaling = _add_across_nodes(
-        actions, "scaling", "one job per node count: the scaling suite across 1, 2, 4 ... "
-        "nodes, for `accelbench scaling`", "accelbench run --suite scaling",
-        " With several node counts, one such job for each, one after another in the queue: "
-        "together a scaling series across nodes.")
-    scaling.add_argument("--nodes", required=True, metavar="N[,N...]", type=_node_counts,
-                         help="numbers of nodes, one job each (1,2,4)")
+    _add_across_nodes(actions, "scaling", "one job per node count: the scaling suite across "
+                      "1, 2, 4 ... nodes, for `accelbench scaling`",
+                      "accelbench run --suite scaling", series=True)
 
     status = actions.add_parser("status", help="the state of jobs: exit codes and output",
                                 description="The state of each job (each task of a job "
@@ -89,24 +85,29 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def _add_across_nodes(actions: argparse._SubParsersAction[argparse.ArgumentParser],
                       name: str, help_text: str, runs: str,
-                      more: str = "") -> argparse.ArgumentParser:
-    """The action `name`: one job across nodes whose ranks run `runs` (without --nodes
-    for `scaling`, whose --nodes are counts)."""
+                      series: bool = False) -> argparse.ArgumentParser:
+    """The action `name`: one job across nodes whose ranks run `runs`; a `series` (the
+    scaling suite) is one such job per number of nodes."""
     from accelbench.slurm.script import DEFAULT_RDZV_PORT
 
-    across = actions.add_parser(
-        name, help=help_text,
-        description="Submit one job across --nodes: srun starts torchrun on every node, "
-        "which meet through the c10d rendezvous on the first node, and run "
-        f"`{runs}`. Arguments after `--` are options of `{runs}`: they make the request "
-        f"every rank runs, checked before anything is submitted.{more}")
-    if name != "scaling":
+    description = ("Submit one job across --nodes: srun starts torchrun on every node, "
+                   "which meet through the c10d rendezvous on the first node, and run "
+                   f"`{runs}`. Arguments after `--` are options of `{runs}`: they make the "
+                   "request every rank runs, checked before anything is submitted.")
+    if series:
+        description += (" With several node counts, one such job for each, one after "
+                        "another in the queue: together a scaling series across nodes.")
+    across = actions.add_parser(name, help=help_text, description=description)
+    if series:
+        across.add_argument("--nodes", required=True, metavar="N[,N...]", type=_node_counts,
+                            help="numbers of nodes, one job each (1,2,4)")
+    else:
         across.add_argument("--nodes", required=True, metavar="N|HOSTLIST", type=_hostlist,
                             help="a number of nodes, or the nodes as a Slurm hostlist")
     across.add_argument("--nproc-per-node", type=positive_int, default=1, metavar="K",
                         help="ranks per node (default 1; one per GPU on GPU nodes)")
     across.add_argument("--rdzv-port", type=_port, default=DEFAULT_RDZV_PORT, metavar="PORT",
-                        help=f"the rendezvous port on the first node (default "
+                        help="the rendezvous port on the first node (default "
                         f"{DEFAULT_RDZV_PORT})")
     _add_common(across)
     return across
@@ -188,8 +189,10 @@ def run(args: argparse.Namespace) -> int:
 
     action = getattr(args, "slurm_action", None)
     if action is None:
-        raise UserError("slurm: choose an action: qualify, collectives, isolate, scaling or "
-                        "status")
+        from accelbench.benchmarks import REGISTRY
+
+        names = ["qualify", *(job.name for job in REGISTRY.slurm_jobs()), "scaling"]
+        raise UserError(f"slurm: choose an action: {', '.join(names)} or status")
     slurm = Slurm()
     if action == "status":
         return _report(args, _states(slurm, args.job_ids), finished=True)
@@ -199,7 +202,7 @@ def run(args: argparse.Namespace) -> int:
         return _qualify(args, slurm)
     if action == "scaling":
         return _scaling(args, slurm)
-    return _across_nodes(args, slurm)
+    return _across_nodes(args, slurm, args.slurm_job)
 
 
 def _states(slurm: Slurm, job_ids: list[str]) -> list[JobState]:
@@ -272,11 +275,11 @@ def _qualify(args: argparse.Namespace, slurm: Slurm) -> int:
 
     _some_nodes(args.nodes)
     store, env = _job_store(args)
+    run_request = _checked(_run_request(["--suite", args.suite, *args.run_args]))
+    check = (_checked(_validate_request(args.level))
+             if args.validate or args.level is not None else None)
     script = qualify_script(_directives(args, QUALIFY_JOB, "%x-%N-%j.out"), _launch(args),
-                            hostlist=args.nodes, run_args=["--suite", args.suite,
-                                                           *args.run_args],
-                            store=store, validate=args.validate or args.level is not None,
-                            level=args.level)
+                            hostlist=args.nodes, run=run_request, check=check, store=store)
     if args.drain_list and not args.wait:
         raise UserError("--drain-list needs --wait: the failing nodes are known when the "
                         "jobs end")
@@ -295,30 +298,23 @@ def _qualify(args: argparse.Namespace, slurm: Slurm) -> int:
     return _after_submit(args, slurm, submitted)
 
 
-def _across_nodes(args: argparse.Namespace, slurm: Slurm) -> int:
-    """`collectives` or `isolate`: one job across the nodes."""
+def _across_nodes(args: argparse.Namespace, slurm: Slurm, job: SlurmJob) -> int:
+    """A family's job (`collectives`, `isolate`): one job across the nodes."""
     from accelbench.slurm.cluster import check_node_count, check_nodes, check_partition
     from accelbench.slurm.parse import NODE_COUNT
-    from accelbench.slurm.script import (
-        COLLECTIVES_JOB,
-        COLLECTIVES_PROGRAM,
-        ISOLATE_JOB,
-        ISOLATE_PROGRAM,
-        collectives_script,
-    )
-
-    job, program = ((ISOLATE_JOB, ISOLATE_PROGRAM) if args.slurm_action == "isolate"
-                    else (COLLECTIVES_JOB, COLLECTIVES_PROGRAM))
+    from accelbench.slurm.script import across_nodes_script
 
     _some_nodes(args.nodes)
     count = int(args.nodes) if NODE_COUNT.fullmatch(args.nodes) else None
     if count == 0:
         raise NodesError("--nodes 0 names no node")
     store, env = _job_store(args)
-    script = collectives_script(
-        _directives(args, job, "%x-%j.out"), _launch(args), node_count=count,
+    request = _checked(_job_request(job, args.run_args))
+    script = across_nodes_script(
+        _directives(args, job.job_name, "%x-%j.out"), _launch(args), what=job.name,
+        command=job.command, request=request, node_count=count,
         hostlist=None if count else args.nodes, nproc_per_node=args.nproc_per_node,
-        port=args.rdzv_port, run_args=args.run_args, store=store, program=program)
+        port=args.rdzv_port, store=store)
     if args.print:
         return _printed(script, env)
     partition = check_partition(slurm, args.partition)
@@ -335,13 +331,14 @@ def _scaling(args: argparse.Namespace, slurm: Slurm) -> int:
     """`scaling`: the scaling suite across each number of nodes, one job each (each job's
     world is its nodes x --nproc-per-node ranks), all writing into one store."""
     from accelbench.slurm.cluster import check_node_count, check_partition
-    from accelbench.slurm.script import SCALING_JOB, SCALING_PROGRAM, collectives_script
+    from accelbench.slurm.script import SCALING_JOB, across_nodes_script
 
     store, env = _job_store(args)
-    scripts = [(count, collectives_script(
-        _directives(args, SCALING_JOB, "%x-%j.out"), _launch(args), node_count=count,
-        hostlist=None, nproc_per_node=args.nproc_per_node, port=args.rdzv_port,
-        run_args=args.run_args, store=store, program=SCALING_PROGRAM))
+    request = _checked(_run_request(["--suite", "scaling", *args.run_args]))
+    scripts = [(count, across_nodes_script(
+        _directives(args, SCALING_JOB, "%x-%j.out"), _launch(args), what="scaling",
+        command="run", request=request, node_count=count, hostlist=None,
+        nproc_per_node=args.nproc_per_node, port=args.rdzv_port, store=store))
         for count in args.nodes]
     if args.print:
         return _printed("\n".join(script for _, script in scripts), env)
@@ -357,6 +354,89 @@ def _scaling(args: argparse.Namespace, slurm: Slurm) -> int:
         slurm.cancel([job_id for job_id, _ in submitted])  # all of them, or none
         raise
     return _after_submit(args, slurm, submitted)
+
+
+# -- the request each job runs ------------------------------------------------------------
+
+
+def _run_request(words: Sequence[str]) -> RunRequest:
+    """The request `accelbench run WORDS` would run."""
+    from accelbench.cli.request_options import add_request_options, request_of
+
+    return request_of(_parsed("run", add_request_options, words))
+
+
+def _validate_request(level: int | None) -> RunRequest:
+    """The request `accelbench validate [--level N]` would run."""
+    from accelbench.benchmarks import REGISTRY
+    from accelbench.cli.validate_request import add_validate_options, validate_request
+
+    words = ["--level", str(level)] if level is not None else []
+    return validate_request(_parsed("validate", add_validate_options, words), REGISTRY)
+
+
+def _job_request(job: SlurmJob, words: Sequence[str]) -> RunRequest:
+    """The request of a family's job: what its command (`run`, or one the family brings)
+    makes of the job's own options and WORDS."""
+    words = [*job.options, *words]
+    if job.command == "run":
+        return _run_request(words)
+    return _command_request(job, words)
+
+
+def _command_request(job: SlurmJob, words: Sequence[str]) -> RunRequest:
+    """The request a family's command (`isolate`) makes of WORDS (its build_request)."""
+    from accelbench.benchmarks import REGISTRY
+    from accelbench.cli.request_options import BESIDE_REQUEST, options_given
+
+    command = next((c for c in REGISTRY.commands() if job.command == c.NAME), None)
+    build: Callable[[argparse.Namespace], RunRequest] | None = getattr(
+        command, "build_request", None)
+    if command is None or build is None:
+        raise ValueError(f"the Slurm job {job.name} runs `accelbench {job.command}`, which "
+                         "is no family's command that makes a request (build_request)")
+    parser = _parser(job.command)
+    command.add_arguments(parser)
+    args = parser.parse_args(words)
+    # The command's options that are no part of its request: the job's store is named
+    # by --store (before --), and its output goes to the job's output file.
+    outside = options_given(args, parser._actions,
+                            frozenset(a.dest for a in parser._actions) - BESIDE_REQUEST)
+    if outside:
+        raise UserError(f"{outside[0]} after --: the arguments after -- make the request "
+                        "the job runs (give the job's store with --store, before --)")
+    return build(args)
+
+
+def _parsed(command: str, add: Callable[[argparse.ArgumentParser], None],
+            words: Sequence[str]) -> argparse.Namespace:
+    parser = _parser(command)
+    add(parser)
+    return parser.parse_args(words)
+
+
+def _parser(command: str) -> argparse.ArgumentParser:
+    """A parser of a job's options: a mistake is one line (exit 2), and -h is no option
+    (it would print the command's help and exit)."""
+    from accelbench.cli.request_options import StrictParser
+
+    return StrictParser(prog=f"after -- (accelbench {command})", add_help=False)
+
+
+def _checked(request: RunRequest) -> RunRequest:
+    """The request checked as the job will check it, so that a bad name or value fails
+    now (exit 2) rather than in the queue; and with no secret, as it is written into the
+    batch script."""
+    from accelbench.app import prepare
+    from accelbench.store.location import redact_request
+
+    form = request.to_dict()
+    if redact_request(form) != form:
+        raise UserError("the job's request holds a password, which would be written into "
+                        "the batch script: name the store with --store, whose password the "
+                        "job gets as PGPASSWORD")
+    prepare(request)
+    return request
 
 
 def _some_nodes(text: str) -> None:

@@ -42,6 +42,7 @@ class RunView:
     fingerprint: list[tuple[str, str]]
     sections: list[Section]
     charts: dict[str, list[Chart]]
+    request: list[tuple[str, str]] = field(default_factory=list)
 
 
 @dataclass
@@ -114,6 +115,7 @@ def _markup(svg: str) -> Any:
 def _run_view(run: StoredRun, anchor: str, ids: Any, profiles: Sequence[Any]) -> RunView:
     from accelbench.report.fingerprint import flatten
     from accelbench.report.fingerprint import rows as fingerprint_rows
+    from accelbench.report.request import request_rows
 
     record = run.record
     sections = run_sections(run.measurements, profiles)
@@ -122,7 +124,7 @@ def _run_view(run: StoredRun, anchor: str, ids: Any, profiles: Sequence[Any]) ->
     fingerprint = fingerprint_rows(run.fingerprint) or flatten(run.fingerprint)
     started = format_timestamp(record.started_at, seconds=True)
     return RunView(anchor, record, f"{started} UTC", counts(run.measurements), fingerprint,
-                   sections, drawn)
+                   sections, drawn, request_rows(record.request))
 
 
 # -- analyses ----------------------------------------------------------------------------

@@ -9,6 +9,7 @@ from typing import Any
 from accelbench.core.measurement import Measurement
 from accelbench.core.units import format_timestamp
 from accelbench.report.fingerprint import rows as fingerprint_rows
+from accelbench.report.request import request_rows
 from accelbench.report.results import counts
 from accelbench.report.text import escape, markdown_table
 
@@ -43,6 +44,13 @@ def run_report(
         if section.items:
             lines += [f"- **{escape(what)}**: {escape(note)}" for what, note in section.items]
             lines += [""]
+    asked = request_rows(getattr(record, "request", None))
+    if asked:
+        lines += ["## Request", "",
+                  "What the run was asked for (`accelbench show RUN --request` prints it as "
+                  "JSON, which `accelbench run --request FILE` runs again).", ""]
+        lines += markdown_table(("Field", "Value"), asked)
+        lines += [""]
     lines += ["## Stack", ""]
     lines += markdown_table(("Property", "Value"), fingerprint_rows(fingerprint))
     lines += [

@@ -4,7 +4,9 @@ hand (`--print`).
 A job is handed the request it runs (core.request) as JSON, written into its script, and
 runs `accelbench COMMAND --request FILE`: the options were read and checked when the job
 was submitted, and the script says what the job will do. The JSON is written in a quoted
-here-document, which the shell copies as it is.
+here-document, which the shell copies as it is. A job across nodes hands it on to every
+node in the environment of its tasks (its batch script runs on the first node only, and
+the nodes may share no file system), and each node's task writes it to a file there.
 
 Every value that reaches a shell line is quoted with shlex.quote. `#SBATCH` lines are
 read by sbatch, not by a shell, so their values are checked instead: a value with
@@ -28,7 +30,7 @@ QUALIFY_JOB = "accelbench-qualify"
 SCALING_JOB = "accelbench-scaling"
 DEFAULT_RDZV_PORT = 29500
 # Ends the here-document a request is written in: no line of a request's JSON is this
-# (json.dumps indents every line inside its braces).
+# (json.dumps indents every line within its braces, and escapes line breaks in strings).
 END_OF_REQUEST = "ACCELBENCH_REQUEST"
 # How a job across nodes hands its request from the batch script (first node) to every
 # node's task: srun copies the environment to each.
@@ -183,12 +185,14 @@ def across_nodes_script(directives: Directives, launch: Launch, *, what: str, co
         'head=$(scontrol show hostnames "$SLURM_JOB_NODELIST" | head -n 1)',
         f'echo "accelbench {what} on $SLURM_JOB_NODELIST, rendezvous at $head:{port}"',
         "",
-        f"# What every rank runs {_SHOWN_BY}. This script runs on the",
-        "# first node only: srun hands the request to every node's task in the environment.",
+        f"# What every rank runs {_SHOWN_BY}. This script",
+        "# runs on the first node only: srun hands the request on to each node's task in",
+        "# its environment.",
         f"{REQUEST_VARIABLE}=$(cat <<'{END_OF_REQUEST}'",
         *_request_document(request),
         ")",
         f"export {REQUEST_VARIABLE}",
+        "",
         *_PER_NODE,
         "",
         "# --whole: each node's torchrun gets every CPU and device the job holds there.",
