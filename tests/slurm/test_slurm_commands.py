@@ -5,6 +5,7 @@ from pathlib import Path
 from urllib.parse import quote
 
 import pytest
+from batch_scripts import requests_in
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -19,7 +20,6 @@ from accelbench.errors import EXIT_NODES, EXIT_SCHEDULER, EXIT_USAGE, SchedulerE
 from accelbench.slurm import commands
 from accelbench.slurm.commands import Completed, Slurm
 from accelbench.slurm.wait import wait_for_jobs
-from test_slurm_script import requests_in
 
 FIXTURES = Path(__file__).parents[1] / "fixtures" / "slurm"
 
@@ -113,7 +113,7 @@ def test_scaling_writes_the_scaling_suite_once_per_node_count(fake, tmp_path, ca
     for script in scripts:
         assert "#SBATCH --job-name=accelbench-scaling" in script
         assert "--nproc-per-node 8 --rdzv-backend c10d" in script
-        assert script.endswith("-m accelbench run --store /shared/r.sqlite\n")
+        assert "    -m accelbench run --store /shared/r.sqlite\n" in script
         assert requests_in(script) == [RunRequest(suite="scaling",
                                                   overrides={"model": ("llama-1b",)})]
     # Submitted: one job per count, checked against the partition first.
@@ -410,3 +410,121 @@ def test_fuzz_the_node_list_and_the_store_password(fake, capsys, tmp_path, nodes
     if code != 0:
         assert err.count("\n") == 1 and err.startswith("accelbench: error: ")
         assert fake.submitted() == []
+
+
+# -- the request each job is handed ------------------------------------------------------
+
+
+def _parsed(*argv: str):
+    """The namespace `accelbench ARGV` parses to, as the command itself would read it."""
+    return build_parser().parse_args(list(argv))
+
+
+def _isolate_request(*argv: str) -> RunRequest:
+    from accelbench.benchmarks.isolate.command import build_request
+
+    return build_request(_parsed("isolate", *argv))
+
+
+@pytest.mark.parametrize(("argv", "expected"), [
+    (["qualify", "--nodes", "vm", "--level", "2", "--", "--bench", "gemm", "--dtype",
+      "fp32", "--max-time", "0.5"],
+     lambda: [request_of(_parsed("run", "--suite", "quick", "--bench", "gemm", "--dtype",
+                                 "fp32", "--max-time", "0.5")),
+              validate_request(_parsed("validate", "--level", "2"),
+                               accelbench.benchmarks.REGISTRY)]),
+    (["qualify", "--nodes", "vm", "--suite", "standard", "--validate"],
+     lambda: [request_of(_parsed("run", "--suite", "standard")),
+              validate_request(_parsed("validate"), accelbench.benchmarks.REGISTRY)]),
+    (["collectives", "--nodes", "2", "--", "-p", "op=all-reduce", "--device", "cpu",
+      "--timeout", "60"],
+     lambda: [request_of(_parsed("run", "--bench", "collectives", "-p", "op=all-reduce",
+                                 "--device", "cpu", "--timeout", "60"))]),
+    (["isolate", "--nodes", "2", "--", "--bytes", "16K", "--samples", "3", "--serial"],
+     lambda: [_isolate_request("--bytes", "16K", "--samples", "3", "--serial")]),
+    (["scaling", "--nodes", "1", "--", "-p", "model=llama-1b", "--repeat", "2"],
+     lambda: [request_of(_parsed("run", "--suite", "scaling", "-p", "model=llama-1b",
+                                 "--repeat", "2"))]),
+])
+def test_the_script_hands_the_job_the_request_of_its_options(fake, capsys, argv, expected):
+    """What the job runs is what `accelbench run|validate|isolate OPTIONS` would run."""
+    action, *rest = argv
+    assert main(["slurm", action, "--partition", "debug", "--print", *rest]) == 0
+    assert requests_in(capsys.readouterr().out) == expected()
+    assert fake.calls == []
+
+
+@pytest.mark.parametrize(("action", "words", "message"), [
+    ("qualify", ["--bogus"], "after -- (accelbench run): unrecognized arguments: --bogus"),
+    ("qualify", ["-h"], "unrecognized arguments: -h"),  # no help printed in its place
+    ("qualify", ["--max-time", "-1"], "argument --max-time: expected a finite number"),
+    ("qualify", ["--resume", "r1"], "unrecognized arguments: --resume r1"),
+    ("qualify", ["--bench", "nosuch"], "unknown benchmark 'nosuch'"),
+    ("collectives", ["-p", "nosuch=1"], "no selected benchmark has a parameter 'nosuch'"),
+    ("collectives", ["--dtype", "fp99"], "unknown dtype 'fp99'"),
+    ("isolate", ["--bytes", "x"], "not a size: 'x'"),
+    ("isolate", ["--run-args"], "after -- (accelbench isolate): unrecognized arguments"),
+    ("isolate", ["--store", "/x.sqlite"], "--store after --"),
+    ("isolate", ["--json"], "--json after --"),
+    ("scaling", ["--suite", "nosuch"], "unknown suite 'nosuch'"),
+])
+@pytest.mark.parametrize("printed", [False, True])
+def test_a_bad_option_after_the_dashes_fails_before_any_slurm_command(
+        fake, capsys, tmp_path, action, words, message, printed):
+    nodes = {"qualify": "vm", "scaling": "1"}.get(action, "1")
+    argv = ["slurm", action, "--nodes", nodes, "--partition", "debug", "--output-dir",
+            str(tmp_path / "logs"), *(["--print"] if printed else []), "--", *words]
+    assert main(argv) == EXIT_USAGE
+    out, err = capsys.readouterr()
+    assert out == "" and err.count("\n") == 1 and message in err, err
+    assert fake.calls == []  # not even a look at the partition
+    assert not (tmp_path / "logs").exists()
+
+
+RING = Family("ring", (), slurm=(
+    SlurmJob("ring", "one job across nodes: the ring all-reduce", command="run",
+             options=("--bench", "collectives", "-p", "op=all-reduce"),
+             job_name="accelbench-ring"),))
+
+
+@pytest.fixture
+def with_ring(monkeypatch) -> Registry:
+    registry = Registry.of([*accelbench.benchmarks.REGISTRY.declared, RING])
+    monkeypatch.setattr(accelbench.benchmarks, "REGISTRY", registry)
+    return registry
+
+
+def test_a_familys_slurm_job_is_an_action(with_ring, fake, capsys, tmp_path):
+    with pytest.raises(SystemExit):
+        build_parser().parse_args(["slurm", "--help"])
+    assert "one job across nodes: the ring all-reduce" in capsys.readouterr().out
+    assert main(["slurm", "ring", "--nodes", "2", "--partition", "debug", "--print", "--",
+                 "--max-time", "0.2"]) == 0
+    script = capsys.readouterr().out
+    assert "#SBATCH --job-name=accelbench-ring\n" in script
+    assert script.startswith("#!/bin/bash\n# accelbench ring across the nodes")
+    assert script.endswith("-m accelbench run\n")
+    assert requests_in(script) == [RunRequest(benches=("collectives",),
+                                              overrides={"op": ("all-reduce",)},
+                                              timing={"max_time": 0.2})]
+    assert main(["slurm", "ring", "--nodes", "1", "--partition", "debug", "--output-dir",
+                 str(tmp_path / "logs")]) == 0
+    [(argv, submitted)] = fake.submitted()
+    assert argv == ["sbatch", "--parsable"] and "accelbench-ring" in (submitted or "")
+    assert main(["slurm"]) == EXIT_USAGE
+    assert "qualify, collectives, isolate, ring, scaling or status" in capsys.readouterr().err
+
+
+def test_a_request_that_holds_a_secret_is_not_written(monkeypatch, fake, capsys):
+    """A secret in the request, wherever it comes from, never reaches the script."""
+    leaky = Family("leaky", (), slurm=(
+        SlurmJob("leaky", "a job whose options hold a password", command="run",
+                 options=("--report", "postgresql://u:pw#Hash9@db/results"),
+                 job_name="accelbench-leaky"),))
+    monkeypatch.setattr(accelbench.benchmarks, "REGISTRY",
+                        Registry.of([*accelbench.benchmarks.REGISTRY.declared, leaky]))
+    assert main(["slurm", "leaky", "--nodes", "2", "--partition", "debug", "--print"]) == (
+        EXIT_USAGE)
+    out, err = capsys.readouterr()
+    assert out == "" and "the job's request holds a password" in err and "Hash9" not in err
+    assert fake.calls == []

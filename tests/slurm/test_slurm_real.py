@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from accelbench.core.request import RunRequest
 from accelbench.errors import EXIT_NODES, EXIT_SCHEDULER
 from slurm_cluster import (
     JOB_DEADLINE_S,
@@ -24,7 +25,6 @@ from slurm_cluster import (
 )
 
 pytestmark = [pytest.mark.slow, pytest.mark.server]
-
 
 
 @pytest.fixture(scope="module")
@@ -61,6 +61,9 @@ def test_qualify_runs_on_the_node_and_stores_its_run(cluster, tmp_path):
     assert f"accelbench qualification on {cluster.node}" in output.read_text()
     (run,) = _runs(store)
     assert run.record.host == cluster.node  # the node's name is recorded with the run
+    # It ran the request the options made, handed to it in the script.
+    assert RunRequest.from_dict(run.record.request) == RunRequest(
+        benches=("launch",), device="cpu", timing={"max_time": 0.2}, no_report=True)
     assert [m.case.benchmark for m in run.measurements] == ["launch"]
     assert all(m.status == "ok" for m in run.measurements)
 
@@ -88,6 +91,9 @@ def test_collectives_job_runs_torchrun_ranks_and_stores_them(cluster, tmp_path):
     assert "COMPLETED" in done.stdout
     (run,) = _runs(store)
     assert run.record.host == cluster.node
+    assert RunRequest.from_dict(run.record.request) == RunRequest(
+        benches=("collectives",), overrides={"op": ("all-reduce",), "bytes": ("1024",)},
+        device="cpu", timing={"max_time": 0.2}, no_report=True)
     (m,) = run.measurements
     assert (m.case.benchmark, m.status) == ("collectives", "ok"), m.reason
     params = dict(m.case.params)
@@ -103,6 +109,8 @@ def test_isolate_job_runs_isolate_on_the_ranks_and_stores_it(cluster, tmp_path):
     assert "COMPLETED" in done.stdout
     (run,) = _runs(store)
     assert run.record.host == cluster.node
+    assert RunRequest.from_dict(run.record.request).values == {"bytes": ("16K",),
+                                                               "samples": (3,)}
     (m,) = run.measurements
     assert (m.case.benchmark, m.status) == ("isolate", "ok"), m.reason
 

@@ -6,6 +6,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
+from batch_scripts import requests_in
 
 from accelbench.core.request import RunRequest
 from accelbench.errors import UserError
@@ -26,20 +27,6 @@ DIRECTIVES = Directives(job_name="accelbench-qualify", partition="gpu",
 RUN = RunRequest(suite="quick", benches=("gemm",), dtypes=("bf16",))
 VALIDATE = RunRequest(command="validate", suite="validate", benches=("health",))
 COLLECTIVES_REQUEST = RunRequest(benches=("collectives",), overrides={"op": ("all-reduce",)})
-
-
-def requests_in(script: str) -> list[RunRequest]:
-    """The requests a script hands its job, read back out of its here-documents."""
-    found, lines = [], iter(script.splitlines())
-    for line in lines:
-        if line.endswith(f"<<'{END_OF_REQUEST}'"):
-            body = []
-            for inner in lines:
-                if inner == END_OF_REQUEST:
-                    break
-                body.append(inner)
-            found.append(RunRequest.from_json("\n".join(body)))
-    return found
 
 
 def _json(request: RunRequest) -> str:
