@@ -124,3 +124,26 @@ def test_report_knows_no_family_by_name() -> None:
         assert "family ==" not in text and "family !=" not in text, path.name
         # The registry list is all it may read of benchmarks/.
         assert not re.search(r"accelbench\.benchmarks\.(?!REGISTRY\b)", text), path.name
+
+
+def test_no_command_imports_another_command_or_a_family() -> None:
+    """A command is an adapter (options -> request -> accelbench.app -> print): what
+    commands share lives in cli/'s shared modules, and a family's parts are reached
+    through the registry, never by name. Only the entry point (cli/main.py) lists them."""
+    crossing = sorted(
+        f"{module} imports {target}"
+        for module, targets in _imports().items()
+        if module.startswith("accelbench.cli.") and module != "accelbench.cli.main"
+        for target in targets
+        if (target.startswith("accelbench.cli.") and target.endswith("_cmd"))
+        or target.startswith("accelbench.benchmarks."))
+    assert not crossing, crossing
+
+
+def test_nothing_is_pickled_between_the_processes_of_a_run() -> None:
+    """Requests and planned cases cross process boundaries as JSON."""
+    run_path = [*sorted((SRC / "runner").glob("*.py")), SRC / "app.py",
+                *sorted((SRC / "profile").glob("*.py"))]
+    pickling = [path.name for path in run_path
+                if re.search(r"^\s*(import pickle|from pickle)", path.read_text(), re.M)]
+    assert not pickling, pickling

@@ -84,6 +84,8 @@ def run(args: argparse.Namespace) -> int:
     result = diagnose(runs, rules, base, strict=strict, allow_unmatched=args.allow_unmatched)
     if strict and result.unmatched:
         print(f"accelbench: warning: {unmatched_message(result.unmatched)}", file=sys.stderr)
+    from accelbench.slurm.drain import write_drain
+
     drain = write_drain(args.drain_list, [n.host for n in result.failing]) if args.drain_list \
         else None
     if args.json:
@@ -95,19 +97,3 @@ def run(args: argparse.Namespace) -> int:
 
         render_rich(diagnosis_tables(result), console())
     return EXIT_CASE_FAILED if result.failing else 0
-
-
-def write_drain(path: str, hosts: list[str]) -> list[str]:
-    """Write the drain list; say on stderr what was written and what was left out."""
-    import sys
-
-    from accelbench.report.text import printable
-    from accelbench.slurm.drain import drain_command, write_drain_list
-
-    written, refused = write_drain_list(path, hosts)
-    for host in refused:
-        print(f"accelbench: warning: {printable(host)!r} is not a plain host name: left out "
-              "of the drain list", file=sys.stderr)
-    print(f"accelbench: {len(written)} node(s) to drain written to {path}"
-          + (f"; drain them with: {drain_command(path)}" if written else ""), file=sys.stderr)
-    return written

@@ -481,7 +481,7 @@ def _after_submit(args: argparse.Namespace, slurm: Slurm,
 
 def _drain_failed(path: str, submitted: list[tuple[str, str]], states: list[JobState]) -> None:
     """The nodes whose qualification job ended and failed, to the drain list."""
-    from accelbench.cli.diagnose_cmd import write_drain
+    from accelbench.slurm.drain import write_drain
 
     by_id = {job.job_id: job for job in states}
     failed = [node for job_id, node in submitted

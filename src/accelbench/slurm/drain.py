@@ -41,3 +41,18 @@ def write_drain_list(path: str | Path, hosts: Iterable[str]) -> tuple[list[str],
         raise UserError(f"--drain-list {target}: cannot be written: "
                         f"{exc.strerror or exc}") from None
     return written, refused
+
+
+def write_drain(path: str, hosts: list[str]) -> list[str]:
+    """Write the drain list; say on stderr what was written and what was left out."""
+    import sys
+
+    from accelbench.report.text import printable
+
+    written, refused = write_drain_list(path, hosts)
+    for host in refused:
+        print(f"accelbench: warning: {printable(host)!r} is not a plain host name: left out "
+              "of the drain list", file=sys.stderr)
+    print(f"accelbench: {len(written)} node(s) to drain written to {path}"
+          + (f"; drain them with: {drain_command(path)}" if written else ""), file=sys.stderr)
+    return written
