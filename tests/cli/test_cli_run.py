@@ -115,7 +115,7 @@ def test_reading_commands_on_the_stored_run(quick_run, capsys, monkeypatch):
 
     assert main(["export", "--store", str(store)]) == 0
     exported = json.loads(capsys.readouterr().out)
-    assert exported["format_version"] == 3 and exported["runs"][0]["measurements"]
+    assert exported["format_version"] == 4 and exported["runs"][0]["measurements"]
 
     assert main(["report", "-o", "-", "--store", str(store)]) == 0
     assert capsys.readouterr().out.startswith("# accelbench run ")

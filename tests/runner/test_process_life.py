@@ -35,8 +35,8 @@ ONE_ROUND_RUN = """
 import dataclasses, sys
 import accelbench.runner.plan as plan
 real = plan.load_suite
-plan.load_suite = lambda name: dataclasses.replace(
-    real(name), timing={**real(name).timing, "processes": 1})
+plan.load_suite = lambda name, registry=None: dataclasses.replace(
+    real(name, registry), timing={**real(name, registry).timing, "processes": 1})
 from accelbench.cli.main import main
 sys.exit(main(sys.argv[1:]))
 """

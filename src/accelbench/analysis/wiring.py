@@ -19,11 +19,11 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
 
 from accelbench.analysis.latest import NodeState
+from accelbench.core.topology import TOPOLOGY, TopologyRecord
 
-HEALTH, TOPOLOGY = "health", "topology"
+HEALTH = "health"
 MIN_NODES = 3
 RULE = "health wiring"
 SHOWN = 400  # characters of a stored signature kept in a finding
@@ -49,24 +49,21 @@ def wiring_of(state: NodeState) -> Wiring | None:
     for m in state.measurements:
         if m.case.benchmark != HEALTH or m.case.param_dict.get("check") != TOPOLOGY:
             continue
-        found = _read(m.details.get("topology") if isinstance(m.details, dict) else None,
-                      m.case.label, m.case.key)
+        found = _read(TopologyRecord.from_details(m.details), m.case.label, m.case.key)
         if found is not None:
             return found
     fingerprint = state.run.fingerprint
-    return _read(fingerprint.get("topology") if isinstance(fingerprint, Mapping) else None,
+    return _read(TopologyRecord.from_dict(fingerprint.get(TOPOLOGY))
+                 if isinstance(fingerprint, Mapping) else None,
                  "the run's fingerprint", "", state.run.record.id)
 
 
-def _read(wiring: Any, label: str, key: str, run: str | None = None) -> Wiring | None:
-    found = wiring.get("signature") if isinstance(wiring, Mapping) else None
-    if not isinstance(found, str) or not found:
+def _read(wiring: TopologyRecord | None, label: str, key: str,
+          run: str | None = None) -> Wiring | None:
+    if wiring is None or not wiring.signature:
         return None
-    pci = wiring.get("pci_signature")
-    direct = wiring.get("direct")
-    read = isinstance(direct, Mapping) and direct.get("read") is True
-    return Wiring(found, pci if isinstance(pci, str) and pci else found, read, label, key,
-                  run)
+    return Wiring(wiring.signature, wiring.pci_signature or wiring.signature,
+                  wiring.direct_read, label, key, run)
 
 
 def signature(state: NodeState) -> tuple[str, str, str] | None:

@@ -27,7 +27,7 @@ per call, work per joule) counts the package's energy once for each of its devic
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, fields
 from typing import Any
 
@@ -89,8 +89,8 @@ class Energy:
     package_energy_j: float | None = None
     package_devices: tuple[str, ...] = ()  # the devices that share that package
 
-    def to_dict(self) -> dict[str, Any]:
-        data = asdict(self)
+    def to_dict(self) -> dict[str, object]:
+        data: dict[str, object] = asdict(self)
         for name in _STRING_LISTS:
             data[name] = list(getattr(self, name))
         return data
@@ -386,7 +386,7 @@ def combine(energies: Sequence[Energy]) -> Energy | None:
         values = [v for e in energies if (v := getattr(e, name)) is not None]
         return _median(values) if values else None
 
-    def extreme(name: str, pick: Any) -> float | None:
+    def extreme(name: str, pick: Callable[[list[float]], float]) -> float | None:
         values = [v for e in energies if (v := getattr(e, name)) is not None]
         return pick(values) if values else None
 

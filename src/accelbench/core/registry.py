@@ -33,13 +33,20 @@ __all__ = ["DEVICE_TYPES", "Benchmark", "MeasureFn", "Registry", "ViewFn", "core
            "resolve_entry", "source_version"]
 
 
+# The ladder of accelbench's own suites, deepest last, listed first; the others follow by
+# name.
+_LADDER = ("quick", "standard", "full")
+
+
 def core_suite_files() -> dict[str, Traversable]:
-    """accelbench's own suites (`accelbench/suites/*.toml`), by name."""
+    """accelbench's own suites (`accelbench/suites/*.toml`), by name: the ladder first."""
     from importlib import resources
 
-    return {entry.name.removesuffix(".toml"): entry
-            for entry in resources.files("accelbench.suites").iterdir()
-            if entry.name.endswith(".toml")}
+    found = {entry.name.removesuffix(".toml"): entry
+             for entry in resources.files("accelbench.suites").iterdir()
+             if entry.name.endswith(".toml")}
+    return dict(sorted(found.items(), key=lambda item: (
+        _LADDER.index(item[0]) if item[0] in _LADDER else len(_LADDER), item[0])))
 
 
 class Registry:
@@ -93,7 +100,8 @@ class Registry:
 
     def suite_files(self) -> dict[str, Traversable]:
         """Every suite by name: accelbench's own (`accelbench/suites`), then each family's
-        (`suites/*.toml` in its package); a family's suite may not take another's name."""
+        (`suites/*.toml` in its package), in registry order; a family's suite may not take
+        another's name."""
         found = core_suite_files()
         for family in self.declared:
             for name, entry in family.suite_files().items():
@@ -101,7 +109,7 @@ class Registry:
                     raise ValueError(f"family {family.name}: its suite {name!r} has the name "
                                      "of another")
                 found[name] = entry
-        return dict(sorted(found.items()))
+        return found
 
     def commands(self) -> list[Command]:
         """The commands the families bring, in registry order, their modules imported now

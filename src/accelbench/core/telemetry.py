@@ -97,9 +97,9 @@ class Series:
         values = self.channels.get(name)
         return values if values is not None else (None,) * len(self.t)
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> dict[str, object]:
         """A compact JSON-safe dict; channels that never answered are left out."""
-        data: dict[str, Any] = {
+        data: dict[str, object] = {
             "format_version": SERIES_FORMAT,
             "interval_s": self.interval_s,
             "t": [round(x, _TIME_DIGITS) for x in self.t],
@@ -201,7 +201,7 @@ def _str(value: object, what: str) -> str:
     return value
 
 
-def _list(value: object, what: str) -> list[Any]:
+def _list(value: object, what: str) -> list[object]:
     if not isinstance(value, (list, tuple)):
         raise TypeError(f"series {what}: expected a list, got {type(value).__name__}")
     return list(value)

@@ -42,6 +42,7 @@ from dataclasses import dataclass
 from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
+from accelbench.benchmarks.collectives.details import CollectiveDetails, Peers
 from accelbench.core.context import CaseContext
 from accelbench.core.measurement import CaseFailed, CaseResult, CaseSkipped, Rate
 from accelbench.core.timing import Clock, Timing, TimingPolicy
@@ -485,34 +486,35 @@ def measure(ctx: CaseContext, params: CollectivesParams) -> CaseResult:
 
     # Outside the timed region: every rank's own median, for the spread across ranks.
     own_median = statistics.median(own.kept(timing))
-    medians: list[Any] = [None] * world
+    medians = [own_median] * world  # each replaced by that rank's
     dist.all_gather_object(medians, own_median)
 
     factor = bus_factor(op, world)
-    details: dict[str, Any] = {
-        "op": op,
-        "torch_call": f"torch.distributed.{TORCH_CALLS[op]}",
-        "bytes": size,
-        "count": count,
-        "dtype": dtype,
-        "reduce": reduce if op in REDUCING else None,
-        "inplace": form,
-        "bus_factor": factor,
-        "wrong_elements": 0,
-        "world_size": world,
-        "nodes": info.nodes,
-        "backend": backend,
-        "library": library(torch, backend),
-        "rank_median_s": medians,
-        "rank_spread": max(medians) / min(medians) if min(medians) > 0 else None,
-        "time_is": "slowest rank per sample",
-    }
-    if op in ROOTED:
-        details["root"] = ROOT
+    peer_ranks = None
     if op == "send-recv":
         to, source = peers(info.rank, world)
-        details["peers"] = {"send_to": to, "recv_from": source,
-                            "rule": f"rank + {world // 2} and rank - {world // 2} (mod {world})"}
+        peer_ranks = Peers(to, source, f"rank + {world // 2} and rank - {world // 2} "
+                           f"(mod {world})")
+    details = CollectiveDetails(
+        op=op,
+        torch_call=f"torch.distributed.{TORCH_CALLS[op]}",
+        bytes=size,
+        count=count,
+        dtype=dtype,
+        reduce=reduce if op in REDUCING else None,
+        inplace=form,
+        bus_factor=factor,
+        wrong_elements=0,
+        world_size=world,
+        nodes=info.nodes,
+        backend=backend,
+        library=library(torch, backend),
+        rank_median_s=tuple(medians),
+        rank_spread=max(medians) / min(medians) if min(medians) > 0 else None,
+        time_is="slowest rank per sample",
+        root=ROOT if op in ROOTED else None,
+        peers=peer_ranks,
+    ).to_dict()
     warnings: tuple[str, ...] = ()
     if op != "barrier" and size != params.bytes:
         whole = f"whole {dtype} elements" + (f", a multiple of {world}" if op in SPLIT else "")

@@ -7,11 +7,11 @@ Derived from stored measurements only (no torch), so `accelbench run` and
 
 from __future__ import annotations
 
-import math
 from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
+from accelbench.benchmarks.collectives.details import CollectiveDetails, size_bytes
 from accelbench.core.measurement import Measurement
 
 BENCHMARK = "collectives"
@@ -57,6 +57,7 @@ def summarize_sweep(measurements: Iterable[Measurement]) -> list[SweepSummary]:
         by_size = sorted(group, key=_size)
         peak = max(by_size, key=lambda m: _value(m, "busbw") or 0.0)
         smallest = by_size[0]
+        stored = _details(smallest)
         out.append(SweepSummary(
             **dict(zip(_GROUP_KEYS, key, strict=True)),
             sizes=len(by_size),
@@ -66,19 +67,21 @@ def summarize_sweep(measurements: Iterable[Measurement]) -> list[SweepSummary]:
             peak_bytes=_size(peak) if _value(peak, "busbw") is not None else None,
             small_bytes=_size(smallest),
             small_latency_s=_value(smallest, "time") or _value(smallest, "latency"),
-            library=smallest.details.get("library"),
-            nodes=smallest.details.get("nodes"),
+            library=stored.library,
+            nodes=stored.nodes,
         ))
     return out
+
+
+def _details(m: Measurement) -> CollectiveDetails:
+    return CollectiveDetails.from_details(m.details)
 
 
 def _size(m: Measurement) -> int:
     """The size the case moved (rounded to whole elements), else the one it asked for;
     0 when a (merged) record holds no usable size."""
-    value = m.details.get("bytes", m.case.param_dict.get("bytes", 0))
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        return 0
-    return int(value) if math.isfinite(value) else 0
+    moved = _details(m).bytes
+    return moved if moved is not None else size_bytes(m.case.param_dict.get("bytes", 0))
 
 
 def _value(m: Measurement, name: str) -> float | None:

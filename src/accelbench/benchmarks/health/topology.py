@@ -29,9 +29,11 @@ from typing import Any
 
 from accelbench.benchmarks.health import gpu_amd, gpu_nvidia, sysfs
 from accelbench.benchmarks.health.findings import FAIL, PASS, Finding
+from accelbench.core.topology import DeviceRecord, DirectRecord, LinkRecord, TopologyRecord
 from accelbench.env.telemetry.guard import Importer
 
 LEGEND = ("X", "PIX", "PXB", "PHB", "NODE", "SYS", "NV#", "XGMI")
+NOT_ASKED = "no GPU library was asked"
 PairReader = Callable[[Importer], tuple[str, list[dict[str, Any]], str | None]]
 _PAIR_READERS: Mapping[str, PairReader] = {"amd": gpu_amd.read_pairs,
                                            "nvidia": gpu_nvidia.read_pairs}
@@ -76,9 +78,11 @@ class GpuPair:
             return "XGMI"
         return None
 
-    def to_dict(self) -> dict[str, Any]:
-        return {"a": self.a, "b": self.b, "kind": self.kind, "links": self.links,
-                "hops": self.hops}
+    def record(self) -> LinkRecord:
+        return LinkRecord(self.a, self.b, self.kind, self.links, self.hops)
+
+    def to_dict(self) -> dict[str, object]:
+        return self.record().to_dict()
 
     @classmethod
     def from_raw(cls, raw: Mapping[str, Any]) -> GpuPair:
@@ -106,9 +110,12 @@ class DirectLinks:
                 return pair.word
         return None
 
-    def to_dict(self) -> dict[str, Any]:
-        return {"source": self.source, "read": self.read, "missing": self.missing,
-                "pairs": [p.to_dict() for p in self.pairs]}
+    def record(self) -> DirectRecord:
+        return DirectRecord(self.source, self.read, self.missing,
+                            tuple(p.record() for p in self.pairs))
+
+    def to_dict(self) -> dict[str, object]:
+        return self.record().to_dict()
 
 
 def direct_links(vendor: str | None = None, *,
@@ -162,17 +169,19 @@ class Topology:
         read."""
         return _signature(self.names, self.pci or self.matrix)
 
-    def to_dict(self) -> dict[str, Any]:
-        direct = self.direct.to_dict() if self.direct is not None else {
-            "source": None, "read": False, "missing": "no GPU library was asked", "pairs": []}
-        return {"legend": list(LEGEND), "names": list(self.names),
-                "devices": [{"name": n, "address": d.address, "vendor": d.vendor,
-                             "numa_node": d.numa_node}
-                            for n, d in zip(self.names, self.devices, strict=True)],
-                "matrix": [list(row) for row in self.matrix],
-                "pci_matrix": [list(row) for row in self.pci or self.matrix],
-                "direct": direct, "signature": self.signature(),
-                "pci_signature": self.pci_signature()}
+    def record(self) -> TopologyRecord:
+        """What is stored of it (core.topology)."""
+        direct = self.direct.record() if self.direct is not None else DirectRecord(
+            None, False, NOT_ASKED)
+        return TopologyRecord(
+            legend=LEGEND, names=self.names,
+            devices=tuple(DeviceRecord(n, d.address, d.vendor, d.numa_node)
+                          for n, d in zip(self.names, self.devices, strict=True)),
+            matrix=self.matrix, pci_matrix=self.pci or self.matrix, direct=direct,
+            signature=self.signature(), pci_signature=self.pci_signature())
+
+    def to_dict(self) -> dict[str, object]:
+        return self.record().to_dict()
 
 
 def _signature(names: Sequence[str], matrix: Sequence[Sequence[str]]) -> str:
@@ -203,7 +212,7 @@ def read(vendor: str | None) -> Topology:
     return topology(sysfs.pci_devices(), direct)
 
 
-def fingerprint_entry(platform: str) -> dict[str, Any]:
+def fingerprint_entry(platform: str) -> dict[str, object]:
     """The wiring a run's fingerprint keeps (env.fingerprint): the matrix of the node's
     GPUs and NICs with their NUMA nodes, direct links read on a GPU platform; where the
     tree cannot be read, why."""

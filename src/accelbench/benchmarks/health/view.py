@@ -9,6 +9,7 @@ from typing import Any
 from accelbench.benchmarks.health.findings import FAIL, PASS, WARN, Finding
 from accelbench.core.measurement import Measurement
 from accelbench.core.names import STATUS_OK
+from accelbench.core.topology import DirectRecord, TopologyRecord
 from accelbench.core.view import BAD, GOOD, Section, Table
 from accelbench.core.view import WARN as WARN_STYLE
 
@@ -76,29 +77,27 @@ def findings_table(measurements: Iterable[Measurement]) -> Table | None:
 
 def topology_table(measurements: Iterable[Measurement]) -> Table | None:
     for m in measurements:
-        wiring: Any = m.details.get("topology") if isinstance(m.details, dict) else None
-        if not isinstance(wiring, dict) or len(wiring.get("names") or ()) < 2:
+        wiring = TopologyRecord.from_details(m.details)
+        if wiring is None or len(wiring.names) < 2:
             continue
-        names = [str(n) for n in wiring["names"]]
-        rows = [(name, *(str(c) for c in row)) for name, row in zip(names, wiring["matrix"],
-                                                                    strict=False)]
-        numa = [f"{d['name']}: NUMA node {d['numa_node'] if d['numa_node'] is not None else '?'}"
-                f" ({d['address']})" for d in wiring.get("devices", [])]
-        return Table("GPU and NIC wiring", ("", *names), rows,
+        rows = [(name, *row) for name, row in zip(wiring.names, wiring.matrix, strict=False)]
+        numa = [f"{d.name}: NUMA node {d.numa_node if d.numa_node is not None else '?'}"
+                f" ({d.address})" for d in wiring.devices]
+        return Table("GPU and NIC wiring", ("", *wiring.names), rows,
                      ["X itself; PIX one PCIe switch; PXB several bridges; PHB one CPU host "
                       "bridge; NODE across host bridges of one NUMA node; SYS across NUMA "
                       "nodes; NV# joined by # NVLinks (directly or through NVSwitches); XGMI "
-                      "one XGMI hop. " + "; ".join(numa), _direct_note(wiring.get("direct"))])
+                      "one XGMI hop. " + "; ".join(numa), _direct_note(wiring.direct)])
     return None
 
 
-def _direct_note(direct: Any) -> str:
+def _direct_note(direct: DirectRecord | None) -> str:
     """Where the NVLink/XGMI words came from, or why the matrix has none."""
-    if not isinstance(direct, dict):  # stored before direct links were read
+    if direct is None:  # stored before direct links were read
         return "PCI tree only: NVLink/XGMI links were not read."
-    if direct.get("read"):
-        return f"NVLink/XGMI links read from {direct.get('source')}."
-    return f"PCI tree only: NVLink/XGMI links not read ({direct.get('missing')})."
+    if direct.read:
+        return f"NVLink/XGMI links read from {direct.source}."
+    return f"PCI tree only: NVLink/XGMI links not read ({direct.missing})."
 
 
 def copy_tables(measurements: Iterable[Measurement]) -> list[Table]:

@@ -24,6 +24,7 @@ from accelbench.benchmarks.scale.declaration import (
     ScaleParams,
     TpParams,
 )
+from accelbench.benchmarks.scale.details import ParallelForm
 from accelbench.benchmarks.scale.sizing import Layout
 from accelbench.core.measurement import CaseSkipped
 
@@ -50,13 +51,16 @@ class Plan:
     def global_batch(self) -> int:
         return self.batch * self.layout.dp * self.accumulate
 
-    def to_dict(self) -> dict[str, Any]:
+    def record(self) -> ParallelForm:
+        """What the case's details keep of it; a pipeline's schedule only for a pipeline."""
         lay = self.layout
-        out: dict[str, Any] = {"form": self.form, "dp": lay.dp, "tp": lay.tp, "pp": lay.pp,
-                               "accumulate": self.accumulate}
-        if lay.pp > 1 or self.form == "pp":
-            out.update(schedule=lay.schedule, microbatches=lay.microbatches)
-        return out
+        piped = lay.pp > 1 or self.form == "pp"
+        return ParallelForm(self.form, lay.dp, lay.tp, lay.pp, self.accumulate,
+                            lay.schedule if piped else None,
+                            lay.microbatches if piped else None)
+
+    def to_dict(self) -> dict[str, object]:
+        return self.record().to_dict()
 
 
 def plan(form: str, params: ScaleParams, world: int) -> Plan:

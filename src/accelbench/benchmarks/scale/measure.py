@@ -24,6 +24,7 @@ from __future__ import annotations
 import statistics
 import tempfile
 import time
+from dataclasses import astuple, dataclass
 from pathlib import Path
 from typing import Any
 
@@ -40,9 +41,21 @@ from accelbench.benchmarks.scale.declaration import (
     ScaleParams,
     TpParams,
 )
+from accelbench.benchmarks.scale.details import LossParity, ScaleDetails
 from accelbench.core.context import CaseContext
 from accelbench.core.measurement import CaseFailed, CaseResult, CaseSkipped, Figure, Rate
 from accelbench.core.registry import resolve_entry
+
+
+@dataclass(frozen=True)
+class _Rank:
+    """One rank's own figures, gathered to rank 0 for the details."""
+
+    step_s: float  # the median of its own seconds per step, each window
+    solo_s: float  # its step on its share of the batch with no communication
+    node: str
+    peak_memory: int
+    exposed: float | None  # its exposed communication share; None with no steps profiled
 
 
 def fsdp(ctx: CaseContext, params: FsdpParams) -> CaseResult:
@@ -98,7 +111,7 @@ def _measure(ctx: CaseContext, params: ScaleParams, form: str) -> CaseResult:
     try:
         model = forms.Parallel(torch, ref_spec, the_plan, params, device, rank, world)
         losses = [model.mean_loss(model.step()) for _ in range(params.parity_steps)]
-        parity_details = parity.check(losses, ref, params.dtype)
+        parity_details = parity.compare(losses, ref, params.dtype)
         if ref_spec is not spec:  # checked on fewer blocks: now build the case's model
             model.release()
             free_cached(torch, device)
@@ -161,7 +174,7 @@ def _memory_plan(torch: Any, ctx: CaseContext, spec: zoo.ModelSpec, the_plan: fo
 
 
 def _timed(ctx: CaseContext, params: ScaleParams, model: forms.Parallel, meter: PeakMemory,
-           estimate: sizing.Estimate, parity_details: dict[str, Any], ref: parity.Reference
+           estimate: sizing.Estimate, parity_details: LossParity, ref: parity.Reference
            ) -> CaseResult:
     torch, the_plan = model.torch, model.plan
     assert ctx.dist is not None
@@ -180,9 +193,8 @@ def _timed(ctx: CaseContext, params: ScaleParams, model: forms.Parallel, meter: 
     checks.check_finite(last, "the training loss after timing")
     peak_memory, memory_details = meter.peak()
     exposed = _exposed_share(ctx, model, params.profile_steps)
-    ranks = _gather(torch, {
-        "step_s": statistics.median(own), "solo_s": ref.solo_seconds, "node": _node(),
-        "peak_memory": peak_memory, "exposed": exposed})
+    ranks = _gather(torch, _Rank(step_s=statistics.median(own), solo_s=ref.solo_seconds,
+                                 node=_node(), peak_memory=peak_memory, exposed=exposed))
     spec, world, seq = model.spec, ctx.dist.world_size, params.seq
     sequences = the_plan.global_batch * steps
     flop_per_token = _flops(spec, seq)
@@ -191,40 +203,40 @@ def _timed(ctx: CaseContext, params: ScaleParams, model: forms.Parallel, meter: 
     peak = ctx.peak_flops(params.dtype)
     result = model_result(
         timing, work, peak_flops=peak * world if peak else None,
-        peak_memory=max(r["peak_memory"] for r in ranks), step_times=[s / steps for s in
-                                                                       timing.samples],
+        peak_memory=max(r.peak_memory for r in ranks), step_times=[s / steps for s in
+                                                                     timing.samples],
         compile_time=None, time_name="window_time",
-        details={
-            "mode": "train", "model": spec.name, "parameters": sizing.parameter_count(spec),
-            "layers": spec.shape["layers"],
-            "world_size": world, "nodes": ctx.dist.nodes, "ranks_per_node":
-            ctx.dist.local_world_size, "parallel": the_plan.to_dict(),
-            "scaling": the_plan.scaling, "global_batch": the_plan.global_batch,
-            "batch_per_rank": the_plan.batch, "loss_last": last,
-            "parity": parity_details, "memory_estimate": estimate.to_dict(),
-            **memory_details,
-            "peak_memory_scope": "the largest rank's",
-            "model_flop_formula": f"{flop_per_token.formula} (torchtitan's count)",
-            "throughput_scope": "aggregate over ranks; each sample the slowest rank's",
-            "rank_nodes": [r["node"] for r in ranks],
-            "rank_step_s": [r["step_s"] for r in ranks],
-            "rank_solo_s": [r["solo_s"] for r in ranks],
-            "rank_peak_memory": [r["peak_memory"] for r in ranks],
-            "rank_exposed_comm_share": [r["exposed"] for r in ranks],
-        })
+        details=ScaleDetails(
+            mode="train", model=spec.name, parameters=sizing.parameter_count(spec),
+            layers=spec.shape["layers"],
+            world_size=world, nodes=ctx.dist.nodes,
+            ranks_per_node=ctx.dist.local_world_size, parallel=the_plan.record(),
+            scaling=the_plan.scaling, global_batch=the_plan.global_batch,
+            batch_per_rank=the_plan.batch, loss_last=last,
+            parity=parity_details, memory_estimate=estimate.to_dict(),
+            memory=memory_details,
+            peak_memory_scope="the largest rank's",
+            model_flop_formula=f"{flop_per_token.formula} (torchtitan's count)",
+            throughput_scope="aggregate over ranks; each sample the slowest rank's",
+            rank_nodes=tuple(r.node for r in ranks),
+            rank_step_s=tuple(r.step_s for r in ranks),
+            rank_solo_s=tuple(r.solo_s for r in ranks),
+            rank_peak_memory=tuple(r.peak_memory for r in ranks),
+            rank_exposed_comm_share=tuple(r.exposed for r in ranks),
+        ).to_dict())
     return _with_figures(result, sequences * seq / world, ranks)
 
 
-def _with_figures(result: CaseResult, tokens_per_device: float, ranks: list[dict[str, Any]]
+def _with_figures(result: CaseResult, tokens_per_device: float, ranks: list[_Rank]
                   ) -> CaseResult:
     """token/s per device beside the total (taken over the same time), and rank 0's
     exposed communication share."""
     import dataclasses
 
     extra = []
-    if ranks[0]["exposed"] is not None:
-        extra.append(Figure("exposed_comm", 100.0 * ranks[0]["exposed"], "%",
-                            higher_is_better=False))
+    exposed = ranks[0].exposed
+    if exposed is not None:
+        extra.append(Figure("exposed_comm", 100.0 * exposed, "%", higher_is_better=False))
     rates = (*result.rates, Rate("tokens_per_device", tokens_per_device, "token/s",
                                  over="mean"))
     return dataclasses.replace(result, rates=rates, figures=(*result.figures, *extra))
@@ -261,10 +273,12 @@ def _exposed_share(ctx: CaseContext, model: forms.Parallel, steps: int) -> float
     return float(min(1.0, overlap["exposed_s"] / window))
 
 
-def _gather(torch: Any, mine: dict[str, Any]) -> list[dict[str, Any]]:
-    every: list[Any] = [None] * torch.distributed.get_world_size()
-    torch.distributed.all_gather_object(every, mine)
-    return every
+def _gather(torch: Any, mine: _Rank) -> list[_Rank]:
+    """Every rank's figures, by rank; they travel as plain values, not as the class."""
+    sent = astuple(mine)
+    every = [sent] * torch.distributed.get_world_size()  # each replaced by that rank's
+    torch.distributed.all_gather_object(every, sent)
+    return [_Rank(*values) for values in every]
 
 
 def _node() -> str:

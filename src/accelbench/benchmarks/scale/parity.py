@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Any
 
 from accelbench.benchmarks.models import zoo
 from accelbench.benchmarks.scale import forms
+from accelbench.benchmarks.scale.details import LossParity
 from accelbench.core.measurement import CaseFailed
 
 if TYPE_CHECKING:
@@ -68,7 +69,12 @@ def reference(torch: Any, spec: zoo.ModelSpec, the_plan: forms.Plan, dtype: str,
     return Reference(losses, statistics.median(solo), spec.shape["layers"])
 
 
-def check(parallel_losses: list[float], ref: Reference, dtype: str) -> dict[str, Any]:
+def check(parallel_losses: list[float], ref: Reference, dtype: str) -> dict[str, object]:
+    """The comparison, as the case's details store it; CaseFailed when a step is off."""
+    return compare(parallel_losses, ref, dtype).to_dict()
+
+
+def compare(parallel_losses: list[float], ref: Reference, dtype: str) -> LossParity:
     """The comparison, for the case's details; CaseFailed when a step is off."""
     tolerance = TOLERANCE[dtype]
     worst = 0.0
@@ -82,8 +88,8 @@ def check(parallel_losses: list[float], ref: Reference, dtype: str) -> dict[str,
             raise CaseFailed(
                 f"loss parity: step {step} loss {mine:.7g} vs single-device {theirs:.7g} "
                 f"(relative difference {difference:.2e} > {tolerance:g})")
-    return {"steps": len(ref.losses), "losses": list(parallel_losses),
-            "reference_losses": list(ref.losses), "worst_relative_difference": worst,
-            "tolerance": tolerance, "reference_layers": ref.layers,
-            "rule": "each checked step's loss over the global batch within the tolerance "
-                    "(relative) of a single-device step on the same data and seed"}
+    return LossParity(
+        steps=len(ref.losses), losses=tuple(parallel_losses), reference_losses=ref.losses,
+        worst_relative_difference=worst, tolerance=tolerance, reference_layers=ref.layers,
+        rule="each checked step's loss over the global batch within the tolerance "
+             "(relative) of a single-device step on the same data and seed")

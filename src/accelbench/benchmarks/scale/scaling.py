@@ -62,7 +62,7 @@ import statistics
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 from accelbench.analysis import evidence as ev
 from accelbench.analysis.generations import short_labels
@@ -70,13 +70,16 @@ from accelbench.analysis.significance import RatioEstimate
 from accelbench.analysis.values import CaseResults
 from accelbench.benchmarks.isolate.verdict import BY_NAME, MIN_SLOWNESS, Named, Verdict
 from accelbench.benchmarks.scale.declaration import BENCHMARKS
+from accelbench.benchmarks.scale.details import ScaleDetails
 from accelbench.core.case import Case
 from accelbench.core.measurement import Measurement
 from accelbench.core.stats import OUTLIER_Z, robust_center, robust_z
+from accelbench.core.stored import integer
 from accelbench.core.units import format_value
 from accelbench.errors import UserError
 from accelbench.store import StoredRun
 
+T = TypeVar("T")
 NAMES = tuple(b.name for b in BENCHMARKS)  # train-fsdp, train-tp, train-pp, train-2d
 NOT_CONFIGURATION = ("world_size", "backend", "threads")  # what a series varies over
 TOKENS = "tokens"  # the token/s figure of a model case (`models.results.model_result`)
@@ -128,7 +131,7 @@ class Point:
     world_size: int
     nodes: int
     ranks_per_node: tuple[int, ...]  # per node, in the order of their first rank
-    parallel: Mapping[str, Any]
+    parallel: Mapping[str, object]
     run: str
     case: Case
     value: float  # the throughput, in the series' unit
@@ -267,7 +270,7 @@ def _scaling(found: Sequence[tuple[str, str, Measurement]], wanted: set[str]) ->
             verdicts[(run_id, _world_size(m) or 0)] = verdict
         if m.case.benchmark not in wanted or not m.ok:
             continue
-        world = _world_size(m)
+        world = _world_size(m, ScaleDetails.from_details(m.details))
         if world is None:
             unplaced += 1
             continue
@@ -291,8 +294,12 @@ def configuration(case: Case) -> tuple[Any, ...]:
     return (case.benchmark, params, case.device.split(":")[0])
 
 
-def _world_size(m: Measurement) -> int | None:
-    for value in (m.case.param_dict.get("world_size"), m.details.get("world_size")):
+def _world_size(m: Measurement, details: ScaleDetails | None = None) -> int | None:
+    """The case's world size, else the one its details (`details`, a scale case's, else
+    those of `isolate`) stored."""
+    stored = (details.world_size if details is not None
+              else integer(m.details.get("world_size")))
+    for value in (m.case.param_dict.get("world_size"), stored):
         if isinstance(value, int) and not isinstance(value, bool) and value >= 1:
             return value
     return None
@@ -362,10 +369,10 @@ def _point(measured: _Measured, entry: CaseResults, base: CaseResults, base_n: i
            runs_at_size: int, verdict: Verdict | None = None) -> Point:
     m = measured.measurement
     n = measured.world_size
-    details = m.details if isinstance(m.details, Mapping) else {}
-    rank_nodes = _strings(details.get("rank_nodes"), n)
+    details = ScaleDetails.from_details(m.details)
+    rank_nodes = _of_ranks(details.rank_nodes, n)
     counts = tuple(Counter(rank_nodes).values()) if rank_nodes else ()
-    nodes = _positive_int(details.get("nodes")) or len(counts) or 1
+    nodes = _positive(details.nodes) or len(counts) or 1
     if not counts and n % nodes == 0:
         counts = (n // nodes,) * nodes
     notes: list[str] = []
@@ -377,7 +384,7 @@ def _point(measured: _Measured, entry: CaseResults, base: CaseResults, base_n: i
     else:
         speedup = speed_ratio(base, entry)
     efficiency = None if speedup is None else scaled(speedup, base_n / n)
-    drags, drag_notes = judge_ranks(details, n)
+    drags, drag_notes = _judge_ranks(details, n)
     isolated: tuple[str, ...] = ()
     if verdict is not None:
         isolated = tuple(_isolated(named) for named in verdict.named)
@@ -388,13 +395,12 @@ def _point(measured: _Measured, entry: CaseResults, base: CaseResults, base_n: i
                            f"({'conclusive' if verdict.conclusive else 'inconclusive'})",)
         elif not verdict.conclusive:
             drag_notes += ("isolate's naming in the same run was inconclusive",)
-    scaling_label = details.get("scaling")
-    parallel = details.get("parallel")
+    scaling_label = details.scaling
     per_device_figure = m.figure("tokens_per_device")
     per_device = per_device_figure.value if per_device_figure is not None else None
     return Point(
         world_size=n, nodes=nodes, ranks_per_node=counts,
-        parallel=dict(parallel) if isinstance(parallel, Mapping) else {},
+        parallel=details.parallel.to_dict() if details.parallel is not None else {},
         run=measured.run, case=m.case, value=entry.median, ci=entry.stated_ci(CONFIDENCE),
         speedup=speedup, efficiency=efficiency,
         scaling=scaling_label if scaling_label in ("weak", "strong") else "unknown",
@@ -439,12 +445,17 @@ def scaled(r: RatioEstimate, factor: float) -> RatioEstimate:
 # -- what drags ---------------------------------------------------------------------------
 
 
-def judge_ranks(details: Mapping[str, Any], world_size: int) -> tuple[tuple[Drag, ...],
-                                                                      tuple[str, ...]]:
+def judge_ranks(details: Mapping[str, object], world_size: int) -> tuple[tuple[Drag, ...],
+                                                                         tuple[str, ...]]:
     """The nodes and ranks a measurement's per-rank times name (the module's rule),
     and the notes on what could not be told apart."""
-    rank_nodes = _strings(details.get("rank_nodes"), world_size)
-    solo = _floats(details.get("rank_solo_s"), world_size)
+    return _judge_ranks(ScaleDetails.from_details(details), world_size)
+
+
+def _judge_ranks(details: ScaleDetails, world_size: int) -> tuple[tuple[Drag, ...],
+                                                                  tuple[str, ...]]:
+    rank_nodes = _of_ranks(details.rank_nodes, world_size)
+    solo = _of_ranks(details.rank_solo_s, world_size)
     if rank_nodes is None or solo is None:
         return (), (("no per-rank node and solo times: nothing to name",) if world_size > 1
                     else ())
@@ -505,21 +516,13 @@ def _is_number(value: object) -> bool:
             and math.isfinite(value))
 
 
-def _positive_int(value: object) -> int | None:
-    return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else None
+def _positive(value: int | None) -> int | None:
+    return value if value is not None and value > 0 else None
 
 
-def _strings(value: object, n: int) -> list[str] | None:
-    if isinstance(value, (list, tuple)) and len(value) == n and value:
-        return [str(v) for v in value]
-    return None
-
-
-def _floats(value: object, n: int) -> list[float] | None:
-    if (isinstance(value, (list, tuple)) and len(value) == n and value
-            and all(_is_number(v) for v in value)):
-        return [float(v) for v in value]
-    return None
+def _of_ranks(values: tuple[T, ...] | None, n: int) -> list[T] | None:
+    """A value per rank of `n` (at least one), else None."""
+    return list(values) if values and len(values) == n else None
 
 
 def _finite(value: float) -> float | None:

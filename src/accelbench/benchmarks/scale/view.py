@@ -15,6 +15,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from accelbench.analysis.significance import RatioEstimate
+from accelbench.benchmarks.scale.details import LossParity, ParallelForm, ScaleDetails
 from accelbench.benchmarks.scale.scaling import (
     BASELINE,
     CONFIDENCE,
@@ -54,7 +55,7 @@ def sections(measurements: Sequence[Measurement]) -> list[Section]:
     labels = short_labels([m.case for m in ran], dtype=True)
     rows = [_row(label, m) for label, m in zip(labels, ran, strict=True)]
     notes = []
-    if any("RSS" in str(m.details.get("peak_memory_source", "")) for m in ran):
+    if any("RSS" in _details(m).peak_memory_source for m in ran):
         notes.append("On the CPU the peak is the process's resident memory, the interpreter "
                      "and its libraries included; the estimate counts the training state "
                      "alone.")
@@ -68,32 +69,40 @@ def sections(measurements: Sequence[Measurement]) -> list[Section]:
     return [Section("scale", TITLE, tuple(tables), about=ABOUT, charts=charts)]
 
 
+def _details(m: Measurement) -> ScaleDetails:
+    return ScaleDetails.from_details(m.details)
+
+
 def _row(label: str, m: Measurement) -> tuple[str, ...]:
-    details = m.details
-    return (label, _form(details.get("parallel")), _ranks(details),
-            _figure(m, "tokens_per_device"), _figure(m, "mfu"), _memory(m),
-            _figure(m, "exposed_comm"), _parity(details.get("parity"), details.get("layers")))
+    details = _details(m)
+    return (label, _form(details.parallel), _ranks(details),
+            _figure(m, "tokens_per_device"), _figure(m, "mfu"), _memory(m, details),
+            _figure(m, "exposed_comm"), _parity(details.parity, details.layers))
 
 
-def _form(parallel: object) -> str:
-    if not isinstance(parallel, Mapping):
+def _form(parallel: ParallelForm | Mapping[str, object] | None) -> str:
+    if isinstance(parallel, Mapping):  # a point's, as the scaling series keeps it
+        parallel = ParallelForm.from_dict(parallel)
+    if parallel is None:
         return "-"
-    form = str(parallel.get("form", "-"))
-    sizes = " ".join(f"{k}={parallel[k]}" for k in ("dp", "tp", "pp")
-                     if isinstance(parallel.get(k), int) and parallel[k] > 1)
+    form = parallel.form if parallel.form is not None else "-"
+    sizes = " ".join(f"{k}={v}" for k, v in (("dp", parallel.dp), ("tp", parallel.tp),
+                                              ("pp", parallel.pp))
+                     if v is not None and v > 1)
     extra = ""
-    if parallel.get("schedule") and form == "pp":
-        extra = f" {parallel['schedule']} x{parallel.get('microbatches', '?')}"
-    if isinstance(parallel.get("accumulate"), int) and parallel["accumulate"] > 1:
-        extra += f" accumulate {parallel['accumulate']}"
+    if parallel.schedule and form == "pp":
+        extra = (f" {parallel.schedule} x"
+                 f"{parallel.microbatches if parallel.microbatches is not None else '?'}")
+    if parallel.accumulate is not None and parallel.accumulate > 1:
+        extra += f" accumulate {parallel.accumulate}"
     return " ".join(x for x in (form, sizes) if x) + extra
 
 
-def _ranks(details: Mapping[str, Any]) -> str:
-    world, nodes = details.get("world_size"), details.get("nodes")
-    if not isinstance(world, int):
+def _ranks(details: ScaleDetails) -> str:
+    world, nodes = details.world_size, details.nodes
+    if world is None:
         return "-"
-    return f"{world}" + (f" on {nodes} nodes" if isinstance(nodes, int) and nodes > 1 else "")
+    return f"{world}" + (f" on {nodes} nodes" if nodes is not None and nodes > 1 else "")
 
 
 def _figure(m: Measurement, name: str) -> str:
@@ -101,24 +110,24 @@ def _figure(m: Measurement, name: str) -> str:
     return format_value(figure.value, figure.unit) if figure is not None else "-"
 
 
-def _memory(m: Measurement) -> str:
+def _memory(m: Measurement, details: ScaleDetails) -> str:
     peak = m.figure("peak_memory")
-    estimate = m.details.get("memory_estimate")
-    total = estimate.get("total") if isinstance(estimate, Mapping) else None
+    total = details.estimated_total
     shown = format_bytes(peak.value) if peak is not None else "-"
-    return f"{shown} ({format_bytes(total)})" if isinstance(total, (int, float)) else shown
+    return f"{shown} ({format_bytes(total)})" if total is not None else shown
 
 
-def _parity(parity: object, layers: object) -> str:
-    if not isinstance(parity, Mapping):
+def _parity(parity: LossParity | None, layers: int | None) -> str:
+    if parity is None:
         return "-"
-    worst, tolerance = parity.get("worst_relative_difference"), parity.get("tolerance")
-    if not isinstance(worst, (int, float)) or not isinstance(tolerance, (int, float)):
+    worst, tolerance = parity.worst_relative_difference, parity.tolerance
+    if worst is None or tolerance is None:
         return "-"
-    fewer = parity.get("reference_layers")
-    shrunk = isinstance(fewer, int) and isinstance(layers, int) and fewer != layers
+    fewer = parity.reference_layers
+    shrunk = fewer is not None and layers is not None and fewer != layers
     note = f", on {fewer} of {layers} blocks" if shrunk else ""
-    return f"{worst:.1e} <= {tolerance:g} ({parity.get('steps', '?')} steps{note})"
+    steps = parity.steps if parity.steps is not None else "?"
+    return f"{worst:.1e} <= {tolerance:g} ({steps} steps{note})"
 
 
 # -- the scaling series ------------------------------------------------------------------
