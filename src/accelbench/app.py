@@ -31,7 +31,6 @@ if TYPE_CHECKING:
     from accelbench.runner.plan import ValidRequest
     from accelbench.runner.recorder import Listener, Outcome
     from accelbench.runner.resume import Resume
-    from accelbench.runner.supervisor import WorkerFactory
     from accelbench.store import Store, StoredRun
     from accelbench.store.location import StoreLocation
 
@@ -82,8 +81,8 @@ def prepare(request: RunRequest, registry: Registry | None = None) -> ValidReque
 
 def run(request: RunRequest, location: StoreLocation, listener: Listener | None = None, *,
         argv: Sequence[str] = (), registry: Registry | None = None,
-        resume: Resume | None = None, worker_factory: WorkerFactory | None = None,
-        valid: ValidRequest | None = None) -> Finished | None:
+        resume: Resume | None = None, valid: ValidRequest | None = None
+        ) -> Finished | None:
     """Measure what `request` asks on this node, storing every case in the store at
     `location` as it finishes (with the request), then write the run's report. `argv` is
     the command line stored beside it, for people; `resume` goes on with a stored run.
@@ -101,9 +100,8 @@ def run(request: RunRequest, location: StoreLocation, listener: Listener | None 
             raise UserError("--resume is not supported under torchrun: start a new run there")
         return _run_as_rank(valid, location, listener, argv)
     with Store.open(location, create=True) as store:
-        extra = {} if worker_factory is None else {"worker_factory": worker_factory}
         outcome = run_session(valid, store, argv=argv, listener=listener,
-                              case_timeout=request.case_timeout, resume=resume, **extra)
+                              case_timeout=request.case_timeout, resume=resume)
         _closed(listener)
         return Finished(outcome, store.name, _write_report(request, store, outcome))
 

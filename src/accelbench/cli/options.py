@@ -222,27 +222,6 @@ def open_store(args: argparse.Namespace, create: bool) -> Store:
     return Store.open(store_location(args), create=create)
 
 
-class StoreOnFirstUse:
-    """Opens the store only when first asked (under torchrun, only rank 0 asks), and
-    closes it on exit."""
-
-    def __init__(self, args: argparse.Namespace) -> None:
-        self._args = args
-        self.store: Store | None = None
-
-    def __call__(self) -> Store:
-        if self.store is None:
-            self.store = open_store(self._args, create=True)
-        return self.store
-
-    def __enter__(self) -> StoreOnFirstUse:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        if self.store is not None:
-            self.store.close()
-
-
 def print_json(data: Any) -> None:
     json.dump(data, sys.stdout, indent=2, default=str)
     sys.stdout.write("\n")

@@ -139,20 +139,29 @@ def given_or_read(args: argparse.Namespace,
     it is printed); else the one `build` makes of the options."""
     if getattr(args, "request", None) is None:
         return build(args)
-    parser = argparse.ArgumentParser(add_help=False)
-    add_arguments(parser)
-    given = options_given(args, parser._actions, BESIDE_REQUEST)
-    if given:
-        raise UserError(f"--request runs the request in the file: leave out "
-                        f"{', '.join(given)}")
+    refuse_beside(args, add_arguments, BESIDE_REQUEST,
+                  "--request runs the request in the file")
     return read_request(args.request)
 
 
-def options_given(args: argparse.Namespace, parser_of: Sequence[argparse.Action],
+def refuse_beside(args: argparse.Namespace,
+                  add_arguments: Callable[[argparse.ArgumentParser], None],
+                  allowed: frozenset[str], why: str) -> None:
+    """Refuse, in one line that begins with `why`, the options of a command (those
+    `add_arguments` adds) given a value other than their default, but for the `allowed`
+    destinations: beside --request or --resume, they would make another request."""
+    parser = argparse.ArgumentParser(add_help=False)
+    add_arguments(parser)
+    given = options_given(args, parser._actions, allowed)
+    if given:
+        raise UserError(f"{why}: leave out {', '.join(given)}")
+
+
+def options_given(args: argparse.Namespace, actions: Sequence[argparse.Action],
                   allowed: frozenset[str]) -> list[str]:
-    """The options among `parser_of` given a value other than their default, but for the
-    `allowed` destinations, as written (the ones --resume and --request refuse)."""
-    return [action.option_strings[-1] for action in parser_of
+    """The options among `actions` given a value other than their default, but for the
+    `allowed` destinations, as written."""
+    return [action.option_strings[-1] for action in actions
             if action.option_strings and action.dest not in allowed
             and getattr(args, action.dest, action.default) != action.default]
 

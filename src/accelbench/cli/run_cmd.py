@@ -18,7 +18,7 @@ from accelbench.cli.request_options import (
     add_request_file,
     add_request_options,
     given_or_read,
-    options_given,
+    refuse_beside,
     request_of,
 )
 from accelbench.errors import (
@@ -27,7 +27,6 @@ from accelbench.errors import (
     EXIT_OK,
     EXIT_TERMINATED,
     Terminated,
-    UserError,
 )
 
 if TYPE_CHECKING:
@@ -70,7 +69,8 @@ def worst_exit_code(codes: Sequence[int]) -> int:
 
 def run(args: argparse.Namespace) -> int:
     if args.resume is not None:
-        _refuse_beside_resume(args)
+        refuse_beside(args, add_arguments, _BESIDE_RESUME,
+                      "--resume goes on with the run's own request")
         return _resume(args)
     return run_and_print(given_or_read(args, request_of, add_arguments), args)
 
@@ -152,12 +152,3 @@ def print_finished(finished: Finished, as_json: bool) -> int:
             " (interrupted)" if outcome.interrupted else "")
         print_run(finished, "Run", summary)
     return finished.exit_code
-
-
-def _refuse_beside_resume(args: argparse.Namespace) -> None:
-    parser = argparse.ArgumentParser(add_help=False)
-    add_arguments(parser)
-    given = options_given(args, parser._actions, _BESIDE_RESUME)
-    if given:
-        raise UserError(f"--resume goes on with the run's own request: leave out "
-                        f"{', '.join(given)}")
