@@ -121,7 +121,7 @@ def test_the_python_api_refuses_bad_input_before_anything_runs(tmp_path: Path) -
     store = tmp_path / "api.sqlite"
     with pytest.raises(UserError, match="unexpected keyword argument 'bench'"):
         accelbench.run(bench=("launch",), store=store)
-    with pytest.raises(RequestError, match="request.benches: expected a list"):
+    with pytest.raises(RequestError, match=r"request\.benches: expected a list"):
         accelbench.run(benches="launch", store=store)
     with pytest.raises(UserError, match="unknown benchmark 'nope'"):
         accelbench.run(benches=("nope",), store=store)

@@ -85,3 +85,19 @@ def test_run_finds_its_suite(with_checksum, tmp_path, capsys) -> None:
                  "--no-report", "--store", store, "--json"]) == EXIT_OK
     (measured,) = json.loads(capsys.readouterr().out)["measurements"]
     assert measured["case"]["check"] is True and measured["status"] == "ok"
+
+
+def test_its_slurm_job_hands_every_node_its_command_s_request(with_checksum,
+                                                               capsys) -> None:
+    from accelbench.slurm.script import END_OF_REQUEST
+
+    assert main(["slurm", "checksum", "--nodes", "2", "--partition", "p", "--print",
+                 "--", "--algorithm", "md5", "--device", "cpu"]) == EXIT_OK
+    script = capsys.readouterr().out
+    # The JSON between the here-document's first line and its end line.
+    lines = script.splitlines()
+    start = next(i for i, line in enumerate(lines) if line.endswith(f"<<'{END_OF_REQUEST}'"))
+    request = RunRequest.from_json("\n".join(lines[start + 1:lines.index(END_OF_REQUEST)]))
+    assert (request.command, request.benches, request.values) == (
+        "checksum", ("checksum",), {"algorithm": ("md5",)})
+    assert "-m accelbench checksum" in script

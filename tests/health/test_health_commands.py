@@ -286,4 +286,12 @@ def test_qualify_runs_the_level_on_each_node(capsys) -> None:
     assert main(["slurm", "qualify", "--nodes", "n[1-2]", "--partition", "p", "--level", "2",
                  "--print"]) == 0
     script = capsys.readouterr().out
-    assert "-m accelbench validate --level 2" in script
+    assert '-m accelbench validate --request "$requests/validate.json"' in script
+    from accelbench.benchmarks import REGISTRY
+    from accelbench.cli.main import build_parser
+    from accelbench.cli.validate_request import validate_request
+
+    # The job is handed the request `validate --level 2` makes.
+    level_2 = validate_request(build_parser().parse_args(["validate", "--level", "2"]),
+                               REGISTRY)
+    assert level_2.to_json() in script

@@ -56,12 +56,12 @@ def commands() -> tuple[Command, ...]:
 
 
 def _needed(argv: list[str] | None) -> tuple[Command, ...]:
-    """The commands the parser of `argv` needs: one of accelbench's own needs only those,
-    so that it does not import every family's declarations to start."""
+    """The commands the parser of `argv` needs: one of accelbench's own needs only itself
+    (a command's options may list what the families declare, which imports them all);
+    anything else, every command."""
     words = sys.argv[1:] if argv is None else argv
-    if words and words[0] in {c.NAME for c in COMMANDS}:
-        return COMMANDS
-    return commands()
+    named = [c for c in COMMANDS if words and words[0] == c.NAME]
+    return tuple(named) or commands()
 
 
 class Parser(argparse.ArgumentParser):

@@ -67,7 +67,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                          "per line, for `scontrol update ... State=DRAIN`")
     _add_common(qualify)
 
+    taken = {"qualify", "scaling", "status"}
     for job in REGISTRY.slurm_jobs():
+        if job.name in taken:  # argparse before 3.11 would let one replace the other
+            raise ValueError(f"the Slurm job {job.name!r} of a family takes the name of "
+                             "another action")
+        taken.add(job.name)
         across = _add_across_nodes(actions, job.name, job.help, " ".join(
             ["accelbench", job.command, *job.options]))
         across.set_defaults(slurm_job=job)

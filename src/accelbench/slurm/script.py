@@ -98,9 +98,17 @@ def _store_args(store: str | None) -> list[str]:
     return ["--store", store] if store else []
 
 
-def _request_document(request: RunRequest) -> list[str]:
+# Linux takes one environment variable of at most 128 KiB (MAX_ARG_STRLEN); a request is
+# a few KiB.
+_MAX_VARIABLE_BYTES = 128 * 1024 - 1024
+
+
+def _request_document(request: RunRequest, max_bytes: int | None = None) -> list[str]:
     """The lines of a here-document holding the request's JSON, up to its end line."""
     text = request.to_json()
+    if max_bytes is not None and len(text.encode()) > max_bytes:
+        raise UserError(f"the request is {len(text.encode())} bytes, more than a job's "
+                        f"environment hands on ({max_bytes})")
     if END_OF_REQUEST in text.splitlines():
         raise ValueError("a request's JSON holds the line that ends its here-document")
     return [*text.splitlines(), END_OF_REQUEST]
@@ -189,7 +197,7 @@ def across_nodes_script(directives: Directives, launch: Launch, *, what: str, co
         "# runs on the first node only: srun hands the request on to each node's task in",
         "# its environment.",
         f"{REQUEST_VARIABLE}=$(cat <<'{END_OF_REQUEST}'",
-        *_request_document(request),
+        *_request_document(request, _MAX_VARIABLE_BYTES),
         ")",
         f"export {REQUEST_VARIABLE}",
         "",

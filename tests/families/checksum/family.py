@@ -1,8 +1,7 @@
 """The declaration of the `checksum` family: all it is, in one place."""
 
-from checksum.bench import BENCHMARK
-
 from accelbench.core.family import Family, SlurmJob
+from checksum.bench import BENCHMARK
 
 FAMILY = Family(
     __package__, (BENCHMARK,),
