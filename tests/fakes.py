@@ -240,7 +240,7 @@ def check_measurement(
         figures.append(Figure("tolerance", tolerance, "", False))
         if error is not None and tolerance > 0:
             figures.append(Figure("margin", 100 * (1 - error / tolerance), "%"))
-    case = Case.make(bench, "v1", "validation", params, device)
+    case = Case.make(bench, "v1", "validation", params, device, check=True)
     verdict = {"ok": "pass", "failed": "fail"}.get(status)
     return Measurement(case, status, reason, measured=tuple(figures), time_name="",
                        warnings=tuple(warnings),
