@@ -65,7 +65,7 @@ def test_every_pair_of_an_hgx_h100_node_reads_nv18() -> None:
     # the PCI words stay where no direct link exists, and are kept for GPU pairs too
     assert wiring.matrix[0][8] == "PHB" and wiring.matrix[7][8] == "SYS"
     assert wiring.pci[0][1] == "NODE" and wiring.pci[0][7] == "SYS"
-    stored = wiring.to_dict()
+    stored: dict[str, Any] = wiring.to_dict()
     assert stored["matrix"][0][1] == "NV18" and stored["pci_matrix"][0][1] == "NODE"
     assert stored["direct"]["read"] is True and stored["direct"]["missing"] is None
     assert "NV#" in stored["legend"] and "XGMI" in stored["legend"]
@@ -129,7 +129,8 @@ def test_an_mi300x_pair_without_its_xgmi_link_keeps_its_pci_word() -> None:
     words = gpu_words(broken)
     assert words[(2, 7)] == words[(7, 2)] == "SYS"  # two XGMI hops: no direct link
     assert {w for pair, w in words.items() if pair not in ((2, 7), (7, 2))} == {"XGMI"}
-    [pair] = [p for p in broken.to_dict()["direct"]["pairs"] if p["hops"] != 1]
+    stored: dict[str, Any] = broken.to_dict()
+    [pair] = [p for p in stored["direct"]["pairs"] if p["hops"] != 1]
     assert (pair["a"], pair["b"], pair["kind"], pair["hops"]) == (
         "0000:46:00.0", "0000:e5:00.0", "xgmi", 2)
     assert broken.signature() != healthy.signature()
@@ -143,7 +144,7 @@ def test_without_a_gpu_library_the_matrix_is_the_pci_one_and_says_why() -> None:
     assert "amdsmi" in str(direct.missing) and "pynvml" in str(direct.missing)
     wiring = topology.topology(_devices(node, "nvidia"), direct)
     assert wiring.matrix == wiring.pci and "NV" not in wiring.signature()
-    stored = wiring.to_dict()
+    stored: dict[str, Any] = wiring.to_dict()
     assert stored["direct"]["read"] is False and stored["direct"]["missing"] == direct.missing
     assert stored["signature"] == stored["pci_signature"]
 

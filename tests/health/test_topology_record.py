@@ -90,7 +90,7 @@ def _read_before(wiring: Any) -> tuple[str, str, bool] | None:
     return found, pci if isinstance(pci, str) and pci else found, read
 
 
-DAMAGED = [
+DAMAGED: list[Any] = [
     None, [], "GPU0: X", {}, {"missing": "OSError: no /sys"}, {"signature": ""},
     {"signature": 5}, {"signature": ["GPU0: X"]}, {"signature": "GPU0: X"},
     {"signature": "GPU0: X", "pci_signature": ""},

@@ -93,7 +93,8 @@ def test_a_record_of_a_few_keys_reads_the_rest_as_absent() -> None:
     assert found.rank_nodes is None and found.memory == {} and found.peak_memory_source == ""
     assert ScaleDetails.from_details({}) == ScaleDetails()
     # A hand-made form keeps only the keys it has.
-    assert ParallelForm.from_dict({"form": "tp", "tp": 4}).to_dict() == {"form": "tp", "tp": 4}
+    form = ParallelForm.from_dict({"form": "tp", "tp": 4})
+    assert form is not None and form.to_dict() == {"form": "tp", "tp": 4}
 
 
 def test_values_of_another_kind_read_as_absent() -> None:
