@@ -50,6 +50,7 @@ def test_list_shows_the_family_and_its_suite(with_checksum, capsys) -> None:
     assert "checksum" in [s["name"] for s in listed["suites"]]
 
 
+@pytest.mark.slow
 def test_its_command_runs_its_request_and_stores_its_checks(with_checksum, tmp_path,
                                                             capsys) -> None:
     store = str(tmp_path / "results.sqlite")
@@ -66,6 +67,7 @@ def test_its_command_runs_its_request_and_stores_its_checks(with_checksum, tmp_p
     assert request.command == "checksum" and request.suite == "checksum"
 
 
+@pytest.mark.slow
 def test_validate_runs_it_as_a_check_and_its_levels_include_it(with_checksum, tmp_path,
                                                                capsys) -> None:
     store = str(tmp_path / "results.sqlite")
@@ -79,6 +81,7 @@ def test_validate_runs_it_as_a_check_and_its_levels_include_it(with_checksum, tm
         assert "checksum" in validate_request(args, with_checksum).benches
 
 
+@pytest.mark.slow
 def test_run_finds_its_suite(with_checksum, tmp_path, capsys) -> None:
     store = str(tmp_path / "results.sqlite")
     assert main(["run", "--suite", "checksum", "-p", "algorithm=md5", "--device", "cpu",
