@@ -190,7 +190,7 @@ def test_a_run_stored_before_runs_kept_their_requests_resumes(monkeypatch, capsy
     its first case was stored. Opened now, the run gets its request from its stored
     command line, once; `show --request` prints it, and `run --resume` goes on with it."""
     store_path.parent.mkdir(parents=True, exist_ok=True)
-    shutil.copyfile(CORPUS / "resume-v5.sqlite", store_path)  # never the corpus itself
+    shutil.copyfile(CORPUS / "results-schema5.db", store_path)  # never the corpus itself
     _on_this_stack(store_path)
     monkeypatch.setattr("os.sched_getaffinity", lambda pid: {0, 1}, raising=False)
 
