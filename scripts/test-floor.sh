@@ -37,4 +37,9 @@ fi
 
 .venv-floor/bin/python -m compileall -q src >/dev/null  # as scripts/test.sh does
 .venv-floor/bin/python -c 'import torch; print("accelbench tests on PyTorch", torch.__version__)'
+# `accelbench ab` between two installed releases: the floor's (these tests' own) and the
+# pinned one, where scripts/test.sh has set it up.
+if [ -x .venv/bin/python ]; then
+  export ACCELBENCH_TEST_OTHER_STACK="$PWD/.venv/bin/python"
+fi
 .venv-floor/bin/python -m pytest -p no:cacheprovider "${parallel[@]}" -m torch_api "$@"

@@ -26,16 +26,18 @@ from accelbench.core.request import RUN, RequestError, RunRequest
 from accelbench.errors import UserError
 
 if TYPE_CHECKING:
+    from accelbench.analysis.ab import AbResult
     from accelbench.core.registry import Registry
     from accelbench.profile.session import ProfileOutcome
+    from accelbench.runner.ab import AbListener, AbOutcome
     from accelbench.runner.plan import ValidRequest
     from accelbench.runner.recorder import Listener, Outcome
     from accelbench.runner.resume import Resume
     from accelbench.store import Store, StoredRun
     from accelbench.store.location import StoreLocation
 
-__all__ = ["Finished", "Profiled", "StoreOnFirstUse", "prepare", "profile", "profile_ranks",
-           "repeats", "resume", "run", "runs", "stored_request"]
+__all__ = ["AbFinished", "Finished", "Profiled", "StoreOnFirstUse", "ab", "prepare", "profile",
+           "profile_ranks", "repeats", "resume", "run", "runs", "stored_request"]
 
 
 @dataclass(frozen=True)
@@ -60,6 +62,33 @@ class Profiled:
     store: str
 
 
+@dataclass(frozen=True)
+class AbFinished:
+    """An A/B that was stored: what each side measured, the verdicts read back from the
+    two stored runs, the store's name and the report written (None with `no_report`)."""
+
+    outcome: AbOutcome
+    result: AbResult
+    store: str
+    report: Path | None
+
+    def exit_code(self, gate: float | None = None) -> int:
+        """130/143 when interrupted; with a gate (a fraction), 1 when a case regressed by
+        it, 9 when one may have and the evidence cannot tell, else 0; with none, 1 when a
+        case failed on a side, else 0."""
+        from accelbench.analysis.ab import gate as judge_gate
+        from accelbench.errors import EXIT_CASE_FAILED, EXIT_INCONCLUSIVE
+
+        for outcome in (self.outcome.a, self.outcome.b):
+            if outcome.interrupted:
+                return outcome.exit_code
+        if gate is not None:
+            regressed, undecided = judge_gate(self.result.cases, gate)
+            return EXIT_CASE_FAILED if regressed else EXIT_INCONCLUSIVE if undecided else 0
+        failed = self.outcome.a.failed or self.outcome.b.failed
+        return EXIT_CASE_FAILED if failed else 0
+
+
 def default_registry() -> Registry:
     from accelbench.benchmarks import REGISTRY
 
@@ -72,6 +101,8 @@ def prepare(request: RunRequest, registry: Registry | None = None) -> ValidReque
     from accelbench.runner.plan import validate
 
     registry = registry or default_registry()
+    if request.ab is not None:
+        _check_ab(request)
     if request.profile is not None:
         from accelbench.profile.session import check_request
 
@@ -106,6 +137,61 @@ def run(request: RunRequest, location: StoreLocation, listener: Listener | None 
         return Finished(outcome, store.name, _write_report(request, store, outcome))
 
 
+def ab(request: RunRequest, location: StoreLocation, listener: AbListener | None = None,
+       *, argv: Sequence[str] = (), registry: Registry | None = None,
+       worker_factory: Callable[[str], object] | None = None,
+       clock: Callable[[], float] | None = None) -> AbFinished:
+    """Measure the request's cases under its two stacks (`request.ab`) in pairs of
+    processes until each is decided or the budget is spent (runner.ab), storing each side
+    as a run of its own; the verdicts are read back from the two stored runs, and the
+    report shows both runs with the A/B's table. `worker_factory(side)` and `clock` (of
+    the budget) are for tests."""
+    import time
+
+    from accelbench.analysis.ab import pairs_in
+    from accelbench.runner.ab import run_ab
+    from accelbench.runner.distributed import launched_by_torchrun
+    from accelbench.store import Store
+
+    if request.ab is None:
+        raise UserError("not an A/B request: it has no `ab` settings (run it with "
+                        "`accelbench run --request FILE`)")
+    if launched_by_torchrun():
+        raise UserError("accelbench ab starts each side's processes itself: run it outside "
+                        "torchrun")
+    valid = prepare(request, registry)
+    _check_report(request)
+    with Store.open(location, create=True) as store:
+        outcome = run_ab(valid, store, listener, argv, worker_factory,
+                         clock or time.monotonic)
+        runs = [store.load_run(outcome.a.run_id), store.load_run(outcome.b.run_id)]
+        (result,) = pairs_in(runs)
+        report = None
+        if not request.no_report:
+            from accelbench.report.files import default_report_path, write_ab_report
+
+            path = (Path(request.report) if request.report
+                    else default_report_path(store.location.files_dir, f"ab-{outcome.id}"))
+            report = write_ab_report(result, path)
+        return AbFinished(outcome, result, store.name, report)
+
+
+def _check_ab(request: RunRequest) -> None:
+    """An A/B request's stacks exist (a request file may name any), and what it asks of
+    a run fits an A/B."""
+    from accelbench.runner.stack import python_of
+
+    assert request.ab is not None
+    for side in ("a", "b"):
+        stack = getattr(request.ab, side)
+        if stack.python is not None:
+            python_of(stack.python, f"--{side}")
+    if request.repeat not in (None, 1):
+        raise UserError("an A/B runs its own rounds: leave out --repeat")
+    if request.profile is not None:
+        raise UserError("a request is an A/B or a profile, not both")
+
+
 def repeats(request: RunRequest, registry: Registry | None = None) -> int:
     """How many runs `request` makes (`runs`): its `repeat`, else its suite's."""
     _not_a_profile(request)
@@ -115,6 +201,8 @@ def repeats(request: RunRequest, registry: Registry | None = None) -> int:
 def _not_a_profile(request: RunRequest) -> None:
     if request.profile is not None:
         raise UserError("a profile request: run it with `accelbench profile --request FILE`")
+    if request.ab is not None:
+        raise UserError("an A/B request: run it with `accelbench ab --request FILE`")
 
 
 def runs(request: RunRequest, location: StoreLocation, listener: Listener | None = None, *,

@@ -9,9 +9,11 @@ import pytest
 
 from accelbench.core.request import (
     REQUEST_FORMAT,
+    AbRequest,
     ProfileRequest,
     RequestError,
     RunRequest,
+    Stack,
 )
 from accelbench.core.request_argv import request_from_argv
 from accelbench.errors import EXIT_USAGE
@@ -34,6 +36,41 @@ def test_the_json_form_reads_back_as_the_same_request() -> None:
     assert RunRequest.from_json(RunRequest().to_json()) == RunRequest()
 
 
+AB = RunRequest(command="ab", benches=("gemm",), ab=AbRequest(
+    a=Stack(python="/opt/envs/torch-2.13/bin/python"),
+    b=Stack(env=(("PYTORCH_TUNABLEOP_ENABLED", "1"), ("EMPTY", ""))),
+    min_effect=0.02, alpha=0.01, max_rounds=30, budget=600.0, fail_on_regression=0.05,
+    id="0123456789ab", side="b"))
+
+
+def test_an_ab_request_reads_back_and_a_format_1_one_reads_as_none() -> None:
+    assert RunRequest.from_json(AB.to_json()) == AB
+    assert AB.to_dict()["ab"]["b"]["env"] == [["PYTORCH_TUNABLEOP_ENABLED", "1"], ["EMPTY", ""]]
+    assert RunRequest.from_dict({"format": 1}).ab is None
+
+
+@pytest.mark.parametrize(("ab", "message"), [
+    ({"c": {}}, "request.ab: unknown key 'c'"),
+    ({"a": {"python": ""}}, "request.ab.a.python: expected a non-empty text"),
+    ({"a": {"cwd": "/"}}, "request.ab.a: unknown key 'cwd'"),
+    ({"b": {"env": [["1BAD", "x"]]}}, "request.ab.b.env[0][0]: not a variable name"),
+    ({"b": {"env": [["A", "x", "y"]]}}, "request.ab.b.env[0]: expected [NAME, VALUE]"),
+    ({"b": {"env": [["A", 1]]}}, "request.ab.b.env[0][1]: expected a text"),
+    ({"b": {"env": [["A", "x\u0000"]]}}, "request.ab.b.env[0][1]"),
+    ({"min_effect": 1.0}, "request.ab.min_effect: expected a number from 0 and below 1"),
+    ({"alpha": 0}, "request.ab.alpha: expected a number above 0"),
+    ({"alpha": float("nan")}, "request.ab.alpha"),
+    ({"max_rounds": 1}, "request.ab.max_rounds: expected a whole number of at least 2"),
+    ({"max_rounds": 10**9}, "request.ab.max_rounds: at most"),
+    ({"budget": -1}, "request.ab.budget: expected a positive"),
+    ({"side": "c"}, "request.ab.side: expected 'a' or 'b'"),
+])
+def test_a_bad_ab_form_is_one_line_naming_its_value(ab, message) -> None:
+    with pytest.raises(RequestError) as refused:
+        RunRequest.from_dict(json.loads(json.dumps({"format": 2, "ab": ab})))
+    assert message in str(refused.value) and "\n" not in str(refused.value)
+
+
 def test_a_form_may_leave_out_what_keeps_its_default() -> None:
     assert RunRequest.from_dict({"format": 1, "benches": ["gemm"]}) == RunRequest(
         benches=("gemm",))
@@ -42,7 +79,7 @@ def test_a_form_may_leave_out_what_keeps_its_default() -> None:
 @pytest.mark.parametrize(("data", "message"), [
     ([], "request: expected an object, got list"),
     ({}, "request.format: expected a format number"),
-    ({"format": 2}, "written by a newer accelbench (request format 2"),
+    ({"format": 3}, "written by a newer accelbench (request format 3"),
     ({"format": 1, "bench": ["gemm"]}, "unknown key 'bench'"),
     ({"format": 1, "suite": 3}, "request.suite: expected a non-empty text, got 3"),
     ({"format": 1, "suite": " "}, "request.suite: expected a non-empty text"),

@@ -8,6 +8,7 @@ import sys
 from typing import Any, NoReturn
 
 from accelbench.cli import (
+    ab_cmd,
     baseline_cmd,
     compare_cmd,
     diagnose_cmd,
@@ -44,7 +45,7 @@ DEBUG_ENV = "ACCELBENCH_DEBUG"  # set: an unexpected error shows its traceback
 # own commands follow (core.family.Family.commands).
 COMMANDS: tuple[Command, ...] = (
     run_cmd, validate_cmd, list_cmd, env_cmd, runs_cmd, show_cmd, report_cmd, publish_cmd,
-    export_cmd, profile_cmd, compare_cmd, generations_cmd, history_cmd, diagnose_cmd,
+    export_cmd, profile_cmd, compare_cmd, ab_cmd, generations_cmd, history_cmd, diagnose_cmd,
     baseline_cmd, merge_cmd, slurm_cmd)
 
 

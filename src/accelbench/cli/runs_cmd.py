@@ -3,8 +3,12 @@
 from __future__ import annotations
 
 import argparse
+from typing import TYPE_CHECKING
 
 from accelbench.cli.options import add_json, add_store, open_store, positive_int, print_json
+
+if TYPE_CHECKING:
+    from accelbench.store.records import RunRecord
 
 NAME = "runs"
 HELP = "list stored runs, newest first"
@@ -35,8 +39,22 @@ def run(args: argparse.Namespace) -> int:
     from accelbench.report.terminal import console
 
     rows = [tuple(str(cell) for cell in (
-        r.id, format_timestamp(r.started_at), r.suite or "-", r.device, r.generation_key,
-        r.n_ok, r.n_failed, r.n_skipped, r.status)) for r in records]
-    render_rich([Table("Runs", ("Run", "Started (UTC)", "Suite", "Device", "Stack", "ok",
-                                "failed", "skipped", "Status"), rows)], console())
+        r.id, format_timestamp(r.started_at), _made_by(r), r.suite or "-", r.device,
+        r.generation_key, r.n_ok, r.n_failed, r.n_skipped, r.status)) for r in records]
+    render_rich([Table("Runs", ("Run", "Started (UTC)", "Command", "Suite", "Device",
+                                "Stack", "ok", "failed", "skipped", "Status"), rows)],
+                console())
     return 0
+
+
+def _made_by(record: RunRecord) -> str:
+    """The command that made a run, and for a side of an A/B which side of which."""
+    from accelbench.analysis.ab import ab_of
+
+    ab = ab_of(record)
+    if ab is not None:
+        return f"ab: {(ab.side or '?').upper()} of {ab.id}"
+    command = (record.request or {}).get("command")
+    if not isinstance(command, str):
+        command = record.argv[0] if record.argv and isinstance(record.argv[0], str) else "-"
+    return command

@@ -12,6 +12,8 @@ shown, diffed, stored and replayed.
 Its JSON form carries `format`. History:
   1: the first stored form. Runs stored before requests were (format-less, with only
      their command line) get theirs from it once, by `core.request_argv`.
+  2: adds `ab`, for the two runs of an `accelbench ab` (`AbRequest`); a format-1 request
+     reads as one with none.
 """
 
 from __future__ import annotations
@@ -19,14 +21,16 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
 from typing import Any, TypeAlias
 
 from accelbench.errors import UserError
 
-REQUEST_FORMAT = 1
+REQUEST_FORMAT = 2
 RUN = "run"
+AB = "ab"
 
 # A parameter's value as a request carries it: text to be parsed by the parameter (from
 # a command line or a file), or a typed value a command set itself.
@@ -50,6 +54,40 @@ class ProfileRequest:
     active: int = 5
     memory: bool = False
     output: str | None = None
+
+
+@dataclass(frozen=True)
+class Stack:
+    """One side of an A/B: the Python interpreter its processes run (None: this one) and
+    the environment variables set for them, over this process's own."""
+
+    python: str | None = None
+    env: tuple[tuple[str, str], ...] = ()
+
+    def describe(self) -> str:
+        """The stack as shown: its interpreter and variables, a secret's value as ***."""
+        words = [self.python or "this Python"]
+        words += [f"{name}={'***' if SECRET_NAME.search(name) else value}"
+                  for name, value in self.env]
+        return " ".join(words)
+
+
+@dataclass(frozen=True)
+class AbRequest:
+    """`accelbench ab`: the request's cases measured under two stacks on this machine, in
+    pairs of processes, round after round until each case is decided or the budget is
+    spent (core.sequential). Stored with each side's run, with the pair's `id` and
+    which `side` the run is ("a" or "b")."""
+
+    a: Stack = field(default_factory=Stack)
+    b: Stack = field(default_factory=Stack)
+    min_effect: float = 0.05  # the smallest change called faster or slower (a fraction)
+    alpha: float = 0.05  # the chance of any false call over the A/B's cases
+    max_rounds: int = 20  # pairs of processes per case at most
+    budget: float | None = None  # seconds for all rounds; None: no limit but max_rounds
+    fail_on_regression: float | None = None  # the gate (a fraction); None: no gate
+    id: str | None = None  # set when stored: the A/B both runs belong to
+    side: str | None = None  # set when stored: "a" or "b"
 
 
 @dataclass(frozen=True)
@@ -86,6 +124,7 @@ class RunRequest:
     report: str | None = None  # the report file; None: reports/RUN.html beside the store
     no_report: bool = False
     profile: ProfileRequest | None = None  # `accelbench profile`: under the profiler
+    ab: AbRequest | None = None  # `accelbench ab`: two stacks, paired
 
     def replace(self, **changes: Any) -> RunRequest:
         return dataclasses.replace(self, **changes)
@@ -99,8 +138,8 @@ class RunRequest:
                 value = list(value)
             elif isinstance(value, Mapping):
                 value = {k: list(v) if isinstance(v, tuple) else v for k, v in value.items()}
-            elif isinstance(value, ProfileRequest):
-                value = dataclasses.asdict(value)
+            elif isinstance(value, ProfileRequest | AbRequest):
+                value = _plain(dataclasses.asdict(value))
             out[f.name] = value
         return out
 
@@ -124,6 +163,15 @@ class RunRequest:
         return cls.from_dict(data, where)
 
 
+def _plain(value: Any) -> Any:
+    """dataclasses.asdict's output in JSON's kinds: tuples as lists."""
+    if isinstance(value, dict):
+        return {k: _plain(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_plain(v) for v in value]
+    return value
+
+
 # -- reading an untrusted JSON form ------------------------------------------------------
 
 _TEXT_FIELDS = ("command", "suite", "device")
@@ -132,6 +180,9 @@ _OPTIONAL_INT = ("nproc_per_node", "threads", "repeat")
 _OPTIONAL_SECONDS = ("wait_quiet", "case_timeout")
 _OPTIONAL_TEXT = ("backend", "report")
 _SWITCHES = ("oversubscribe", "no_report")
+# A variable's name that says its value is a secret: never stored or shown.
+SECRET_NAME = re.compile(r"TOKEN|SECRET|PASSWORD|PASSWD|CREDENTIAL|KEY|AUTH", re.IGNORECASE)
+_ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,255}")
 _MAX_ITEMS = 10_000  # names or values in one list: a request is small
 _MAX_NODES = 100_000
 
@@ -184,6 +235,8 @@ def _read(data: object, where: str) -> RunRequest:
         given["timing"] = _timing(d["timing"], f"{where}.timing")
     if d.get("profile") is not None:
         given["profile"] = _profile(d["profile"], f"{where}.profile")
+    if d.get("ab") is not None:
+        given["ab"] = _ab(d["ab"], f"{where}.ab")
     return RunRequest(**given)
 
 
@@ -223,6 +276,69 @@ def _profile(data: object, where: str) -> ProfileRequest:
     if d.get("output") is not None:
         given["output"] = _text(d["output"], f"{where}.output")
     return ProfileRequest(**given)
+
+
+_SIDES = ("a", "b")
+_MAX_ROUNDS = 100_000
+
+
+def _ab(data: object, where: str) -> AbRequest:
+    d = _mapping(data, where)
+    unknown = sorted(set(d) - {f.name for f in fields(AbRequest)})
+    if unknown:
+        raise RequestError(f"{where}: unknown key {unknown[0]!r}")
+    given: dict[str, Any] = {}
+    for name in _SIDES:
+        if name in d:
+            given[name] = _stack(d[name], f"{where}.{name}")
+    for name in ("min_effect", "alpha"):
+        if name in d:
+            given[name] = _fraction(d[name], f"{where}.{name}", zero=name == "min_effect")
+    if "max_rounds" in d:
+        given["max_rounds"] = _count(d["max_rounds"], f"{where}.max_rounds", at_least=2)
+        if given["max_rounds"] > _MAX_ROUNDS:
+            raise RequestError(f"{where}.max_rounds: at most {_MAX_ROUNDS}")
+    if d.get("budget") is not None:
+        given["budget"] = _positive_number(d["budget"], f"{where}.budget")
+    if d.get("fail_on_regression") is not None:
+        given["fail_on_regression"] = _fraction(d["fail_on_regression"],
+                                                f"{where}.fail_on_regression")
+    if d.get("id") is not None:
+        given["id"] = _text(d["id"], f"{where}.id")
+    if d.get("side") is not None:
+        side = _text(d["side"], f"{where}.side")
+        if side not in _SIDES:
+            raise RequestError(f"{where}.side: expected 'a' or 'b', got {side!r}")
+        given["side"] = side
+    return AbRequest(**given)
+
+
+def _stack(data: object, where: str) -> Stack:
+    d = _mapping(data, where)
+    unknown = sorted(set(d) - {"python", "env"})
+    if unknown:
+        raise RequestError(f"{where}: unknown key {unknown[0]!r}")
+    python = _text(d["python"], f"{where}.python") if d.get("python") is not None else None
+    env: list[tuple[str, str]] = []
+    for i, item in enumerate(_list(d.get("env", []), f"{where}.env")):
+        pair = _list(item, f"{where}.env[{i}]")
+        if len(pair) != 2:
+            raise RequestError(f"{where}.env[{i}]: expected [NAME, VALUE]")
+        name = _text(pair[0], f"{where}.env[{i}][0]")
+        if not _ENV_NAME.fullmatch(name):
+            raise RequestError(f"{where}.env[{i}][0]: not a variable name: {name!r}")
+        if not isinstance(pair[1], str) or "\0" in pair[1]:
+            raise RequestError(f"{where}.env[{i}][1]: expected a text, got {pair[1]!r}")
+        env.append((name, pair[1]))
+    return Stack(python, tuple(env))
+
+
+def _fraction(value: object, where: str, zero: bool = False) -> float:
+    if (isinstance(value, bool) or not isinstance(value, int | float)
+            or not math.isfinite(value) or not (0 <= value < 1 if zero else 0 < value < 1)):
+        raise RequestError(f"{where}: expected a number {'from 0' if zero else 'above 0'} "
+                           f"and below 1, got {value!r}")
+    return float(value)
 
 
 def _mapping(value: object, where: str) -> Mapping[str, Any]:

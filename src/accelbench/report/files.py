@@ -74,7 +74,8 @@ def render_groups(
 ) -> str:
     """The report of run groups: every run of them in full (with its profiles, by run id);
     with several groups, the first compared with each other one; with several stacks, the
-    generations."""
+    generations; A/Bs both of whose runs are among them, with their verdicts."""
+    from accelbench.analysis.ab import pairs_in
     from accelbench.analysis.compare import compare
     from accelbench.analysis.generations import generations
 
@@ -85,20 +86,23 @@ def render_groups(
         gens = generations(runs)
         gens = gens if gens.rows else None
     profiles = profiles or {}
+    abs_found = pairs_in(runs)
     if fmt == "md":
-        return _markdown(runs, comparisons, gens, profiles)
+        return _markdown(runs, comparisons, gens, profiles, abs_found)
     from accelbench.report.html import html_report
 
-    return html_report(runs, comparisons=comparisons, generations=gens, profiles=profiles)
+    return html_report(runs, comparisons=comparisons, generations=gens, profiles=profiles,
+                       ab_results=abs_found)
 
 
 def _markdown(runs: list[Any], comparisons: list[Any], gens: Any,
-              profiles: Mapping[str, Sequence[Any]]) -> str:
+              profiles: Mapping[str, Sequence[Any]], abs_found: Sequence[Any] = ()) -> str:
+    from accelbench.report.ab_tables import ab_tables
     from accelbench.report.analysis_tables import comparison_tables, generations_table
     from accelbench.report.markdown import run_report
     from accelbench.report.tables import render_markdown
 
-    parts = []
+    parts = [render_markdown(ab_tables(result)) for result in abs_found]
     for c in comparisons:
         parts.append(render_markdown(comparison_tables(c)))
     if gens is not None:
@@ -122,6 +126,28 @@ def render(stored: Any, fmt: str = "html") -> str:
 def write_report(stored: Any, path: Path) -> Path:
     """Write the report of one run: Markdown when the file name ends in .md, else HTML."""
     write_text(path, render(stored, format_for(str(path))))
+    return path
+
+
+def render_ab(result: Any, fmt: str = "html") -> str:
+    """The report of an A/B (analysis.ab.AbResult): its table, then both runs in full."""
+    runs = [result.a, result.b]
+    if fmt == "md":
+        from accelbench.report.ab_tables import ab_tables
+        from accelbench.report.markdown import run_report
+        from accelbench.report.tables import render_markdown
+
+        return "\n".join([render_markdown(ab_tables(result)),
+                          *(run_report(r.record, r.fingerprint, r.measurements)
+                            for r in runs)])
+    from accelbench.report.html import html_report
+
+    return html_report(runs, ab_results=[result], title=f"accelbench A/B {result.id}")
+
+
+def write_ab_report(result: Any, path: Path) -> Path:
+    """Write the report of an A/B: Markdown when the file name ends in .md, else HTML."""
+    write_text(path, render_ab(result, format_for(str(path))))
     return path
 
 

@@ -61,12 +61,13 @@ def html_report(
     title: str | None = None,
     generated_at: float | None = None,
     profiles: Any = None,
+    ab_results: Sequence[Any] = (),
 ) -> str:
     """The report of `runs` (each shown in full, with its stored profiles by run id), and
     optionally of comparisons (analysis.compare.Comparison) and of generations
-    (analysis.generations.Generations)."""
+    (analysis.generations.Generations), and of A/Bs (analysis.ab.AbResult)."""
     ids = (f"chart-{i}" for i in count(1))
-    analyses = []
+    analyses = [_ab(result, ids) for result in ab_results]
     for i, c in enumerate(comparisons, 1):
         analyses.append(_comparison(c, f"comparison-{i}", ids))
     if generations is not None and generations.rows:
@@ -146,6 +147,39 @@ def _comparison(c: Any, anchor: str, ids: Any) -> Analysis:
         chart_list.append(Chart("Speed of B relative to A per case", _markup(svg),
                                 "Above 1: B is faster. Whiskers: CI of the ratio."))
     return Analysis(anchor, f"Comparison: {c.b.label} against {c.a.label}", tables, chart_list)
+
+
+def _ab(result: Any, ids: Any) -> Analysis:
+    from accelbench.report.ab_tables import ab_tables
+
+    drawn = ab_chart(result, next(ids))
+    return Analysis(f"ab-{result.id}", f"A/B {result.id}: {result.label('b')} against "
+                    f"{result.label('a')}", ab_tables(result),
+                    [drawn] if drawn is not None else [])
+
+
+def ab_chart(result: Any, chart_id: str) -> Chart | None:
+    """B's speed over A's per case of an A/B (analysis.ab.AbResult), with its interval;
+    None when no case was judged. An interval beyond the chart's range is cut at it."""
+    from accelbench.analysis.generations import short_labels
+
+    judged = [c for c in result.cases if c.verdict is not None]
+    if not judged:
+        return None
+    labels = short_labels([_case_of(result, c.key) for c in judged], dtype=True)
+    values = [c.verdict.speed for c in judged]
+    top = max(2.0, *(v * 1.5 for v in values))
+    series = BarSeries("B/A", values, [(max(0.0, c.verdict.speed_low),
+                                        min(top, c.verdict.speed_high)) for c in judged])
+    svg = charts.bar_chart(chart_id, labels, [series], ylabel="speed, B over A",
+                           reference=1.0, horizontal=True)
+    return Chart("Speed of B relative to A per case", _markup(svg),
+                 "Above 1: B is faster. Whiskers: the anytime-valid interval of the pairs' "
+                 "ratio (an undecided case's may be cut at the chart's edge).")
+
+
+def _case_of(result: Any, key: str) -> Any:
+    return next(m.case for m in result.a.measurements if m.case.key == key)
 
 
 def _generations(g: Any, ids: Any) -> Analysis:

@@ -43,7 +43,8 @@ class RankGroup:
     (see core.worker_env: the fresh folders it asks for live as long as each job)."""
 
     def __init__(self, nproc_per_node: int, backend: str, registry: Registry,
-                 env: WorkerEnv = NONE) -> None:
+                 env: WorkerEnv = NONE, python: str | None = None) -> None:
+        self.python = python  # None: this interpreter (another: a side of `accelbench ab`)
         self.nproc_per_node = nproc_per_node
         self.backend = backend
         self.registry = registry
@@ -51,7 +52,7 @@ class RankGroup:
 
     def command(self, job: Path, results: Path) -> list[str]:
         return torchrun_command(self.nproc_per_node, "accelbench.runner.ranks", str(job),
-                                str(results))
+                                str(results), python=self.python)
 
     def run(
         self,
@@ -152,9 +153,11 @@ class RankGroup:
                             time.time() - started_at)
 
 
-def torchrun_command(nproc_per_node: int, module: str, *args: str) -> list[str]:
-    """torchrun (this Python's) starting `python -m module args` on N ranks here."""
-    return [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nnodes=1",
+def torchrun_command(nproc_per_node: int, module: str, *args: str,
+                     python: str | None = None) -> list[str]:
+    """torchrun (this Python's, or `python`'s) starting `python -m module args` on N
+    ranks here."""
+    return [python or sys.executable, "-m", "torch.distributed.run", "--standalone", "--nnodes=1",
             f"--nproc-per-node={nproc_per_node}", "-m", module, *args]
 
 

@@ -149,6 +149,28 @@ class Supervised:
         self._refused: dict[int, str] = {}
         self._device: DeviceInfo | None = None
 
+    @property
+    def slot(self) -> WorkerSlot:
+        """The worker slot (once `fingerprint` has started it)."""
+        assert self._slot is not None
+        return self._slot
+
+    @property
+    def device(self) -> DeviceInfo:
+        """The device the cases run on (once planned)."""
+        assert self._device is not None
+        return self._device
+
+    @property
+    def backend(self) -> str | None:
+        """The collective backend of the distributed cases (once planned)."""
+        return self._backend
+
+    @property
+    def refused(self) -> dict[int, str]:
+        """Rank counts this node cannot hold, with why (once planned)."""
+        return self._refused
+
     def fingerprint(self) -> Fingerprint:
         from accelbench.env.fingerprint import Fingerprint
         from accelbench.runner.lifeline import remove_orphaned_folders

@@ -45,11 +45,20 @@ WorkerFactory = Callable[[WorkerEnv], WorkerProcess]
 
 class Worker:
     """One worker process, started with `env` set before anything in it imports torch;
-    the fresh folders `env` asks for live as long as the process."""
+    the fresh folders `env` asks for live as long as the process. With `python`, the
+    process runs that interpreter (a side of `accelbench ab`, `runner.stack`), with the
+    folders of `path` first on its import path."""
 
-    def __init__(self, env: WorkerEnv = NONE) -> None:
-        ctx = multiprocessing.get_context("spawn")
+    def __init__(self, env: WorkerEnv = NONE, python: str | None = None,
+                 path: tuple[str, ...] = ()) -> None:
         self._folder, environ = worker_environment(env)
+        self._process: _Process
+        if python is not None:
+            from accelbench.runner.foreign import start_foreign
+
+            self._conn, self._process = start_foreign(python, environ, path)
+            return
+        ctx = multiprocessing.get_context("spawn")
         self._conn, child = ctx.Pipe()
         # The worker ends with this process, even in the middle of a case: it watches
         # this pid, and, started from the main thread (which lives as long as the
@@ -96,13 +105,14 @@ class Worker:
         if code is None:
             self.kill()
             return "worker stopped answering"
+        said = getattr(self._process, "said", lambda: "")()
         if code < 0:
             try:
                 name = signal.Signals(-code).name
             except ValueError:
                 name = f"signal {-code}"
-            return f"worker process crashed ({name})"
-        return f"worker process exited with code {code}"
+            return f"worker process crashed ({name}){said}"
+        return f"worker process exited with code {code}{said}"
 
     def kill(self) -> None:
         if self._process.is_alive():
@@ -125,6 +135,22 @@ class Worker:
             except (BrokenPipeError, OSError):
                 pass
         self.kill()
+
+
+class _Process(Protocol):
+    """What `Worker` needs of its process: a multiprocessing.Process, or a started
+    interpreter (`runner.foreign.Foreign`)."""
+
+    @property
+    def exitcode(self) -> int | None: ...
+
+    def is_alive(self) -> bool: ...
+
+    def join(self, timeout: float | None = None) -> None: ...
+
+    def terminate(self) -> None: ...
+
+    def kill(self) -> None: ...
 
 
 class WorkerSlot:

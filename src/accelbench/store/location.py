@@ -152,14 +152,32 @@ def redact_word(word: str) -> str:
 
 def redact_request(data: Any) -> Any:
     """A request's JSON form (core.request) as it may be stored and shown: every text in
-    it with its secrets replaced by *** (`redact_word`), as a command line's words."""
+    it with its secrets replaced by *** (`redact_word`), as a command line's words, and
+    the value of an A/B stack's variable whose name says it is a secret (a token, a
+    password, a key)."""
     if isinstance(data, str):
         return redact_word(data)
     if isinstance(data, list):
         return [redact_request(item) for item in data]
     if isinstance(data, dict):
-        return {key: redact_request(value) for key, value in data.items()}
+        return {key: _redact_env(value) if key == "env" else redact_request(value)
+                for key, value in data.items()}
     return data
+
+
+def _redact_env(pairs: Any) -> Any:
+    from accelbench.core.request import SECRET_NAME
+
+    if not isinstance(pairs, list):
+        return redact_request(pairs)
+    out = []
+    for pair in pairs:
+        if (isinstance(pair, list) and len(pair) == 2 and isinstance(pair[0], str)
+                and SECRET_NAME.search(pair[0])):
+            out.append([pair[0], REDACTED])
+        else:
+            out.append(redact_request(pair))
+    return out
 
 
 def redact_argv(argv: Sequence[Any]) -> tuple[Any, ...]:

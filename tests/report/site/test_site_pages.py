@@ -81,7 +81,7 @@ def test_the_corpus_sites_link_only_to_their_own_pages(corpus, corpus_copy, tmp_
     pages = _pages(out)
     assert done.written == len(pages) and done.unchanged == 0
     for name in ("index.html", "cases.html", "fleet.html", "generations.html",
-                 "regressions.html"):
+                 "regressions.html", "ab.html"):
         assert name in pages
     assert {f"runs/{i}.html" for i in run_ids} <= set(pages)
     assert any(name.startswith("cases/") for name in pages)

@@ -14,6 +14,8 @@ the command say the same.
 - Generations: the generations chart of every suite measured on more than one stack.
 - Regressions: every step `history` finds of at least the threshold, newest first, with
   the interval of the step from the runs either side of it.
+- A/B: every A/B both of whose runs are stored (`analysis.ab`, as `accelbench ab`
+  printed it), newest first.
 """
 
 from __future__ import annotations
@@ -66,10 +68,11 @@ from accelbench.report.site.model import (
 from accelbench.store import StoredRun
 
 DEFAULT_THRESHOLD = 0.05
-OVERVIEW, CASES, FLEET, GENERATIONS, REGRESSIONS = (
-    "index.html", "cases.html", "fleet.html", "generations.html", "regressions.html")
+OVERVIEW, CASES, FLEET, GENERATIONS, REGRESSIONS, AB = (
+    "index.html", "cases.html", "fleet.html", "generations.html", "regressions.html",
+    "ab.html")
 NAV = (("Overview", OVERVIEW), ("Cases", CASES), ("Fleet", FLEET),
-       ("Generations", GENERATIONS), ("Regressions", REGRESSIONS))
+       ("Generations", GENERATIONS), ("Regressions", REGRESSIONS), ("A/B", AB))
 HEAT_MAP_NODES = 40  # rows a fleet heat map draws (the table beside it has every node)
 HEAT_MAP_CASES = 40
 _VERDICT_STYLE = {SLOWER: BAD, INCONCLUSIVE: WARN, FASTER: GOOD, SAME: None}
@@ -95,7 +98,7 @@ def site_pages(runs: Sequence[StoredRun], store_name: str,
              cases_page(by_case)]
     pages += [case_page(key, items) for key, items in by_case.items()]
     pages += [fleet_page(ordered), generations_page(ordered),
-              regressions_page(by_case, threshold)]
+              regressions_page(by_case, threshold), ab_page(ordered)]
     return pages
 
 
@@ -555,6 +558,33 @@ def regressions_page(by_case: dict[str, list[NodeSeries]], threshold: float) -> 
                  frozenset({6, 8}))
     return _filtered(Page(REGRESSIONS, "Regressions", (Block("Steps", about,
                                                              tables=(table,)),)))
+
+
+# -- A/B ---------------------------------------------------------------------------------
+
+
+def ab_page(ordered: Sequence[StoredRun]) -> Page:
+    from accelbench.analysis.ab import pairs_in
+    from accelbench.report.ab_tables import ab_tables
+    from accelbench.report.html import ab_chart
+
+    blocks = []
+    for i, result in enumerate(reversed(pairs_in(ordered)), 1):
+        tables = ab_tables(result)
+        drawn = ab_chart(result, f"ab-{i}")
+        grids = tuple(grid_of(t) for t in tables)
+        plots = (Plot(drawn.title, grids[0], svg=str(drawn.svg), caption=drawn.caption),
+                 ) if drawn is not None else ()
+        a, b = result.a.record, result.b.record
+        blocks.append(Block(
+            f"A/B {result.id}: {result.label('b')} against {result.label('a')}",
+            f"Started {format_timestamp(a.started_at)} UTC on {a.host}; runs {a.id} (A) and "
+            f"{b.id} (B), as `accelbench ab` printed it.",
+            plots=plots, tables=grids[1:] if plots else grids,
+            scope=Scope(node=a.host), anchor=f"ab-{result.id}"))
+    intro = (() if blocks else
+             ("No A/B is stored yet: `accelbench ab --a ENV_A --b ENV_B` makes one.",))
+    return _filtered(Page(AB, "A/B", tuple(blocks), intro))
 
 
 # -- filters -----------------------------------------------------------------------------

@@ -1,0 +1,322 @@
+"""`accelbench ab`: the same cases measured under two stacks on this machine, in pairs of
+processes, round after round, until each case is decided or the budget is spent.
+
+Each side is planned as a run of its own (`session.Supervised`: its fingerprint read in
+its own interpreter) and stored as an ordinary run; the two runs carry the same A/B id in
+their requests. A round measures every case still undecided once under each stack, back
+to back, in fresh processes: a case's pair is A then B in one round and B then A in the
+next (and neighbouring cases alternate too), so that neither stack always runs first
+after the other. Distributed cases run as one torchrun job per side per round, in the
+same alternating order.
+
+After each round every case with its pairs is judged (`core.sequential`, at the
+A/B's α shared by its cases); a decided case stops, and is stored on both
+sides with every process's figure in round order. At `max_rounds` or when the budget is
+spent, the cases still undecided are stored as they are and are inconclusive. A failure
+or skip on either side stops that case on both. Ctrl-C stores what was measured, in whole
+pairs, and ends both runs as interrupted.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+import uuid
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Protocol
+
+from accelbench.core.measurement import STATUS_OK, Measurement, merge_processes
+from accelbench.core.request import AbRequest
+from accelbench.core.sequential import PAIR_VALUES, case_alpha, judge
+from accelbench.errors import EXIT_INTERNAL, EXIT_USAGE, UserError
+from accelbench.runner.plan import PlannedCase, ValidRequest
+from accelbench.runner.recorder import Outcome, RunRecorder
+from accelbench.runner.rounds import HostSpeeds, _measure
+from accelbench.runner.session import Supervised, _segments, timeouts
+from accelbench.runner.stack import StackWorkers
+
+if TYPE_CHECKING:
+    from accelbench.env.fingerprint import Fingerprint
+    from accelbench.store import Store
+
+SIDES = ("a", "b")
+
+
+class AbListener(Protocol):
+    """Progress of an A/B, for the terminal."""
+
+    def planned(self, cases: int, run_a: str, run_b: str) -> None: ...
+
+    def round_done(self, number: int, decided: int, cases: int, elapsed: float) -> None: ...
+
+
+class QuietAb:
+    def planned(self, cases: int, run_a: str, run_b: str) -> None:
+        pass
+
+    def round_done(self, number: int, decided: int, cases: int, elapsed: float) -> None:
+        pass
+
+
+@dataclass
+class AbOutcome:
+    """What an A/B measured: each side's run, the verdict per case, the rounds run and
+    why it stopped ("decided", "max rounds", "budget" or "interrupted")."""
+
+    id: str
+    a: Outcome
+    b: Outcome
+    ab: AbRequest
+    rounds: int = 0
+    elapsed: float = 0.0
+    stopped: str = "decided"
+
+    @property
+    def interrupted(self) -> bool:
+        return self.a.interrupted or self.b.interrupted
+
+
+@dataclass
+class _Side:
+    name: str
+    executor: Supervised
+    workers: StackWorkers
+    fingerprint: Fingerprint | None = None
+    recorder: RunRecorder | None = None
+    speeds: HostSpeeds = field(default_factory=HostSpeeds)
+
+
+class _Case:
+    """One case's processes on both sides so far, in round order."""
+
+    def __init__(self, planned: PlannedCase) -> None:
+        self.planned = planned
+        self.parts: dict[str, list[Measurement]] = {"a": [], "b": []}
+        self.done = False
+
+    @property
+    def pairs(self) -> int:
+        return min(len(self.parts["a"]), len(self.parts["b"]))
+
+    def failed(self) -> bool:
+        return any(p.status != STATUS_OK for parts in self.parts.values() for p in parts)
+
+
+def run_ab(valid: ValidRequest, store: Store, listener: AbListener | None = None,
+           argv: Sequence[str] = (), worker_factory: Callable[[str], object] | None = None,
+           clock: Callable[[], float] = time.monotonic) -> AbOutcome:
+    """Run the A/B `valid.request.ab` asks, storing both sides' runs in `store`.
+    `worker_factory(side)`, for tests, gives a side's base worker factory."""
+    ab = valid.request.ab
+    if ab is None:
+        raise UserError("not an A/B request: it has no `ab` settings")
+    listener = listener or QuietAb()
+    sides = []
+    try:
+        for name in SIDES:
+            workers = StackWorkers(getattr(ab, name))
+            base = worker_factory(name) if worker_factory is not None else None
+            factory = workers.factory(base)  # type: ignore[arg-type]
+            sides.append(_Side(name, Supervised(valid, valid.request.case_timeout, factory),
+                               workers))
+        return _conduct(valid, ab, sides, store, listener, argv, clock)
+    finally:
+        for side in sides:
+            side.executor.close()
+            side.workers.close()
+
+
+def _conduct(valid: ValidRequest, ab: AbRequest, sides: list[_Side], store: Store,
+             listener: AbListener, argv: Sequence[str], clock: Callable[[], float]
+             ) -> AbOutcome:
+    started = clock()
+    plans = []
+    for side in sides:
+        try:
+            fingerprint = side.executor.fingerprint()
+        except UserError as exc:
+            stack = getattr(ab, side.name)
+            code, hint = exc.exit_code, ""
+            if stack.python is not None and code == EXIT_INTERNAL:
+                # The interpreter given cannot run accelbench's worker: the stack is at fault.
+                code = EXIT_USAGE
+                hint = ("; it needs PyTorch and accelbench's dependencies: "
+                        f"`{stack.python} -m pip install accelbench` installs them")
+            raise UserError(f"stack {side.name.upper()} ({stack.describe()}): {exc}{hint}",
+                            code) from None
+        side.fingerprint, planned = side.executor.plan(fingerprint)
+        plans.append(planned)
+    _check_same_cases(plans[0], plans[1], sides)
+    cases = [_Case(p) for p in plans[0]]
+    pair_id = uuid.uuid4().hex[:12]
+    for side in sides:
+        assert side.fingerprint is not None
+        request = valid.request.replace(ab=dataclasses.replace(ab, id=pair_id,
+                                                               side=side.name))
+        side.recorder = RunRecorder(store, side.fingerprint, request.suite, argv, None,
+                                    request)
+        side.recorder.planned([c.planned for c in cases])
+    a_rec, b_rec = (s.recorder for s in sides)
+    assert a_rec is not None and b_rec is not None
+    listener.planned(len(cases), a_rec.run_id, b_rec.run_id)
+    outcome = AbOutcome(pair_id, a_rec.outcome, b_rec.outcome, ab)
+    alpha = case_alpha(ab.alpha, len(cases))
+    try:
+        for number in range(ab.max_rounds):
+            if all(c.done for c in cases):
+                break
+            if ab.budget is not None and clock() - started >= ab.budget:
+                outcome.stopped = "budget"
+                break
+            complete = _round(number, cases, sides, valid, ab, started, clock)
+            outcome.rounds = number + 1
+            for index, case in enumerate(cases):
+                if not case.done and (case.failed() or _decided(case, ab, alpha)):
+                    _record(index, case, sides, valid)
+            listener.round_done(number + 1, sum(c.done for c in cases), len(cases),
+                                clock() - started)
+            if not complete:
+                outcome.stopped = "budget"
+                break
+        else:
+            if not all(c.done for c in cases):
+                outcome.stopped = "max rounds"
+    except KeyboardInterrupt as stop:
+        outcome.stopped = "interrupted"
+        for side in sides:
+            assert side.recorder is not None
+            side.recorder.interrupt(stop)
+            side.executor.interrupted(stop, side.recorder)
+    for index, case in enumerate(cases):
+        if not case.done and case.pairs:
+            _record(index, case, sides, valid)
+    outcome.a = a_rec.finish()
+    outcome.b = b_rec.finish()
+    outcome.elapsed = clock() - started
+    return outcome
+
+
+def _check_same_cases(a: Sequence[PlannedCase], b: Sequence[PlannedCase],
+                      sides: Sequence[_Side]) -> None:
+    keys_a, keys_b = [c.case.key for c in a], [c.case.key for c in b]
+    if keys_a == keys_b:
+        return
+    fa, fb = (s.fingerprint for s in sides)
+    where = ""
+    if fa is not None and fb is not None and fa.device.type != fb.device.type:
+        where = f" (A runs on {fa.device.type}, B on {fb.device.type})"
+    raise UserError(f"the two stacks plan different cases{where}: an A/B compares the same "
+                    "cases on the same device")
+
+
+def _round(number: int, cases: list[_Case], sides: list[_Side], valid: ValidRequest,
+           ab: AbRequest, started: float, clock: Callable[[], float]) -> bool:
+    """One round over the cases still undecided; False when the budget ran out before
+    every case had its pair (the round's unpaired process is dropped)."""
+    policy = valid.policy
+    timeout_for = timeouts(valid.request.case_timeout)
+    for first, segment in _segments([c.planned for c in cases]):
+        pending = [first + i for i in range(len(segment)) if not cases[first + i].done]
+        if not pending:
+            continue
+        if segment[0].benchmark.distributed:
+            _distributed_round(number, [cases[i] for i in pending], sides, valid)
+            continue
+        for offset, index in enumerate(pending):
+            if ab.budget is not None and clock() - started >= ab.budget:
+                return False
+            case = cases[index]
+            order = sides if (number + offset) % 2 == 0 else sides[::-1]
+            for side in order:
+                slot = side.executor.slot
+                device = side.executor.device
+                worker = slot.for_case(case.planned, device)
+                part = _measure(slot, worker, case.planned, device, policy,
+                                timeout_for(case.planned))
+                case.parts[side.name].append(part)
+    for side in sides:  # every round in fresh processes
+        side.executor.slot.replace()
+    return True
+
+
+def _distributed_round(number: int, cases: list[_Case], sides: list[_Side],
+                       valid: ValidRequest) -> None:
+    """One torchrun job per side over the distributed cases still undecided."""
+    import os
+
+    from accelbench.core.worker_env import combined
+    from accelbench.runner.launcher import RankGroup
+
+    for side in (sides if number % 2 == 0 else sides[::-1]):
+        side.executor.slot.release()  # the ranks get the devices to themselves
+        device = side.executor.device
+        refused = side.executor.refused.get(cases[0].planned.ranks)
+        if refused is not None:
+            for case in cases:
+                case.parts[side.name].append(_skipped(case.planned, refused))
+            continue
+        env = combined(c.planned.benchmark.environment(c.planned.params, device)
+                       for c in cases)
+        group = RankGroup(cases[0].planned.ranks, side.executor.backend or "gloo",
+                          valid.registry, side.workers.rank_env(env.for_user(os.environ)),
+                          python=side.workers.stack.python)
+        group.run([c.planned for c in cases], device, valid.policy,
+                  timeouts(valid.request.case_timeout), on_start=_nothing,
+                  on_result=_adder([case.parts[side.name] for case in cases]))
+
+
+def _nothing(index: int) -> None:
+    pass
+
+
+def _adder(parts: list[list[Measurement]]) -> Callable[[int, Measurement], None]:
+    """Adds a job's result for its i-th case to that case's processes."""
+    return lambda i, m: parts[i].append(m)
+
+
+def _skipped(planned: PlannedCase, reason: str) -> Measurement:
+    from accelbench.core.measurement import STATUS_SKIPPED, not_measured
+
+    return not_measured(planned.case, STATUS_SKIPPED, reason, time.time(), 0.0)
+
+
+def _decided(case: _Case, ab: AbRequest, alpha: float) -> bool:
+    if case.pairs < 2:
+        return False
+    values = {name: [_headline(p) for p in case.parts[name][:case.pairs]] for name in SIDES}
+    figure = case.parts["a"][0].primary
+    if figure is None:
+        return True  # nothing to judge: stored as it is
+    return judge(values["a"], values["b"], figure.higher_is_better, ab.min_effect,
+                 alpha).decided
+
+
+def _headline(m: Measurement) -> float:
+    figure = m.primary
+    return figure.value if figure is not None else float("nan")
+
+
+def _record(index: int, case: _Case, sides: list[_Side], valid: ValidRequest) -> None:
+    """Store the case on both sides: its processes in whole pairs (a failure or skip as
+    it is), each side's headline figure per process beside it."""
+    case.done = True
+    pairs = case.pairs
+    for side in sides:
+        assert side.recorder is not None
+        parts = case.parts[side.name]
+        failed = next((p for p in parts if p.status != STATUS_OK), None)
+        kept = parts if failed is not None else parts[:pairs]
+        if not kept:
+            continue
+        for part in kept:
+            if case.planned.ranks == 1:
+                side.speeds.add(part)
+        cpu = kept[0].case.device == "cpu" and len(kept) >= 2
+        merged = merge_processes(kept, valid.policy, len(kept),
+                                 side.speeds.spread() if cpu else None)
+        if merged.status == STATUS_OK:
+            details = {**merged.details, PAIR_VALUES: [_headline(p) for p in kept],
+                       "ab_rounds": len(kept)}
+            merged = dataclasses.replace(merged, details=details)
+        side.recorder.record(index, merged)

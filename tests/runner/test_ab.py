@@ -1,0 +1,211 @@
+"""`accelbench ab`'s runner (runner.ab through app.ab): two stacks measured in pairs of
+processes in alternating order, each case stopped once decided, both sides stored as runs
+linked by the A/B's id, the verdicts read back from them; budget, failures and Ctrl-C.
+The workers are fakes whose per-process figure is drawn: a known speed per side, a known
+noise, so the verdicts are known."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from ab_fakes import Sides, factory
+from accelbench import app
+from accelbench.analysis.ab import find_ab, pairs_in
+from accelbench.core.registry import Benchmark, Registry
+from accelbench.core.request import AbRequest, RunRequest, Stack
+from accelbench.core.sequential import FASTER, INCONCLUSIVE, PAIR_VALUES, SAME, SLOWER
+from accelbench.errors import EXIT_CASE_FAILED, EXIT_INCONCLUSIVE, EXIT_INTERRUPTED, UserError
+from accelbench.runner.ab import run_ab
+from accelbench.runner.plan import validate
+from accelbench.store import Store
+from accelbench.store.location import parse_location
+
+REGISTRY = Registry([Benchmark(name, "micro", "test", "test_ab:_noop", ())
+                     for name in ("a", "b", "c")])
+
+
+def _noop(ctx, params):  # pragma: no cover - the fake worker measures instead
+    raise AssertionError("not run")
+
+
+@pytest.fixture(autouse=True)
+def _sides():
+    Sides.reset()
+    yield
+    Sides.reset()
+
+
+def _request(benches=("a", "b", "c"), **ab: Any) -> RunRequest:
+    settings = {"max_rounds": 12, **ab}
+    return RunRequest(command="ab", benches=benches, timing={"max_time": 0.01},
+                      ab=AbRequest(**settings))
+
+
+def _ab(store_path: Path, request: RunRequest, **kwargs: Any) -> app.AbFinished:
+    request = request.replace(no_report=True)
+    return app.ab(request, parse_location(store_path), registry=REGISTRY,
+                  worker_factory=factory, **kwargs)
+
+
+def test_identical_stacks_are_decided_same_and_stored_as_two_linked_runs(store_path) -> None:
+    finished = _ab(store_path, _request())
+    result = finished.result
+    assert [c.outcome for c in result.cases] == [SAME, SAME, SAME]
+    assert all(4 <= c.verdict.pairs < 12 for c in result.cases)  # stopped once decided
+    assert finished.outcome.stopped == "decided"
+    assert finished.exit_code() == 0 and finished.exit_code(gate=0.05) == 0
+    with Store.open(store_path) as store:
+        found = find_ab(store, result.b.record.id)
+        assert found.id == result.id == finished.outcome.id
+        assert (found.a.record.id, found.b.record.id) == (result.a.record.id,
+                                                           result.b.record.id)
+        for side in ("a", "b"):
+            run = store.load_run(getattr(result, side).record.id)
+            stored = run.record.request
+            assert stored["command"] == "ab"
+            assert stored["ab"]["id"] == result.id and stored["ab"]["side"] == side
+            assert run.fingerprint["environment"]["PYTORCH_FAKE_STACK"] == side
+            for m in run.measurements:
+                values = m.details[PAIR_VALUES]
+                assert len(values) == m.details["ab_rounds"] == m.details["processes"]
+        # The verdicts read back are those printed.
+        again = pairs_in([store.load_run(result.a.record.id),
+                          store.load_run(result.b.record.id)])[0]
+        assert [c.to_dict() for c in again.cases] == [c.to_dict() for c in result.cases]
+
+
+def test_pairs_run_back_to_back_in_alternating_order(store_path) -> None:
+    _ab(store_path, _request(max_rounds=4, min_effect=0.0))  # min effect 0: never "same"
+    rounds = [Sides.asked[i:i + 6] for i in range(0, len(Sides.asked), 6)]
+    assert len(rounds) == 4
+    for number, asked in enumerate(rounds):
+        for offset, bench in enumerate(("a", "b", "c")):
+            pair = asked[2 * offset:2 * offset + 2]
+            first = "a" if (number + offset) % 2 == 0 else "b"
+            assert pair == [(first, bench), ({"a": "b", "b": "a"}[first], bench)]
+
+
+def test_a_real_slowdown_is_slower_and_fails_the_gate(store_path) -> None:
+    Sides.speed = {"b": 0.8, "c": 1.25}
+    finished = _ab(store_path, _request(fail_on_regression=0.1))
+    verdicts = {c.key.split(":")[0] if ":" in c.key else c.label.split()[0]: c
+                for c in finished.result.cases}
+    assert verdicts["a"].outcome == SAME
+    assert verdicts["b"].outcome == SLOWER
+    assert verdicts["b"].verdict.change == pytest.approx(-0.2, abs=0.03)
+    assert verdicts["c"].outcome == FASTER
+    assert finished.exit_code(gate=0.1) == EXIT_CASE_FAILED
+    assert finished.exit_code(gate=0.3) == 0
+
+
+def test_the_budget_ends_undecided_cases_as_inconclusive_with_what_would_decide(
+        store_path) -> None:
+    Sides.sigma = 0.2
+    ticks = iter(range(0, 10_000, 10))
+    finished = _ab(store_path, _request(budget=45.0), clock=lambda: float(next(ticks)))
+    assert finished.outcome.stopped == "budget"
+    cases = finished.result.cases
+    assert all(c.outcome == INCONCLUSIVE for c in cases)
+    assert all(c.verdict.pairs_needed is None or c.verdict.pairs_needed > c.verdict.pairs
+               for c in cases)
+    assert finished.exit_code(gate=0.05) == EXIT_INCONCLUSIVE
+    # Only whole pairs are stored: both sides hold as many processes per case.
+    a, b = finished.outcome.a.measurements, finished.outcome.b.measurements
+    assert [m.details["ab_rounds"] for m in a] == [m.details["ab_rounds"] for m in b]
+
+
+def test_a_case_failing_on_one_side_stops_there_and_the_others_go_on(store_path) -> None:
+    Sides.fail_b = {"b"}
+    finished = _ab(store_path, _request())
+    by_bench = {c.label.split()[0]: c for c in finished.result.cases}
+    assert by_bench["b"].verdict is None and "failed in B" in by_bench["b"].reason
+    assert by_bench["a"].outcome == SAME and by_bench["c"].outcome == SAME
+    assert sum(1 for side, bench in Sides.asked if bench == "b") == 2  # one pair only
+    assert finished.exit_code() == EXIT_CASE_FAILED
+    assert finished.exit_code(gate=0.05) == EXIT_INCONCLUSIVE  # no evidence is no pass
+
+
+def test_ctrl_c_keeps_the_whole_pairs_and_ends_both_runs_interrupted(store_path) -> None:
+    Sides.interrupt_at = 6 * 2 + 3  # in the third round, after its first case's pair
+    finished = _ab(store_path, _request())
+    assert finished.outcome.stopped == "interrupted"
+    assert finished.exit_code() == EXIT_INTERRUPTED
+    for outcome in (finished.outcome.a, finished.outcome.b):
+        assert outcome.interrupted
+        assert sorted(m.details["ab_rounds"] for m in outcome.measurements) == [2, 2, 3]
+
+
+def test_each_side_gets_its_own_variables_over_the_cases(store_path) -> None:
+    request = _request(benches=("a",), b=Stack(env=(("PYTORCH_TUNABLEOP_ENABLED", "1"),)))
+    finished = _ab(store_path, request)
+    with Store.open(store_path) as store:
+        env_b = store.load_run(finished.result.b.record.id).fingerprint["environment"]
+        env_a = store.load_run(finished.result.a.record.id).fingerprint["environment"]
+    assert env_b.get("PYTORCH_TUNABLEOP_ENABLED") == "1"
+    assert "PYTORCH_TUNABLEOP_ENABLED" not in env_a
+
+
+def test_a_request_that_is_no_ab_is_refused_before_anything_starts(store_path) -> None:
+    with pytest.raises(UserError, match="not an A/B request"):
+        app.ab(RunRequest(benches=("a",)), parse_location(store_path),
+               registry=REGISTRY)
+    with pytest.raises(UserError, match="accelbench ab --request"):
+        app.run(_request(), parse_location(store_path), registry=REGISTRY)
+    with pytest.raises(UserError, match="leave out --repeat"):
+        app.ab(_request().replace(repeat=2), parse_location(store_path),
+               registry=REGISTRY)
+    with pytest.raises(UserError, match="no such Python"):
+        app.ab(_request(a=Stack(python="/nonexistent/python")),
+               parse_location(store_path), registry=REGISTRY)
+    assert not store_path.exists()
+
+
+def test_run_ab_without_settings_is_refused(store_path) -> None:
+    with Store.open(store_path, create=True) as store, pytest.raises(UserError):
+        run_ab(validate(RunRequest(benches=("a",)), REGISTRY), store)
+
+
+def test_the_ab_report_and_json_hold_the_verdicts(store_path, tmp_path) -> None:
+    request = _request(benches=("a",)).replace(report=str(tmp_path / "ab.md"))
+    finished = app.ab(request, parse_location(store_path), registry=REGISTRY,
+                      worker_factory=factory)
+    assert finished.report == tmp_path / "ab.md"
+    text = finished.report.read_text()
+    assert f"A/B {finished.result.id}" in text and "same" in text
+    data = json.loads(json.dumps(finished.result.to_dict()))
+    assert data["cases"][0]["verdict"] == SAME and data["run_b"] == finished.result.b.record.id
+
+
+def test_a_secret_in_a_stacks_variables_is_never_stored_or_shown(store_path, tmp_path) -> None:
+    secret = "s3cr3t-t0ken-value"
+    request = _request(benches=("a",), b=Stack(env=(("HF_TOKEN", secret),
+                                                    ("PYTORCH_X", "shown"))))
+    finished = app.ab(request.replace(report=str(tmp_path / "ab.html")),
+                      parse_location(store_path), registry=REGISTRY, worker_factory=factory)
+    assert secret not in finished.result.label("b") and "PYTORCH_X=shown" in \
+        finished.result.label("b")
+    for path in store_path.parent.rglob("*"):  # the store, its journal, its reports
+        assert not path.is_file() or secret.encode() not in path.read_bytes(), path
+    assert secret not in finished.report.read_text()
+    with Store.open(store_path) as store:
+        env = store.load_run(finished.result.b.record.id).record.request["ab"]["b"]["env"]
+    assert env == [["HF_TOKEN", "***"], ["PYTORCH_X", "shown"]]
+
+
+def test_the_published_site_has_a_page_of_the_ab_pairs(store_path, tmp_path) -> None:
+    from accelbench.report.site.build import publish
+
+    Sides.speed = {"b": 0.8}
+    finished = _ab(store_path, _request(benches=("a", "b")))
+    with Store.open(store_path) as store:
+        publish(store, tmp_path / "site")
+    page = (tmp_path / "site" / "ab.html").read_text()
+    assert f"A/B {finished.result.id}" in page
+    assert "slower" in page and "same" in page
+    assert f"runs/{finished.result.b.record.id}.html" in page or \
+        finished.result.b.record.id in page
+    assert '<svg' in page
