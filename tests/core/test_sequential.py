@@ -184,3 +184,17 @@ def test_the_ab_alpha_shared_by_twenty_cases_keeps_all_of_them_clean() -> None:
     counts = simulate(0.0, 0.04, rounds=30, trials=400, seed=2,
                       alpha=case_alpha(0.05, 20))
     assert counts.get(FASTER, 0) + counts.get(SLOWER, 0) <= 400 * 0.05 / 20 * 3
+
+
+def test_a_change_is_called_at_the_ab_level_and_same_at_the_case_level() -> None:
+    rng = random.Random(9)
+    a = [100 * math.exp(rng.gauss(0, 0.02)) for _ in range(6)]
+    b = [x * 0.93 * math.exp(rng.gauss(0, 0.02)) for x in a]
+    alone = judge(a, b, True, 0.05, 0.05)
+    among_many = judge(a, b, True, 0.05, 0.05, cases=200)
+    assert alone.verdict == SLOWER
+    assert among_many.verdict == UNDECIDED  # its interval at 0.05 / 200 still holds 1
+    assert among_many.call_low < alone.call_low <= among_many.speed_low
+    assert among_many.speed_high < 1.0  # the case's own interval excludes 1
+    same = [x * math.exp(rng.gauss(0, 0.005)) for x in a]
+    assert judge(a, same, True, 0.05, 0.05, cases=200).verdict == SAME

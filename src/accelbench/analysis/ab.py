@@ -7,9 +7,9 @@ the A/B's settings (`core.request.AbRequest`): pair i of a case is A's i-th proc
 B's i-th, and `core.sequential` judges the pairs. `accelbench ab` stopped each case
 when this judgement decided it, so reading the runs back gives the verdicts it printed.
 
-The A/B's α is shared by its cases (Bonferroni): each case is judged at α / cases, so
-that the chance of any case being called faster or slower when none differs is at most
-α, however many rounds each case took.
+A change is called at the A/B's α shared by its cases (Bonferroni: α / cases), so that
+the chance of any case being called faster or slower when none differs is at most α,
+however many rounds each case took; "same" at the case's own α (`core.sequential`).
 """
 
 from __future__ import annotations
@@ -92,11 +92,10 @@ def verdicts(a: Sequence[Measurement], b: Sequence[Measurement], ab: AbRequest,
     """Every case of side A matched with B's by its key, judged from its pairs; `final`
     where no more rounds will run (an undecided case is then inconclusive)."""
     by_key: Mapping[str, Measurement] = {m.case.key: m for m in b}
-    alpha = case_alpha(ab.alpha, len(a))
-    return [_case(m, by_key.get(m.case.key), ab, alpha, final) for m in a]
+    return [_case(m, by_key.get(m.case.key), ab, len(a), final) for m in a]
 
 
-def _case(a: Measurement, b: Measurement | None, ab: AbRequest, alpha: float,
+def _case(a: Measurement, b: Measurement | None, ab: AbRequest, cases: int,
           final: bool) -> AbCase:
     figure = a.primary
     name, unit = (figure.name, figure.unit) if figure is not None else ("", "")
@@ -119,8 +118,8 @@ def _case(a: Measurement, b: Measurement | None, ab: AbRequest, alpha: float,
     pairs = min(len(values_a), len(values_b))
     if pairs == 0:
         return unjudged("no paired processes")
-    verdict = judge(values_a[:pairs], values_b[:pairs], higher, ab.min_effect, alpha,
-                    final=final)
+    verdict = judge(values_a[:pairs], values_b[:pairs], higher, ab.min_effect, ab.alpha,
+                    final=final, cases=cases)
     return AbCase(a.case.key, a.case.label, a.case.family, name, unit, higher, _value(a),
                   _value(b), verdict)
 

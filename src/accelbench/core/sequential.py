@@ -20,10 +20,15 @@ a case may stop, and the interval it stops with still holds with 1 - α. That is
 test looked at every round would raise false alarms far above α.
 
 The verdict reads the interval of the speed ratio as `compare` does, with the minimum
-effect δ:
+effect δ, at two levels. An A/B judges many cases at once, and the question it is asked
+in CI is whether *any* case changed, so a change is called from the interval at α / m
+for m cases (Bonferroni: the chance of any false faster or slower among them is at most
+α, however many rounds each case took); "same" is a statement about one case, called
+from its own interval at α (a case truly changed by δ or more is called the same with a
+chance of at most α):
 
-- faster / slower: the interval excludes 1 and the change is at least δ;
-- same: the whole interval lies within (1 - δ, 1 + δ);
+- faster / slower: the interval at α / m excludes 1 and the change is at least δ;
+- same: the whole interval at α lies within (1 - δ, 1 + δ);
 - otherwise undecided: the case runs another round, and at the budget it is
   inconclusive, with the pairs a confidence sequence of its noise would need.
 
@@ -86,8 +91,9 @@ def radius(pairs: int, sd: float, alpha: float, g: float = PRIOR_G) -> float:
 @dataclass(frozen=True)
 class PairedVerdict:
     """B over A for one case from its pairs: the ratio of the headline figure and the
-    same as a speed (> 1 is B faster), each with its anytime-valid interval, the
-    verdict, and for an undecided case the pairs its noise would need."""
+    same as a speed (> 1 is B faster), each with the case's anytime-valid interval at
+    level α; the speed's interval at the level a change call needs (α shared by the A/B's
+    cases); the verdict, and for an undecided case the pairs its noise would need."""
 
     pairs: int
     ratio: float
@@ -100,6 +106,8 @@ class PairedVerdict:
     sd: float | None  # of ln(B / A) between pairs; None below two pairs
     pairs_needed: int | None = None  # for an undecided case; None: not within MAX_PAIRS
     reason: str = ""
+    call_low: float = 0.0  # the speed's interval at the change call's level
+    call_high: float = math.inf
 
     @property
     def change(self) -> float:
@@ -113,27 +121,35 @@ class PairedVerdict:
     def regressed_by(self, fraction: float) -> bool:
         """Decided slower by at least `fraction` (0.05 for 5%)."""
         return (self.verdict == SLOWER and self.speed <= 1.0 - fraction + 1e-12
-                and self.speed_high < 1.0)
+                and self.call_high < 1.0)
 
     def may_have_regressed_by(self, fraction: float) -> bool:
         """Not decided, and a slowdown of `fraction` lies within its interval: a gate at
         `fraction` can neither pass nor fail it."""
-        return not self.decided and self.speed_low <= 1.0 - fraction + 1e-12
+        return not self.decided and self.call_low <= 1.0 - fraction + 1e-12
 
     def to_dict(self) -> dict[str, object]:
         return {"pairs": self.pairs, "ratio": _finite(self.ratio),
                 "ratio_ci": [_finite(self.low), _finite(self.high)],
                 "speedup": _finite(self.speed),
                 "speedup_ci": [_finite(self.speed_low), _finite(self.speed_high)],
+                "speedup_call_ci": [_finite(self.call_low), _finite(self.call_high)],
                 "change_pct": _finite(100.0 * self.change), "verdict": self.verdict,
                 "sd": self.sd, "pairs_needed": self.pairs_needed,
                 "reason": self.reason or None}
 
 
 def judge(a: Sequence[float], b: Sequence[float], higher_is_better: bool, min_effect: float,
-          alpha: float, final: bool = False, g: float = PRIOR_G) -> PairedVerdict:
+          alpha: float, final: bool = False, g: float = PRIOR_G, cases: int = 1
+          ) -> PairedVerdict:
     """The verdict on pairs (a[i], b[i]) of one case's headline figure, each pair measured
-    back to back; `final` at the budget, where an undecided case is inconclusive."""
+    back to back, the case one of `cases` judged together; `final` at the budget, where
+    an undecided case is inconclusive.
+
+    A change (faster, slower) is called only from the interval at α / cases, so that the
+    chance of any false call among the cases is at most α; "same" is called from the
+    case's own interval at α, so that a case truly changed by the minimum effect or more
+    is called the same with a chance of at most α."""
     if len(a) != len(b):
         raise ValueError("a and b must hold the same number of pairs")
     pairs = [(x, y) for x, y in zip(a, b, strict=True)
@@ -146,25 +162,32 @@ def judge(a: Sequence[float], b: Sequence[float], higher_is_better: bool, min_ef
     d = [math.log(y / x) for x, y in pairs]
     mean = math.fsum(d) / n
     sd = math.sqrt(math.fsum((v - mean) ** 2 for v in d) / (n - 1)) if n >= 2 else None
+    call_alpha = case_alpha(alpha, cases)
     r = radius(n, sd, alpha, g) if sd is not None else math.inf
+    r_call = radius(n, sd, call_alpha, g) if sd is not None else math.inf
     ratio, low, high = math.exp(mean), _exp(mean - r), _exp(mean + r)
-    if higher_is_better:
-        speed, speed_low, speed_high = ratio, low, high
-    else:
-        speed, speed_low, speed_high = 1.0 / ratio, _inv(high), _inv(low)
-    verdict = _verdict(speed, speed_low, speed_high, min_effect)
+    speed, speed_low, speed_high = _as_speed(mean, r, higher_is_better)
+    _, call_low, call_high = _as_speed(mean, r_call, higher_is_better)
+    verdict = _verdict(speed, call_low, call_high, speed_low, speed_high, min_effect)
     needed, reason = None, ""
     if verdict == UNDECIDED:
         verdict = undecided
-        needed = pairs_needed(mean, sd, min_effect, alpha, g) if sd is not None else None
+        needed = (pairs_needed(mean, sd, min_effect, alpha, g, call_alpha)
+                  if sd is not None else None)
         reason = _why_undecided(n, sd, needed)
     return PairedVerdict(n, ratio, low, high, speed, speed_low, speed_high, verdict, sd,
-                         needed, reason)
+                         needed, reason, call_low, call_high)
 
 
-def _verdict(speed: float, low: float, high: float, min_effect: float) -> str:
-    excludes_one = low > 1.0 or high < 1.0
-    if excludes_one and abs(speed - 1.0) >= min_effect - 1e-12:
+def _as_speed(mean: float, r: float, higher_is_better: bool) -> tuple[float, float, float]:
+    """The speed (> 1: B faster) and its interval, of a mean ln(B / A) ± r."""
+    sign = 1.0 if higher_is_better else -1.0
+    return math.exp(sign * mean), _exp(sign * mean - r), _exp(sign * mean + r)
+
+
+def _verdict(speed: float, call_low: float, call_high: float, low: float, high: float,
+             min_effect: float) -> str:
+    if (call_low > 1.0 or call_high < 1.0) and abs(speed - 1.0) >= min_effect - 1e-12:
         return FASTER if speed > 1.0 else SLOWER
     if low > 1.0 - min_effect and high < 1.0 + min_effect:
         return SAME
@@ -172,23 +195,27 @@ def _verdict(speed: float, low: float, high: float, min_effect: float) -> str:
 
 
 def pairs_needed(mean: float, sd: float, min_effect: float, alpha: float,
-                 g: float = PRIOR_G) -> int | None:
+                 g: float = PRIOR_G, call_alpha: float | None = None) -> int | None:
     """The fewest pairs at which a case with this mean and noise (ln(B / A)) would be
-    decided, were they to stay as they are: its interval narrow enough to exclude no
-    change when the change is beyond the minimum effect, or to lie within it when it is
-    not; None beyond MAX_PAIRS."""
+    decided, were they to stay as they are: its interval at `call_alpha` (default α)
+    narrow enough to exclude no change when the change is beyond the minimum effect, or
+    its interval at α narrow enough to lie within the minimum effect when it is not; None
+    beyond MAX_PAIRS."""
     band = math.log1p(min_effect) if min_effect > 0 else 0.0
-    needed_radius = abs(mean) if abs(mean) >= band else band - abs(mean)
+    if abs(mean) >= band:
+        needed_radius, level = abs(mean), call_alpha or alpha
+    else:
+        needed_radius, level = band - abs(mean), alpha
     if needed_radius <= 0:
         return None
     if sd <= 0:
         return 4
     lo, hi = 2, MAX_PAIRS
-    if radius(hi, sd, alpha, g) >= needed_radius:
+    if radius(hi, sd, level, g) >= needed_radius:
         return None
     while lo < hi:  # the radius shrinks with n from where it is finite
         mid = (lo + hi) // 2
-        if radius(mid, sd, alpha, g) < needed_radius:
+        if radius(mid, sd, level, g) < needed_radius:
             hi = mid
         else:
             lo = mid + 1
@@ -213,10 +240,6 @@ def _exp(x: float) -> float:
         return math.exp(x)
     except OverflowError:
         return math.inf
-
-
-def _inv(value: float) -> float:
-    return math.inf if value == 0 else 1.0 / value
 
 
 def _finite(value: float) -> float | None:

@@ -103,6 +103,10 @@ class Coordinator(Protocol):
     def agree(self, value: int) -> int:
         """Rank 0's value, on every rank."""
 
+    def sampling(self) -> None:
+        """Warm-up is over and the samples begin (processes that take turns meet here:
+        runner.turns)."""
+
 
 class Solo:
     """The coordinator of a single process: nothing to agree with."""
@@ -112,6 +116,9 @@ class Solo:
 
     def agree(self, value: int) -> int:
         return value
+
+    def sampling(self) -> None:
+        pass
 
 
 SOLO = Solo()
@@ -223,6 +230,7 @@ def measure(
     samples: list[float] = []
     warmup_calls = len(per_call)
     extensions = 0
+    coordinator.sampling()
     start = sampling_start = clock.now()
     while True:
         if flushing is not None:

@@ -36,11 +36,11 @@ def ab_tables(result: AbResult) -> list[Table]:
         "in alternating order; B/A is the speed of B over A (above 1: B is faster) from "
         "the geometric mean of the pairs' ratios, with its anytime-valid interval (the "
         "safe t-test's confidence sequence), valid however many rounds were looked at.",
-        f"A case stopped as soon as its interval excluded 1 with a change of at least "
-        f"{100 * ab.min_effect:g}% (faster or slower), or lay within "
-        f"±{100 * ab.min_effect:g}% (same); each case is judged at α = {level:.2g}, so "
-        f"that the chance of any false call among the {len(result.cases)} cases is at "
-        f"most {ab.alpha:g}. At most {ab.max_rounds} pairs a case"
+        f"A case stopped as soon as it was called faster or slower (a change of at least "
+        f"{100 * ab.min_effect:g}%, its interval at α = {level:.2g} excluding 1, so that "
+        f"the chance of any false call among the {len(result.cases)} cases is at most "
+        f"{ab.alpha:g}), or the same (the interval shown, at α = {ab.alpha:g}, within "
+        f"±{100 * ab.min_effect:g}%). At most {ab.max_rounds} pairs a case"
         + (f", {ab.budget:g} s in all" if ab.budget is not None else "") + ".",
         counts + ".",
     ]

@@ -9,8 +9,8 @@ next (and neighbouring cases alternate too), so that neither stack always runs f
 after the other. Distributed cases run as one torchrun job per side per round, in the
 same alternating order.
 
-After each round every case with its pairs is judged (`core.sequential`, at the
-A/B's α shared by its cases); a decided case stops, and is stored on both
+After each round every case with its pairs is judged (`core.sequential`: a change
+called at the A/B's α shared by its cases); a decided case stops, and is stored on both
 sides with every process's figure in round order. At `max_rounds` or when the budget is
 spent, the cases still undecided are stored as they are and are inconclusive. A failure
 or skip on either side stops that case on both. Ctrl-C stores what was measured, in whole
@@ -28,19 +28,24 @@ from typing import TYPE_CHECKING, Protocol
 
 from accelbench.core.measurement import STATUS_OK, Measurement, merge_processes
 from accelbench.core.request import AbRequest
-from accelbench.core.sequential import PAIR_VALUES, case_alpha, judge
+from accelbench.core.sequential import PAIR_VALUES, judge
 from accelbench.errors import EXIT_INTERNAL, EXIT_USAGE, UserError
+from accelbench.runner.messages import MeasureCase
 from accelbench.runner.plan import PlannedCase, ValidRequest
 from accelbench.runner.recorder import Outcome, RunRecorder
 from accelbench.runner.rounds import HostSpeeds, _measure
 from accelbench.runner.session import Supervised, _segments, timeouts
 from accelbench.runner.stack import StackWorkers
+from accelbench.runner.supervisor import WorkerLost
+from accelbench.runner.turns import TurnPair, pair_cpus
 
 if TYPE_CHECKING:
+    from accelbench.core.timing import TimingPolicy
     from accelbench.env.fingerprint import Fingerprint
     from accelbench.store import Store
 
 SIDES = ("a", "b")
+_NEVER_CONVERGED = 1e-9  # a target interval no sampling reaches
 
 
 class AbListener(Protocol):
@@ -161,7 +166,6 @@ def _conduct(valid: ValidRequest, ab: AbRequest, sides: list[_Side], store: Stor
     assert a_rec is not None and b_rec is not None
     listener.planned(len(cases), a_rec.run_id, b_rec.run_id)
     outcome = AbOutcome(pair_id, a_rec.outcome, b_rec.outcome, ab)
-    alpha = case_alpha(ab.alpha, len(cases))
     try:
         for number in range(ab.max_rounds):
             if all(c.done for c in cases):
@@ -172,7 +176,7 @@ def _conduct(valid: ValidRequest, ab: AbRequest, sides: list[_Side], store: Stor
             complete = _round(number, cases, sides, valid, ab, started, clock)
             outcome.rounds = number + 1
             for index, case in enumerate(cases):
-                if not case.done and (case.failed() or _decided(case, ab, alpha)):
+                if not case.done and (case.failed() or _decided(case, ab, len(cases))):
                     _record(index, case, sides, valid)
             listener.round_done(number + 1, sum(c.done for c in cases), len(cases),
                                 clock() - started)
@@ -214,7 +218,10 @@ def _round(number: int, cases: list[_Case], sides: list[_Side], valid: ValidRequ
            ab: AbRequest, started: float, clock: Callable[[], float]) -> bool:
     """One round over the cases still undecided; False when the budget ran out before
     every case had its pair (the round's unpaired process is dropped)."""
-    policy = valid.policy
+    # Each process of a pair samples for the whole sampling time rather than stopping once
+    # its own interval is narrow: the two take turns, so their samples cover the same
+    # stretch of the host's time, which is what the pair's ratio needs.
+    policy = dataclasses.replace(valid.policy, target_rel_ci=_NEVER_CONVERGED)
     timeout_for = timeouts(valid.request.case_timeout)
     for first, segment in _segments([c.planned for c in cases]):
         pending = [first + i for i in range(len(segment)) if not cases[first + i].done]
@@ -228,16 +235,84 @@ def _round(number: int, cases: list[_Case], sides: list[_Side], valid: ValidRequ
                 return False
             case = cases[index]
             order = sides if (number + offset) % 2 == 0 else sides[::-1]
-            for side in order:
-                slot = side.executor.slot
-                device = side.executor.device
-                worker = slot.for_case(case.planned, device)
-                part = _measure(slot, worker, case.planned, device, policy,
-                                timeout_for(case.planned))
-                case.parts[side.name].append(part)
+            _measure_pair(case, order, policy, timeout_for(case.planned),
+                          f"r{number}-c{index}")
     for side in sides:  # every round in fresh processes
         side.executor.slot.replace()
     return True
+
+
+def _measure_pair(case: _Case, order: Sequence[_Side], policy: TimingPolicy, timeout: float,
+                  name: str) -> None:
+    """The case measured by both sides' workers at once, taking turns (runner.turns), the
+    first of `order` starting; one after the other where a worker cannot take turns. A
+    worker lost fails its part, is replaced, and its partner goes on alone."""
+    workers = {side.name: side.executor.slot.for_case(case.planned, side.executor.device)
+               for side in order}
+    if not all(hasattr(w, "send") and hasattr(w, "ready") for w in workers.values()):
+        for side in order:
+            slot, device = side.executor.slot, side.executor.device
+            case.parts[side.name].append(_measure(slot, workers[side.name], case.planned,
+                                                  device, policy, timeout))
+        return
+    from accelbench.runner.lifeline import owned_folder
+
+    with owned_folder() as folder:
+        pair = TurnPair(folder, name)
+        started = time.time()
+        parts: dict[str, Measurement] = {}
+        waiting: list[_Side] = []
+        threads = case.planned.case.param_dict.get("threads")
+        cpus = (pair_cpus(threads) if case.planned.case.device == "cpu"
+                and isinstance(threads, int) else None)
+        for position, side in enumerate(order):
+            message = MeasureCase(case.planned, side.executor.device, policy,
+                                  pair.spec(side.name, first=position == 0, cpus=cpus))
+            try:
+                workers[side.name].send(message)  # type: ignore[attr-defined]
+                waiting.append(side)
+            except WorkerLost as lost:
+                parts[side.name] = _lost(side, case, str(lost), started, pair)
+        deadline = time.monotonic() + 2 * timeout  # each waits while the other measures
+        while waiting:
+            for side in list(waiting):
+                worker = workers[side.name]
+                late = time.monotonic() >= deadline
+                if not (late or worker.ready()):  # type: ignore[attr-defined]
+                    continue
+                waiting.remove(side)
+                try:
+                    reply = worker.receive(0.0 if late else 5.0)  # type: ignore[attr-defined]
+                except WorkerLost as lost:
+                    parts[side.name] = _lost(side, case, str(lost), started, pair)
+                    continue
+                parts[side.name] = _part(case, reply, started)
+            time.sleep(0.02)
+        for side in order:
+            case.parts[side.name].append(parts[side.name])
+
+
+def _lost(side: _Side, case: _Case, reason: str, started: float, pair: TurnPair
+          ) -> Measurement:
+    """A side's worker was lost in a pair: its part fails, the slot gets a fresh worker,
+    and its partner is handed the turn for good."""
+    from accelbench.core.measurement import STATUS_FAILED, not_measured
+
+    side.executor.slot.replace()
+    pair.release("b" if side.name == "a" else "a")
+    return not_measured(case.planned.case, STATUS_FAILED, reason, started,
+                        time.time() - started)
+
+
+def _part(case: _Case, reply: object, started: float) -> Measurement:
+    from accelbench.core.measurement import STATUS_FAILED, not_measured
+    from accelbench.runner.messages import CaseMeasured, Refused
+
+    if isinstance(reply, CaseMeasured):
+        return Measurement.from_dict(reply.record)
+    reason = reply.message if isinstance(reply, Refused) else f"unexpected reply {reply!r}"
+    return not_measured(case.planned.case, STATUS_FAILED, reason, started,
+                        time.time() - started)
 
 
 def _distributed_round(number: int, cases: list[_Case], sides: list[_Side],
@@ -281,7 +356,7 @@ def _skipped(planned: PlannedCase, reason: str) -> Measurement:
     return not_measured(planned.case, STATUS_SKIPPED, reason, time.time(), 0.0)
 
 
-def _decided(case: _Case, ab: AbRequest, alpha: float) -> bool:
+def _decided(case: _Case, ab: AbRequest, cases: int) -> bool:
     if case.pairs < 2:
         return False
     values = {name: [_headline(p) for p in case.parts[name][:case.pairs]] for name in SIDES}
@@ -289,7 +364,7 @@ def _decided(case: _Case, ab: AbRequest, alpha: float) -> bool:
     if figure is None:
         return True  # nothing to judge: stored as it is
     return judge(values["a"], values["b"], figure.higher_is_better, ab.min_effect,
-                 alpha).decided
+                 ab.alpha, cases=cases).decided
 
 
 def _headline(m: Measurement) -> float:

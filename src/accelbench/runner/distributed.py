@@ -161,6 +161,9 @@ class GroupCoordinator:
         self._dist.broadcast(data, src=0)
         return int(data.item())
 
+    def sampling(self) -> None:
+        pass
+
 
 class GroupBroken(Exception):
     """The job's process group failed between cases: a peer is gone or out of step, and

@@ -14,6 +14,7 @@ if TYPE_CHECKING:
     from accelbench.core.device import DeviceInfo
     from accelbench.core.timing import TimingPolicy
     from accelbench.runner.plan import PlannedCase
+    from accelbench.runner.turns import TurnSpec
 
 
 @dataclass(frozen=True)
@@ -28,6 +29,8 @@ class MeasureCase:
     planned: PlannedCase
     device: DeviceInfo
     policy: TimingPolicy
+    # Measured at the same time as another process's case, taking turns (`ab`'s pairs).
+    turns: TurnSpec | None = None
 
 
 @dataclass(frozen=True)

@@ -72,10 +72,27 @@ class Worker:
 
     def ask(self, message: Request, timeout: float) -> Reply:
         """Send one request and wait for its answer, at most `timeout` seconds."""
+        self.send(message)
+        return self.receive(timeout)
+
+    def send(self, message: Request) -> None:
+        """Send one request without waiting (`receive` waits for its answer)."""
         try:
             self._conn.send(message)
         except (BrokenPipeError, OSError):
             raise WorkerLost(self._death()) from None
+
+    def ready(self) -> bool:
+        """Whether `receive` would return (or raise) at once: an answer is waiting, or the
+        process has ended."""
+        try:
+            return bool(self._conn.poll(0)) or not self._process.is_alive()
+        except (EOFError, OSError):
+            return True
+
+    def receive(self, timeout: float) -> Reply:
+        """The answer to the request sent, within `timeout` seconds; WorkerLost otherwise
+        (the worker is stopped when it timed out)."""
         deadline = time.monotonic() + timeout
         while True:
             try:

@@ -58,6 +58,7 @@ def execute_case(
     coordinator: Coordinator = SOLO,
     adapt: Callable[[CaseContext], CaseContext] | None = None,
     judge: Callable[[CaseContext, CaseResult], tuple[str, ...]] | None = None,
+    siblings: bool = False,
 ) -> Measurement:
     """Measure one case; every outcome, failures included, becomes a Measurement.
 
@@ -75,7 +76,7 @@ def execute_case(
                             f"{planned.benchmark.name} does not run on {device.type} devices",
                             started, 0.0)
     faults = gpu_faults.watch(device)
-    sampler = _host_sampler(policy, dist)
+    sampler = _host_sampler(policy, dist, siblings)
     telemetry = _telemetry_sampler(policy, device)
     with library_warnings() as said:
         outcome = _outcome(planned, device, policy, dist, coordinator, adapt, judge, telemetry,
@@ -146,17 +147,19 @@ def with_host(m: Measurement, report: HostReport) -> Measurement:
     return dataclasses.replace(m, hosts=(*m.hosts, report.to_dict()), warnings=warnings)
 
 
-def _host_sampler(policy: TimingPolicy, dist: DistInfo | None) -> HostSampler | None:
+def _host_sampler(policy: TimingPolicy, dist: DistInfo | None, siblings: bool = False
+                  ) -> HostSampler | None:
     """A sampler of the host beside this case, whose own work is this process's; the
-    supervisor (or torchrun's agent and the job's other ranks) is not contention. It
-    times the host's reference work just before and just after the case."""
+    supervisor (or torchrun's agent and the job's other ranks, or with `siblings` the
+    partner that takes turns with this process) is not contention. It times the host's
+    reference work just before and just after the case."""
     if policy.host_interval <= 0:
         return None
     from accelbench.env.host import HostProbe, HostSampler
     from accelbench.env.host.reference import reference_seconds
 
     ignore = {os.getppid()}
-    if dist is not None:
+    if dist is not None or siblings:
         ignore |= _children(os.getppid())
     probe = HostProbe(include_children=True, ignore_pids=frozenset(ignore - {os.getpid()}),
                       reference=reference_seconds)
@@ -249,6 +252,25 @@ def worker_main(conn: Connection, owner: int | None = None,
         conn.send(answer(message))
 
 
+def _taking_turns(message: MeasureCase) -> Measurement:
+    """The case measured at the same time as its partner's, taking turns with it
+    (runner.turns); the partner, a sibling process, is not contention."""
+    from accelbench.runner.turns import Turns
+
+    assert message.turns is not None
+    turns = Turns(message.turns)
+    try:
+        turns.begin()
+        measurement = execute_case(message.planned, message.device, message.policy,
+                                   coordinator=turns, siblings=True)
+    finally:
+        turns.end()
+    details = {**measurement.details, "turn_handovers": turns.handovers}
+    if message.turns.cpus:
+        details["pinned_cpus"] = list(message.turns.cpus)
+    return dataclasses.replace(measurement, details=details)
+
+
 def answer(message: Request) -> Reply:
     """The reply to one request; a user error becomes a Refused reply, not a crash."""
     from accelbench.errors import EXIT_INTERNAL, UserError
@@ -261,6 +283,8 @@ def answer(message: Request) -> Reply:
             require_supported_torch()
             return FingerprintRead(collect(message.device).to_dict())
         if isinstance(message, MeasureCase):
+            if message.turns is not None:
+                return CaseMeasured(_taking_turns(message).to_dict())
             measurement = execute_case(message.planned, message.device, message.policy)
             return CaseMeasured(measurement.to_dict())
         return Refused(EXIT_INTERNAL, f"worker: unknown request {type(message).__name__}")

@@ -1,0 +1,209 @@
+"""Does `accelbench ab` decide, within a budget, without crying wolf? Three checks on the
+quick suite, each an `accelbench ab` on this machine with a budget of 3x the quick suite's
+own time, measured first in the same run of this script (one `accelbench run`):
+
+- `aa`: the same environment as both sides. Target: at least 90% of the compared cases
+  decided "same", none faster or slower, and `--fail-on-regression 5` exits 0.
+- `power`: B's processes in a CPU cgroup that gives them 90% of a core in every 1 ms
+  period (`cpu.cfs_quota_us` 900 of 1000; cgroup v1 or v2), so that compute-bound work
+  runs about 10% slower. Target: at least 90% of the compute-bound cases (those whose
+  samples take 1 ms or more: GEMM, convolution, attention, the models) decided "slower",
+  and no case decided "faster".
+- `drift`: A/A with two spinning processes started a third of the way through the budget
+  and stopped at two thirds (both cores busy for a while). Target: no case faster or
+  slower.
+
+It prints each case's verdict, pairs and noise, the shares, and each target as met or
+not; with `--busy N`, N more processes spin beside the whole check (a busy host).
+
+    python bench/ab_targets.py aa
+    python bench/ab_targets.py power
+    python bench/ab_targets.py drift
+    python bench/ab_targets.py aa --busy 2
+    python bench/ab_targets.py aa --quick-time 170     # skip measuring the quick suite
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import multiprocessing
+import os
+import shlex
+import stat
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+GOAL_SAME = 0.9
+GOAL_SLOWER = 0.9
+BUDGET_FACTOR = 3.0
+CGROUP_PERIOD_US = 1000
+CGROUP_QUOTA_US = 900
+COMPUTE_BOUND = ("gemm", "conv", "attention", "train", "infer", "infer-engine")
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
+    parser.add_argument("check", choices=("aa", "power", "drift"))
+    parser.add_argument("--suite", default="quick")
+    parser.add_argument("--quick-time", type=float, metavar="S",
+                        help="the suite's time in seconds, instead of measuring it")
+    parser.add_argument("--busy", type=int, default=0, metavar="N",
+                        help="keep N processes spinning beside the whole check")
+    parser.add_argument("--max-rounds", type=int, default=60)
+    parser.add_argument("--accelbench", default=f"{shlex.quote(sys.executable)} -m accelbench",
+                        help="the command that runs accelbench (default: this Python's)")
+    args = parser.parse_args(argv)
+    cli = shlex.split(args.accelbench)
+    spinners = [_spinner() for _ in range(args.busy)]
+    try:
+        with tempfile.TemporaryDirectory(prefix="accelbench-ab-") as tmp:
+            return _check(args, cli, Path(tmp))
+    finally:
+        for spinner in spinners:
+            spinner.terminate()
+
+
+def _check(args: argparse.Namespace, cli: list[str], tmp: Path) -> int:
+    store = tmp / "results.sqlite"
+    quick = args.quick_time or _suite_time(cli, args.suite, store)
+    budget = BUDGET_FACTOR * quick
+    print(f"{args.suite} suite: {quick:.0f} s; budget {BUDGET_FACTOR:g}x: {budget:.0f} s"
+          + (f"; {args.busy} spinning process(es) beside" if args.busy else ""), flush=True)
+    ab = [*cli, "ab", "--suite", args.suite, "--store", str(store), "--budget", f"{budget:.0f}",
+          "--max-rounds", str(args.max_rounds), "--fail-on-regression", "5", "--json",
+          "--no-report"]
+    stop_drift = None
+    if args.check == "power":
+        ab += ["--b", str(_slow_python(tmp))]
+    elif args.check == "drift":
+        stop_drift = _drift(budget)
+    started = time.monotonic()
+    done = subprocess.run(ab, capture_output=True, text=True, stdin=subprocess.DEVNULL)
+    elapsed = time.monotonic() - started
+    if stop_drift is not None:
+        stop_drift.set()
+    if not done.stdout.strip():
+        print(done.stderr, file=sys.stderr)
+        return 2
+    data = json.loads(done.stdout)
+    return _report(args.check, data, done.returncode, elapsed, budget)
+
+
+def _report(check: str, data: dict[str, Any], code: int, elapsed: float,
+            budget: float) -> int:
+    cases = data["cases"]
+    compared = [c for c in cases if c["verdict"] != "not compared"]
+    print(f"{data['rounds_run']} rounds in {elapsed:.0f} s (stopped: {data['stopped']}); "
+          f"gate exit code {code}")
+    print(f"{'case':58} {'verdict':12} {'pairs':>5} {'sd':>7} {'B/A speed':>9} "
+          f"{'needed':>6}")
+    for c in cases:
+        sd = f"{100 * c['sd']:.1f}%" if c.get("sd") is not None else "-"
+        speed = f"{c['speedup']:.3f}" if c.get("speedup") is not None else "-"
+        print(f"{c['label'][:58]:58} {c['verdict']:12} {c.get('pairs', '-')!s:>5} {sd:>7} "
+              f"{speed:>9} {c.get('pairs_needed') or '-'!s:>6}")
+    counts: dict[str, int] = {}
+    for c in compared:
+        counts[c["verdict"]] = counts.get(c["verdict"], 0) + 1
+    print("verdicts: " + ", ".join(f"{n} {v}" for v, n in sorted(counts.items()))
+          + f" of {len(compared)} compared ({len(cases) - len(compared)} not compared)")
+    called = counts.get("faster", 0) + counts.get("slower", 0)
+    met = True
+    if check in ("aa", "drift"):
+        if check == "aa":
+            share = counts.get("same", 0) / max(1, len(compared))
+            met &= _target(f"decided same: {share:.0%} (target >= {GOAL_SAME:.0%})",
+                           share >= GOAL_SAME)
+            met &= _target(f"gate exit code {code} (target 0)", code == 0)
+        met &= _target(f"faster or slower: {called} (target 0)", called == 0)
+    else:
+        bound = [c for c in compared if c["family"] in ("micro", "models")
+                 and c["label"].split()[0] in COMPUTE_BOUND]
+        slower = sum(1 for c in bound if c["verdict"] == "slower")
+        share = slower / max(1, len(bound))
+        met &= _target(f"compute-bound cases decided slower: {slower} of {len(bound)} = "
+                       f"{share:.0%} (target >= {GOAL_SLOWER:.0%})", share >= GOAL_SLOWER)
+        faster = counts.get("faster", 0)
+        met &= _target(f"faster: {faster} (target 0)", faster == 0)
+    print(f"time used: {elapsed:.0f} s of a {budget:.0f} s budget")
+    return 0 if met else 1
+
+
+def _target(text: str, ok: bool) -> bool:
+    print(f"{'MET' if ok else 'NOT MET'}: {text}", flush=True)
+    return ok
+
+
+def _suite_time(cli: list[str], suite: str, store: Path) -> float:
+    started = time.monotonic()
+    subprocess.run([*cli, "run", "--suite", suite, "--store", str(store), "--no-report"],
+                   capture_output=True, check=False, stdin=subprocess.DEVNULL)
+    return time.monotonic() - started
+
+
+def _slow_python(tmp: Path) -> Path:
+    """An interpreter whose processes run in a CPU cgroup with 90% of a core in every
+    millisecond: a wrapper that joins the cgroup, then starts this Python."""
+    group = _cgroup()
+    wrapper = tmp / "slow-python"
+    wrapper.write_text(f"#!/bin/sh\necho $$ > {group}\nexec {shlex.quote(sys.executable)} "
+                       '"$@"\n')
+    wrapper.chmod(wrapper.stat().st_mode | stat.S_IXUSR)
+    return wrapper
+
+
+def _cgroup() -> Path:
+    """The procs file of a CPU cgroup limited to 90% of a core (made if need be)."""
+    v2 = Path("/sys/fs/cgroup/unified")
+    v1 = Path("/sys/fs/cgroup/cpu")
+    if (v1 / "cpu.cfs_quota_us").exists() or v1.is_dir():
+        group = v1 / "accelbench-ab-slow"
+        group.mkdir(exist_ok=True)
+        (group / "cpu.cfs_period_us").write_text(str(CGROUP_PERIOD_US))
+        (group / "cpu.cfs_quota_us").write_text(str(CGROUP_QUOTA_US))
+        return group / "cgroup.procs"
+    root = v2 if v2.is_dir() else Path("/sys/fs/cgroup")
+    group = root / "accelbench-ab-slow"
+    group.mkdir(exist_ok=True)
+    (group / "cpu.max").write_text(f"{CGROUP_QUOTA_US} {CGROUP_PERIOD_US}")
+    return group / "cgroup.procs"
+
+
+def _drift(budget: float) -> threading.Event:
+    """Two spinning processes from a third of the budget to two thirds of it."""
+    stop = threading.Event()
+
+    def run() -> None:
+        if stop.wait(budget / 3):
+            return
+        spinners = [_spinner() for _ in range(2)]
+        print(f"drift: 2 spinning processes started at {budget / 3:.0f} s", flush=True)
+        stop.wait(budget / 3)
+        for spinner in spinners:
+            spinner.terminate()
+        print("drift: stopped", flush=True)
+
+    threading.Thread(target=run, daemon=True).start()
+    return stop
+
+
+def _spinner() -> multiprocessing.Process:
+    process = multiprocessing.Process(target=_spin, daemon=True)
+    process.start()
+    return process
+
+
+def _spin() -> None:
+    os.nice(0)
+    while True:
+        pass
+
+
+if __name__ == "__main__":
+    sys.exit(main())
