@@ -55,7 +55,7 @@ def main(argv: list[str] | None = None) -> int:
                         help="the suite's time in seconds, instead of measuring it")
     parser.add_argument("--busy", type=int, default=0, metavar="N",
                         help="keep N processes spinning beside the whole check")
-    parser.add_argument("--max-rounds", type=int, default=60)
+    parser.add_argument("--max-rounds", type=int, default=20)
     parser.add_argument("--accelbench", default=f"{shlex.quote(sys.executable)} -m accelbench",
                         help="the command that runs accelbench (default: this Python's)")
     args = parser.parse_args(argv)

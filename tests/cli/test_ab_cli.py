@@ -54,7 +54,7 @@ def test_json_holds_each_case_and_the_gate(monkeypatch, capsys) -> None:
     assert code == EXIT_CASE_FAILED == data["exit_code"]
     (case,) = data["cases"]
     assert case["verdict"] == "slower" and case["pairs"] >= 4
-    assert data["regressions"] == [case["label"]] and data["stopped"] == "decided"
+    assert data["regressions"] == [case["label"]] and data["stopped"] == "done"
     with Store.open(create=False) as store:
         runs = {r.id: r for r in store.list_runs()}
     assert set(runs) == {data["run_a"], data["run_b"]}

@@ -56,7 +56,7 @@ def test_identical_stacks_are_decided_same_and_stored_as_two_linked_runs(store_p
     result = finished.result
     assert [c.outcome for c in result.cases] == [SAME, SAME, SAME]
     assert all(4 <= c.verdict.pairs < 12 for c in result.cases)  # stopped once decided
-    assert finished.outcome.stopped == "decided"
+    assert finished.outcome.stopped == "done"
     assert finished.exit_code() == 0 and finished.exit_code(gate=0.05) == 0
     with Store.open(store_path) as store:
         found = find_ab(store, result.b.record.id)
@@ -209,3 +209,29 @@ def test_the_published_site_has_a_page_of_the_ab_pairs(store_path, tmp_path) -> 
     assert f"runs/{finished.result.b.record.id}.html" in page or \
         finished.result.b.record.id in page
     assert '<svg' in page
+
+
+def test_history_marks_each_side_of_an_ab(store_path) -> None:
+    from accelbench.analysis.history import history
+    from accelbench.report.analysis_tables import history_tables
+
+    finished = _ab(store_path, _request(benches=("a",)))
+    with Store.open(store_path) as store:
+        runs = [store.load_run(r.id) for r in store.list_runs()]
+    (series,) = history(runs, finished.result.cases[0].key)
+    marks = {p.run_id: p.ab for p in series.points}
+    assert marks == {finished.result.a.record.id: f"A of A/B {finished.result.id}",
+                     finished.result.b.record.id: f"B of A/B {finished.result.id}"}
+    (table,) = history_tables([series])
+    assert all(f"of A/B {finished.result.id}" in row[-1] for row in table.rows)
+    assert series.points[0].to_dict()["ab"] is not None
+
+
+def test_a_case_too_noisy_for_the_rounds_left_stops_early_as_inconclusive(store_path) -> None:
+    Sides.sigma = 0.5  # pairs that would need thousands of rounds
+    finished = _ab(store_path, _request(benches=("a",), max_rounds=20))
+    (case,) = finished.result.cases
+    assert case.outcome == INCONCLUSIVE
+    assert case.verdict.pairs == 5  # FUTILE_AFTER, far below max_rounds
+    assert case.verdict.pairs_needed is None or case.verdict.pairs_needed > 40
+    assert finished.outcome.stopped == "done"

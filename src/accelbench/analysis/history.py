@@ -35,6 +35,7 @@ from accelbench.core.case import Case
 from accelbench.core.measurement import Figure, Measurement
 from accelbench.errors import UserError
 from accelbench.store import StoredRun
+from accelbench.store.records import RunRecord
 
 DEFAULT_LIMIT = 200
 DEFAULT_MIN_EFFECT = 0.05
@@ -58,6 +59,7 @@ class Point:
     processes: int = 1
     rel_half_width: float = float("nan")  # of the interval, as `show` prints it
     stated: bool = True  # False: the figure states no interval (ci_* are the value)
+    ab: str = ""  # a side of an A/B ("A of ID"); empty for any other run
 
     def to_dict(self) -> dict[str, Any]:
         return {"run": self.run_id, "started_at": self.started_at, "host": self.host,
@@ -65,7 +67,8 @@ class Point:
                 "ci": [self.ci_low, self.ci_high] if self.stated else None,
                 "rel_half_width": self.rel_half_width, "samples": self.samples,
                 "processes": self.processes, "noisy": self.noisy,
-                "contended": self.contended, "throttled": self.throttled}
+                "contended": self.contended, "throttled": self.throttled,
+                "ab": self.ab or None}
 
 
 @dataclass(frozen=True)
@@ -189,7 +192,16 @@ def _point(run: StoredRun, m: Measurement) -> Point:
     return Point(run.record.id, run.record.started_at, run.record.host, value, low, high,
                  len(m.samples), m.noisy, m.contended, m.throttled,
                  processes=max(1, len([t for t in m.timings if t.samples])),
-                 rel_half_width=float(rel), stated=states_interval(figure))
+                 rel_half_width=float(rel), stated=states_interval(figure),
+                 ab=_ab_side(run.record))
+
+
+def _ab_side(record: RunRecord) -> str:
+    """"A of ID" for a side of an A/B (analysis.ab), else ""."""
+    from accelbench.analysis.ab import ab_of
+
+    ab = ab_of(record)
+    return f"{(ab.side or '?').upper()} of A/B {ab.id}" if ab is not None else ""
 
 
 def _series(case: Case, generation_key: str, figure: Figure, points: list[Point],

@@ -200,6 +200,8 @@ def history_tables(series: Sequence[Series]) -> list[Table]:
                 mark = f"{mark} (contended)".strip()
             if p.throttled:
                 mark = f"{mark} (throttled)".strip()
+            if p.ab:
+                mark = f"{mark} ({p.ab})".strip()
             rows.append((p.run_id, format_timestamp(p.started_at), p.host,
                          format_value(p.value, s.unit), format_rel(p.rel_half_width),
                          f"{p.samples} / {p.processes}", mark))

@@ -3,16 +3,20 @@ processes, round after round, until each case is decided or the budget is spent.
 
 Each side is planned as a run of its own (`session.Supervised`: its fingerprint read in
 its own interpreter) and stored as an ordinary run; the two runs carry the same A/B id in
-their requests. A round measures every case still undecided once under each stack, back
-to back, in fresh processes: a case's pair is A then B in one round and B then A in the
-next (and neighbouring cases alternate too), so that neither stack always runs first
-after the other. Distributed cases run as one torchrun job per side per round, in the
-same alternating order.
+their requests. A round measures every case still undecided once under each stack, in
+fresh processes. The two processes of a pair measure the case at once, taking turns on
+the same CPUs (`runner.turns`), so that what the host does meanwhile touches both; which
+of them starts alternates from round to round and from case to case. Distributed cases
+run as one torchrun job per side per round, one after the other, in the same alternating
+order.
 
 After each round every case with its pairs is judged (`core.sequential`: a change
 called at the A/B's α shared by its cases); a decided case stops, and is stored on both
-sides with every process's figure in round order. At `max_rounds` or when the budget is
-spent, the cases still undecided are stored as they are and are inconclusive. A failure
+sides with every process's figure in round order. So does a futile one: from five pairs
+on, one whose noise would need more than twice `max_rounds` pairs (stopping it makes no
+call, so the error rates hold; its rounds go to the cases that can still be decided).
+At `max_rounds` or when the budget is spent, the cases still undecided are stored as they
+are and are inconclusive. A failure
 or skip on either side stops that case on both. Ctrl-C stores what was measured, in whole
 pairs, and ends both runs as interrupted.
 """
@@ -45,6 +49,11 @@ if TYPE_CHECKING:
     from accelbench.store import Store
 
 SIDES = ("a", "b")
+# A case whose noise, from this many pairs on, would need more than FUTILE_FACTOR times
+# max_rounds pairs stops as inconclusive (an estimate from few pairs is rough: hence the
+# margin).
+FUTILE_AFTER = 5
+FUTILE_FACTOR = 2
 _NEVER_CONVERGED = 1e-9  # a target interval no sampling reaches
 
 
@@ -67,7 +76,8 @@ class QuietAb:
 @dataclass
 class AbOutcome:
     """What an A/B measured: each side's run, the verdict per case, the rounds run and
-    why it stopped ("decided", "max rounds", "budget" or "interrupted")."""
+    why it stopped ("done": every case decided or futile; "max rounds", "budget" or
+    "interrupted")."""
 
     id: str
     a: Outcome
@@ -75,7 +85,7 @@ class AbOutcome:
     ab: AbRequest
     rounds: int = 0
     elapsed: float = 0.0
-    stopped: str = "decided"
+    stopped: str = "done"
 
     @property
     def interrupted(self) -> bool:
@@ -357,14 +367,21 @@ def _skipped(planned: PlannedCase, reason: str) -> Measurement:
 
 
 def _decided(case: _Case, ab: AbRequest, cases: int) -> bool:
+    """Whether the case stops: decided, or futile (from FUTILE_AFTER pairs on, its noise
+    would need more than FUTILE_FACTOR times max_rounds pairs, or more than can be
+    sought: it would end inconclusive anyway, and its rounds go to the other cases)."""
     if case.pairs < 2:
         return False
     values = {name: [_headline(p) for p in case.parts[name][:case.pairs]] for name in SIDES}
     figure = case.parts["a"][0].primary
     if figure is None:
         return True  # nothing to judge: stored as it is
-    return judge(values["a"], values["b"], figure.higher_is_better, ab.min_effect,
-                 ab.alpha, cases=cases).decided
+    verdict = judge(values["a"], values["b"], figure.higher_is_better, ab.min_effect,
+                    ab.alpha, cases=cases)
+    if verdict.decided:
+        return True
+    return case.pairs >= FUTILE_AFTER and (
+        verdict.pairs_needed is None or verdict.pairs_needed > FUTILE_FACTOR * ab.max_rounds)
 
 
 def _headline(m: Measurement) -> float:
