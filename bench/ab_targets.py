@@ -4,11 +4,12 @@ own time, measured first in the same run of this script (one `accelbench run`):
 
 - `aa`: the same environment as both sides. Target: at least 90% of the compared cases
   decided "same", none faster or slower, and `--fail-on-regression 5` exits 0.
-- `power`: B's processes in a CPU cgroup that gives them 90% of a core in every 1 ms
-  period (`cpu.cfs_quota_us` 900 of 1000; cgroup v1 or v2), so that compute-bound work
-  runs about 10% slower. Target: at least 90% of the compute-bound cases (those whose
-  samples take 1 ms or more: GEMM, convolution, attention, the models) decided "slower",
-  and no case decided "faster".
+- `power`: B's processes in a CPU cgroup that gives them 90% of a core in every 10 ms
+  period (`cpu.cfs_quota_us` 9000 of 10000, the shortest quota the kernel takes; cgroup
+  v1 or v2), so that compute-bound work runs about 10% slower. Target: at least 90% of
+  the compute-bound cases (GEMM, convolution, attention, the models: their samples take
+  10 ms or more, so each sees the throttling) decided "slower", and no case decided
+  "faster".
 - `drift`: A/A with two spinning processes started a third of the way through the budget
   and stopped at two thirds (both cores busy for a while). Target: no case faster or
   slower.
@@ -42,8 +43,8 @@ from typing import Any
 GOAL_SAME = 0.9
 GOAL_SLOWER = 0.9
 BUDGET_FACTOR = 3.0
-CGROUP_PERIOD_US = 1000
-CGROUP_QUOTA_US = 900
+CGROUP_PERIOD_US = 10_000
+CGROUP_QUOTA_US = 9_000
 COMPUTE_BOUND = ("gemm", "conv", "attention", "train", "infer", "infer-engine")
 
 
@@ -149,7 +150,7 @@ def _suite_time(cli: list[str], suite: str, store: Path) -> float:
 
 def _slow_python(tmp: Path) -> Path:
     """An interpreter whose processes run in a CPU cgroup with 90% of a core in every
-    millisecond: a wrapper that joins the cgroup, then starts this Python."""
+    10 ms: a wrapper that joins the cgroup, then starts this Python."""
     group = _cgroup()
     wrapper = tmp / "slow-python"
     wrapper.write_text(f"#!/bin/sh\necho $$ > {group}\nexec {shlex.quote(sys.executable)} "
