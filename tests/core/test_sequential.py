@@ -46,8 +46,9 @@ def test_the_boundary_is_where_the_bayes_factor_reaches_one_over_alpha(n: int,
 
 
 def test_the_boundary_is_wider_than_a_fixed_n_t_and_shrinks_with_pairs() -> None:
-    assert boundary(1, 0.05) == math.inf and boundary(3, 0.05) == math.inf
-    assert math.isfinite(boundary(4, 0.05))  # from four pairs at alpha 0.05
+    assert boundary(1, 0.05) == math.inf and boundary(2, 0.05) == math.inf
+    assert math.isfinite(boundary(3, 0.05))  # from three pairs at alpha 0.05
+    assert boundary(4, 0.05 / 20) == math.inf and math.isfinite(boundary(5, 0.05 / 20))
     widths = [radius(n, 1.0, 0.05) for n in (4, 6, 10, 20, 50, 200)]
     assert widths == sorted(widths, reverse=True)
     for n in (6, 10, 20, 50):

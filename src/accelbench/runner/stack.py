@@ -24,6 +24,7 @@ from accelbench.errors import UserError
 if TYPE_CHECKING:
     from accelbench.runner.supervisor import WorkerFactory, WorkerProcess
 
+
 def python_of(given: str, option: str) -> str | None:
     """The interpreter a side names: a virtual environment's folder or an interpreter;
     None for this process's own. A UserError when there is none."""
