@@ -22,6 +22,7 @@ not; with `--busy N`, N more processes spin beside the whole check (a busy host)
     python bench/ab_targets.py drift
     python bench/ab_targets.py aa --busy 2
     python bench/ab_targets.py aa --quick-time 170     # skip measuring the quick suite
+    python bench/ab_targets.py aa --budget-factor 8    # what a larger budget decides
 """
 
 from __future__ import annotations
@@ -57,6 +58,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--busy", type=int, default=0, metavar="N",
                         help="keep N processes spinning beside the whole check")
     parser.add_argument("--max-rounds", type=int, default=20)
+    parser.add_argument("--budget-factor", type=float, default=BUDGET_FACTOR, metavar="X",
+                        help=f"the budget in times the suite's time (default "
+                        f"{BUDGET_FACTOR:g}, the target's)")
     parser.add_argument("--accelbench", default=f"{shlex.quote(sys.executable)} -m accelbench",
                         help="the command that runs accelbench (default: this Python's)")
     args = parser.parse_args(argv)
@@ -73,8 +77,8 @@ def main(argv: list[str] | None = None) -> int:
 def _check(args: argparse.Namespace, cli: list[str], tmp: Path) -> int:
     store = tmp / "results.sqlite"
     quick = args.quick_time or _suite_time(cli, args.suite, store)
-    budget = BUDGET_FACTOR * quick
-    print(f"{args.suite} suite: {quick:.0f} s; budget {BUDGET_FACTOR:g}x: {budget:.0f} s"
+    budget = args.budget_factor * quick
+    print(f"{args.suite} suite: {quick:.0f} s; budget {args.budget_factor:g}x: {budget:.0f} s"
           + (f"; {args.busy} spinning process(es) beside" if args.busy else ""), flush=True)
     ab = [*cli, "ab", "--suite", args.suite, "--store", str(store), "--budget", f"{budget:.0f}",
           "--max-rounds", str(args.max_rounds), "--fail-on-regression", "5", "--json",
