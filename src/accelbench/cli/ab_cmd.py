@@ -76,8 +76,6 @@ def request_of_ab(args: argparse.Namespace) -> RunRequest:
 
     if args.repeat is not None:
         raise UserError("an A/B runs its own rounds: leave out --repeat (see --max-rounds)")
-    if args.min_effect >= 100:
-        raise UserError("--min-effect must be below 100")
     ab = AbRequest(a=_stack(args.a, args.a_env, "a"), b=_stack(args.b, args.b_env, "b"),
                    min_effect=args.min_effect / 100, alpha=args.alpha,
                    max_rounds=args.max_rounds, budget=args.budget,
@@ -102,7 +100,6 @@ def _stack(given: str | None, env: Sequence[str] | None, side: str) -> Stack:
 
 def run(args: argparse.Namespace) -> int:
     from accelbench.app import ab
-    from accelbench.report.terminal import console
 
     request = given_or_read(args, request_of_ab, add_arguments)
     if request.ab is None:
@@ -111,8 +108,7 @@ def run(args: argparse.Namespace) -> int:
     if request.ab.a == request.ab.b:
         print("accelbench: note: A and B are the same stack: an A/A, which tells how often "
               "this machine calls a difference where there is none", file=sys.stderr)
-    finished = ab(request, store_location(args), _Progress(console(stderr=True)),
-                  argv=sys.argv[1:])
+    finished = ab(request, store_location(args), _Progress(), argv=sys.argv[1:])
     return print_ab(finished, args.json)
 
 
@@ -158,9 +154,6 @@ def print_ab(finished: AbFinished, as_json: bool) -> int:
 
 class _Progress:
     """A line on stderr per round: how many cases are decided so far."""
-
-    def __init__(self, console: object) -> None:
-        self._console = console
 
     def planned(self, cases: int, run_a: str, run_b: str) -> None:
         print(f"accelbench: A/B of {cases} case(s): runs {run_a} (A) and {run_b} (B)",
