@@ -43,7 +43,7 @@ def test_an_aa_prints_same_with_its_pairs_and_the_gate_passes(monkeypatch, capsy
     assert run_cli(monkeypatch, *AB, "--fail-on-regression", "5") == 0
     out, err = capsys.readouterr()
     assert "same" in out and "no case regressed by 5% or more" in out
-    assert "an A/A" in err and "round 1:" in err
+    assert "an A/A" in err and "round 1:" in err and "s left" in err
     assert "Stored in" in out and "(A) and" in out
 
 

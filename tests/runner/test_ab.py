@@ -250,3 +250,12 @@ def test_a_case_too_noisy_for_the_rounds_left_stops_early_as_inconclusive(store_
     assert verdict.pairs == 5  # FUTILE_AFTER, far below max_rounds
     assert verdict.pairs_needed is None or verdict.pairs_needed > 40
     assert finished.outcome.stopped == "done"
+
+
+def test_the_time_left_is_the_rounds_left_at_the_pace_so_far_within_the_budget() -> None:
+    from accelbench.runner.ab import _left
+
+    assert _left(AbRequest(max_rounds=10), 2, 60.0, done=False) == 240.0
+    assert _left(AbRequest(max_rounds=10, budget=100.0), 2, 60.0, done=False) == 40.0
+    assert _left(AbRequest(max_rounds=10, budget=50.0), 2, 60.0, done=False) == 0.0
+    assert _left(AbRequest(max_rounds=10), 2, 60.0, done=True) == 0.0

@@ -36,16 +36,22 @@ def _pair(tmp_path, slice_s: float = 0.02) -> tuple[Turns, Turns]:
             Turns(type(b)(b.mine, b.theirs, b.first, slice_s)))
 
 
-def test_the_two_never_sample_at_once_and_hand_over_after_each_slice(tmp_path) -> None:
-    a, b = _pair(tmp_path)
-    log: list[tuple[str, float, float]] = []
-    threads = [threading.Thread(target=_run, args=(a, log, "a", 0.05, 40)),
-               threading.Thread(target=_run, args=(b, log, "b", 0.2, 40))]
+def _both(a: Turns, b: Turns, log: list[tuple[str, float, float]],
+          setups: tuple[float, float], samples: tuple[int, int]) -> None:
+    """A and B taking turns, each in a thread, to the end."""
+    threads = [threading.Thread(target=_run, args=(turns, log, name, setup, n))
+               for turns, name, setup, n in zip((a, b), "ab", setups, samples, strict=True)]
     for t in threads:
         t.start()
     for t in threads:
         t.join(timeout=30)
     assert not any(t.is_alive() for t in threads)
+
+
+def test_the_two_never_sample_at_once_and_hand_over_after_each_slice(tmp_path) -> None:
+    a, b = _pair(tmp_path)
+    log: list[tuple[str, float, float]] = []
+    _both(a, b, log, (0.05, 0.2), (40, 40))
     spans = sorted(log, key=lambda e: e[1])
     for (_, _, end), (_, start, _) in itertools.pairwise(spans):
         assert start >= end - 1e-4  # one at a time
@@ -60,13 +66,7 @@ def test_the_two_never_sample_at_once_and_hand_over_after_each_slice(tmp_path) -
 def test_a_partner_that_finishes_lets_the_other_go_on_alone(tmp_path) -> None:
     a, b = _pair(tmp_path)
     log: list[tuple[str, float, float]] = []
-    threads = [threading.Thread(target=_run, args=(a, log, "a", 0.0, 5)),
-               threading.Thread(target=_run, args=(b, log, "b", 0.0, 60))]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join(timeout=30)
-    assert not any(t.is_alive() for t in threads)
+    _both(a, b, log, (0.0, 0.0), (5, 60))
     assert sum(1 for n, _, _ in log if n == "b") == 60
 
 

@@ -153,12 +153,13 @@ def print_ab(finished: AbFinished, as_json: bool) -> int:
 
 
 class _Progress:
-    """A line on stderr per round: how many cases are decided so far."""
+    """A line on stderr per round: how many cases have stopped, and the most time left."""
 
     def planned(self, cases: int, run_a: str, run_b: str) -> None:
         print(f"accelbench: A/B of {cases} case(s): runs {run_a} (A) and {run_b} (B)",
               file=sys.stderr, flush=True)
 
-    def round_done(self, number: int, decided: int, cases: int, elapsed: float) -> None:
-        print(f"accelbench: round {number}: {decided} of {cases} case(s) decided "
-              f"({elapsed:.0f} s)", file=sys.stderr, flush=True)
+    def round_done(self, number: int, decided: int, cases: int, elapsed: float,
+                   left: float) -> None:
+        print(f"accelbench: round {number}: {decided} of {cases} case(s) stopped "
+              f"({elapsed:.0f} s; at most ~{left:.0f} s left)", file=sys.stderr, flush=True)

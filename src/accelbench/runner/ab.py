@@ -62,14 +62,18 @@ class AbListener(Protocol):
 
     def planned(self, cases: int, run_a: str, run_b: str) -> None: ...
 
-    def round_done(self, number: int, decided: int, cases: int, elapsed: float) -> None: ...
+    def round_done(self, number: int, decided: int, cases: int, elapsed: float,
+                   left: float) -> None:
+        """After round `number`: `left` is the most seconds the A/B may still take (the
+        rounds left at the pace so far, within the budget)."""
 
 
 class QuietAb:
     def planned(self, cases: int, run_a: str, run_b: str) -> None:
         pass
 
-    def round_done(self, number: int, decided: int, cases: int, elapsed: float) -> None:
+    def round_done(self, number: int, decided: int, cases: int, elapsed: float,
+                   left: float) -> None:
         pass
 
 
@@ -188,8 +192,9 @@ def _conduct(valid: ValidRequest, ab: AbRequest, sides: list[_Side], store: Stor
             for index, case in enumerate(cases):
                 if not case.done and (case.failed() or _decided(case, ab, len(cases))):
                     _record(index, case, sides, valid)
-            listener.round_done(number + 1, sum(c.done for c in cases), len(cases),
-                                clock() - started)
+            elapsed = clock() - started
+            listener.round_done(number + 1, sum(c.done for c in cases), len(cases), elapsed,
+                                _left(ab, number + 1, elapsed, all(c.done for c in cases)))
             if not complete:
                 outcome.stopped = "budget"
                 break
@@ -209,6 +214,15 @@ def _conduct(valid: ValidRequest, ab: AbRequest, sides: list[_Side], store: Stor
     outcome.b = b_rec.finish()
     outcome.elapsed = clock() - started
     return outcome
+
+
+def _left(ab: AbRequest, rounds: int, elapsed: float, done: bool) -> float:
+    """The most seconds the A/B may still take: the rounds left at the pace so far, at
+    most what is left of the budget."""
+    if done:
+        return 0.0
+    left = (ab.max_rounds - rounds) * elapsed / max(1, rounds)
+    return max(0.0, min(left, ab.budget - elapsed)) if ab.budget is not None else left
 
 
 def _check_same_cases(a: Sequence[PlannedCase], b: Sequence[PlannedCase],
