@@ -75,3 +75,31 @@ def test_the_generated_reference_has_every_command_and_option():
     assert "%(" not in reference
     rows = [line for line in reference.splitlines() if line.startswith("| `")]
     assert rows and all(line.count("|") == 3 for line in rows)
+
+
+def test_the_quickstart_installs_what_its_own_suite_needs_on_the_cpu():
+    """The main job's CPU cases are not skipped for want of an extra: every optional
+    package a quick-suite CPU case requires comes with the quickstart's install."""
+    import re
+
+    from accelbench.benchmarks import REGISTRY
+    from accelbench.benchmarks.models.engines.packages import EXTRAS
+    from accelbench.runner.plan import load_suite
+
+    root = Path(__file__).parents[2]
+    script = (root / "scripts" / "quickstart.sh").read_text()
+    installed = set(re.findall(r"-e '\.\[([a-z,]+)\]'", script))
+    extras = {e for group in installed for e in group.split(",")}
+    suite = load_suite("quick", REGISTRY)
+    needed = set()
+    for entry in suite.entries:
+        if "cpu" not in entry.devices and "any" not in entry.devices:
+            continue
+        bench = REGISTRY.get(entry.bench)
+        source = root / "src" / Path(*bench.entry.split(":")[0].split("."))
+        for module in re.findall(r"require\(\"([a-z_]+)\"",
+                                 source.with_suffix(".py").read_text()):
+            line = EXTRAS.get(module, (module, ""))[1]
+            needed.update(re.findall(r"accelbench\[([a-z]+)\]", line))
+    assert "serving" in needed  # the quick suite's LoadGen case
+    assert needed <= extras, f"the quickstart does not install {sorted(needed - extras)}"
