@@ -50,7 +50,7 @@ HEADLINES = (
     Headline("d2d_copy", f"D2D copy {COPY_MIB} MiB", "memory",
              {"op": "copy", "size_mib": COPY_MIB}, "bandwidth", "B/s"),
     Headline("h2d_pinned", f"H2D pinned {H2D_MIB} MiB", "memory",
-             {"op": "h2d", "size_mib": H2D_MIB, "pinned": True}, "bandwidth", "B/s"),
+             {"op": "h2d", "size_mib": H2D_MIB, "pinned": True}, "transfer_rate", "B/s"),
     Headline("launch_eager", "eager launch", "launch", {"mode": "eager"}, "latency", "s",
              higher_is_better=False),
     Headline("launch_graph", "graph replay", "launch", {"mode": "graph"}, "latency", "s",

@@ -120,7 +120,6 @@ def run(request: RunRequest, location: StoreLocation, listener: Listener | None 
     Under torchrun every rank measures and rank 0 stores: None on the other ranks."""
     from accelbench.runner.distributed import launched_by_torchrun
     from accelbench.runner.session import run_session
-    from accelbench.store import Store
 
     _not_a_profile(request)
     valid = valid or prepare(request, registry)
@@ -130,11 +129,15 @@ def run(request: RunRequest, location: StoreLocation, listener: Listener | None 
             # Only rank 0 reads the store, and every rank must plan the same cases.
             raise UserError("--resume is not supported under torchrun: start a new run there")
         return _run_as_rank(valid, location, listener, argv)
-    with Store.open(location, create=True) as store:
-        outcome = run_session(valid, store, argv=argv, listener=listener,
-                              case_timeout=request.case_timeout, resume=resume)
-        _closed(listener)
-        return Finished(outcome, store.name, _write_report(request, store, outcome))
+    # Opened once the cases are planned: a request refused before (no such device) leaves
+    # no store behind.
+    with StoreOnFirstUse(location) as store:
+        try:
+            outcome = run_session(valid, store, argv=argv, listener=listener,
+                                  case_timeout=request.case_timeout, resume=resume)
+        finally:  # Ctrl-C or a failed store too: no display is left drawing
+            _closed(listener)
+        return Finished(outcome, store().name, _write_report(request, store(), outcome))
 
 
 def ab(request: RunRequest, location: StoreLocation, listener: AbListener | None = None,
@@ -260,13 +263,26 @@ def resume(ref: str, location: StoreLocation, listener: Listener | None = None, 
     is written where asked now. None when the run is complete: nothing to resume (said on
     stderr, as the resume that begins is)."""
     from accelbench.runner.distributed import launched_by_torchrun
-    from accelbench.runner.resume import Resume
     from accelbench.store import Store
 
     if launched_by_torchrun():
         raise UserError("--resume is not supported under torchrun: start a new run there")
+    # The run is locked before what is left of it is read, until it is closed: a second
+    # resume of it at once is refused, and one after this sees what this one stored.
     with Store.open(location, create=False) as reader:
-        going_on = Resume(reader.load_run(ref))
+        run_id = reader.resolve_run(ref)
+        with reader.hold_run(run_id):
+            return _resume_held(reader.load_run(run_id), location, listener, report,
+                                no_report, argv, registry)
+
+
+def _resume_held(stored: StoredRun, location: StoreLocation, listener: Listener | None,
+                 report: str | None, no_report: bool, argv: Sequence[str],
+                 registry: Registry | None) -> Finished | None:
+    """`resume` once the run is held: go on with it, unless it is complete."""
+    from accelbench.runner.resume import Resume
+
+    going_on = Resume(stored)
     if going_on.complete:
         print(f"accelbench: run {going_on.run_id} is complete: nothing to resume",
               file=sys.stderr)
@@ -333,6 +349,10 @@ def profile_ranks(request: RunRequest, location: StoreLocation, print_options: S
         if warning:
             print(f"accelbench: warning: {warning}", file=sys.stderr)
     environ = dict(os.environ)
+    # Set here, torchrun does not print its banner about choosing a count (1 where it
+    # is left to choose); a CPU rank also sets its own (profile.session).
+    environ.setdefault("OMP_NUM_THREADS", str(_rank_threads(request.threads, ranks)
+                                              if kind in ("cpu", "auto") else 1))
     if location.path is not None:
         environ["ACCELBENCH_STORE"] = str(location.path.absolute())
     else:
@@ -346,6 +366,13 @@ def profile_ranks(request: RunRequest, location: StoreLocation, print_options: S
         path.write_text(request.replace(nproc_per_node=1).to_json(), encoding="utf-8")
         return run_torchrun(ranks, ["profile", "--request", str(path), *print_options],
                             environ)
+
+
+def _rank_threads(requested: int | None, ranks: int) -> int:
+    """The CPU threads of each of `ranks` ranks on this node, as `run` chooses them."""
+    from accelbench.runner.capacity import default_threads, split_threads, usable_cpus
+
+    return requested or split_threads(default_threads(usable_cpus()), ranks)
 
 
 class StoreOnFirstUse:
@@ -379,10 +406,12 @@ def _run_as_rank(valid: ValidRequest, location: StoreLocation, listener: Listene
 
     request = valid.request
     with StoreOnFirstUse(location) as store:
-        outcome = run_as_rank(valid, store, argv=argv, listener=listener,
-                              case_timeout=request.case_timeout,
-                              reopen_store=lambda: Store.open(location, create=True))
-        _closed(listener)
+        try:
+            outcome = run_as_rank(valid, store, argv=argv, listener=listener,
+                                  case_timeout=request.case_timeout,
+                                  reopen_store=lambda: Store.open(location, create=True))
+        finally:
+            _closed(listener)
         if outcome is None:
             return None
         return Finished(outcome, store().name, _write_report(request, store(), outcome))

@@ -76,14 +76,17 @@ def with_telemetry(
 
 
 def add_run(store: Store, *, host: str, stack: str, started_at: float,
-            measurements: Sequence[Measurement], device: str = "cuda:0") -> str:
+            measurements: Sequence[Measurement], device: str = "cuda:0",
+            request: dict[str, object] | None = None) -> str:
+    """One finished run of `measurements`; `request` is what it was asked for (a
+    RunRequest's JSON form), None as for a run stored before requests were."""
     fingerprint = {"format_version": 1, "platform": "rocm",
                    "device": {"name": stack.split(" | ")[0], "type": "cuda"},
                    "host": {"hostname": host}}
     run_id = store.begin_run(
         fingerprint=fingerprint, fingerprint_id=f"fp-{host}", generation_key=stack,
         device=device, suite="quick", argv=["run"], host=host, accelbench_version="0.1.0",
-        started_at=started_at,
+        started_at=started_at, request=request,
     )
     for m in measurements:
         store.add_measurement(run_id, m)

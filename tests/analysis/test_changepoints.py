@@ -5,7 +5,14 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from accelbench.analysis.changepoints import detect, noise_sigma, segments
+from accelbench.analysis.changepoints import (
+    NOISE_FLOOR,
+    detect,
+    noise_sigma,
+    points_needed,
+    relative_noise,
+    segments,
+)
 
 
 def _series(levels: list[tuple[int, float]], noise: float, seed: int) -> np.ndarray:
@@ -62,3 +69,37 @@ def test_noise_estimate_and_segments() -> None:
     assert noise_sigma(y) == pytest.approx(1.0, rel=0.1)
     assert noise_sigma(np.concatenate([y[:2000], y[2000:] + 50])) == pytest.approx(1.0, rel=0.1)
     assert segments(10, [3, 7]) == [(0, 3), (3, 7), (7, 10)]
+
+
+def test_the_points_needed_a_side_see_a_step_of_the_effect_most_times() -> None:
+    noise = 0.02
+    m = points_needed(noise, 0.05)
+    assert m is not None
+
+    def seen(per_side: int) -> int:
+        return sum(bool(detect(_series([(per_side, 1.0), (per_side, 0.95)], noise, seed=s)))
+                   for s in range(60))
+
+    assert seen(m) >= 42  # about 4 times in 5
+    assert seen(m // 3) < 30  # a third as many: missed more often than not
+
+
+def test_points_needed_grow_with_the_noise_and_shrink_with_the_effect() -> None:
+    def needed(noise: float, effect: float, n: int = 0) -> int:
+        m = points_needed(noise, effect, n=n)
+        assert m is not None
+        return m
+
+    needs = [needed(noise, 0.05) for noise in (0.005, 0.01, 0.02, 0.05, 0.3)]
+    assert needs == sorted(needs) and needs[0] == 2 and needs[-1] > 1000
+    assert needed(0.03, 0.10) < needed(0.03, 0.05)
+    assert needed(0.02, 0.05, n=200) >= needed(0.02, 0.05)  # a longer series
+    assert points_needed(0.01, 0.0) is None and points_needed(float("nan"), 0.05) is None
+
+
+def test_relative_noise_is_the_noise_detect_weighs_steps_against() -> None:
+    y = _series([(400, 250.0)], noise=0.02, seed=4)
+    assert relative_noise(y) == pytest.approx(noise_sigma(y / np.median(y)))
+    assert relative_noise(y) == pytest.approx(0.02, rel=0.15)
+    assert relative_noise([5.0] * 10) == NOISE_FLOOR
+    assert np.isnan(relative_noise([1.0]))

@@ -20,7 +20,7 @@ import pytest
 
 from accelbench.benchmarks import REGISTRY
 from accelbench.core.dtypes import DTYPES
-from accelbench.core.params import DEFAULT
+from accelbench.core.params import DEFAULT, UNKEYED
 from accelbench.core.registry import Benchmark, Registry, source_version
 from accelbench.runner.plan import load_suite, spread_values, suite_names
 from docs_pages import page
@@ -65,7 +65,7 @@ def test_defaults_pass_their_own_validation(bench: Benchmark) -> None:
     # A parameter that applies only to some values of another is left out elsewhere, or
     # kept at its default, as it says.
     assert bench.resolve({}) == {p.name: p.default for p in bench.params
-                                 if p.applies(defaults) or p.outside == DEFAULT}
+                                 if p.applies(defaults) or p.outside in (DEFAULT, UNKEYED)}
     for p in bench.params:
         p.validate(p.default, bench.name)
         assert p.parse(str(p.default), bench.name) == p.default

@@ -259,6 +259,9 @@ def test_an_unwritable_report_is_refused_before_anything_is_measured(tmp_path, c
     # A file system that refuses what the permission bits allow (even to root).
     assert main([*argv, "--report", "/proc/accelbench-report.html"]) == EXIT_USAGE
     assert "cannot be written" in _one_line_error(capsys)
+    # A name longer than the system takes (its existence cannot even be asked).
+    assert main([*argv, "--report", str(tmp_path / ("r" * 5000))]) == EXIT_USAGE
+    assert "cannot be written" in _one_line_error(capsys)
     assert not store_path.exists(), "nothing may be measured or stored"
 
 

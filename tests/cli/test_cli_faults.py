@@ -169,3 +169,20 @@ def test_a_digit_that_is_not_ascii_is_no_number(argv: list[str], fragment: str, 
     assert main(argv) == EXIT_USAGE
     _one_line(capsys.readouterr().err, fragment)
     assert not store_path.exists()
+
+
+def test_a_path_the_system_refuses_is_a_store_error(tmp_path: Path, capsys) -> None:
+    """A store path too long for the system, or under a file: one line, exit 3, and the
+    source and the file in the way left as they were."""
+    source = tmp_path / "src.sqlite"
+    _store_with_runs(source)
+    a_file = tmp_path / "file"
+    a_file.write_text("mine")
+    for target, fragment in ((tmp_path / ("a" * 5000), "File name too long"),
+                             (a_file / "into.sqlite", "is not a folder")):
+        assert main(["merge", str(source), "--into", str(target)]) == EXIT_STORE
+        _one_line(capsys.readouterr().err, fragment)
+        assert main(["runs", "--store", str(target)]) == EXIT_STORE
+        _one_line(capsys.readouterr().err, fragment)
+    assert a_file.read_text() == "mine"
+    assert main(["runs", "--store", str(source)]) == 0

@@ -123,12 +123,14 @@ def test_reading_commands_on_the_stored_run(quick_run, capsys, monkeypatch):
 
 def test_run_json_and_a_failing_case_give_a_nonzero_exit(tmp_path):
     store = tmp_path / "r.sqlite"
-    result = _accelbench("run", "--bench", "gemm", "--dtype", "fp32", "tf32", "-p", "shape=64",
-                         "--max-time", "0.1", "--store", str(store), "--json", "--no-report")
+    # int8 GEMM refuses m=16 (a failure); the CPU has no tf32 (a skip, as in validate).
+    result = _accelbench("run", "--bench", "gemm", "--dtype", "fp32", "tf32", "int8",
+                         "-p", "shape=16", "--max-time", "0.1", "--store", str(store),
+                         "--json", "--no-report")
     assert result.returncode == 1, result.stderr
     data = json.loads(result.stdout)
     status = {m["case"]["params"]["dtype"]: m["status"] for m in data["measurements"]}
-    assert status == {"fp32": "ok", "tf32": "failed"}
+    assert status == {"fp32": "ok", "tf32": "skipped", "int8": "failed"}
     assert data["report"] is None and data["status"] == "failed"
 
 

@@ -1,5 +1,5 @@
-"""What `accelbench show`, `accelbench compare`, the Markdown report and the OpenMetrics
-export print, word for word,
+"""What `accelbench show`, `accelbench compare`, `accelbench runs`, the Markdown report and
+the OpenMetrics export print, word for word,
 for a small store of fixed measurements: the golden files in tests/fixtures/golden/.
 
 Only what changes from one store to the next is masked (run ids, which end in random
@@ -13,6 +13,7 @@ After an intended change of the output, regenerate the files and review the diff
 
 from __future__ import annotations
 
+import json
 import os
 import re
 from collections.abc import Sequence
@@ -172,6 +173,18 @@ def test_markdown_report(golden_store: tuple[Path, str],
     out = _run(capsys, "report", "*MI300X*", "*H100*", "--format", "md", "-o", "-",
                "--store", str(golden_store[0]))
     check_golden("report.md", out)
+
+
+def test_runs(golden_store: tuple[Path, str], wide: None,
+              capsys: pytest.CaptureFixture[str]) -> None:
+    """Each run with the node it ran on: two nodes of one stack look alike otherwise."""
+    out = _run(capsys, "runs", "--store", str(golden_store[0]))
+    check_golden("runs.txt", out)
+    header = next(line for line in out.splitlines() if "Run" in line and "Stack" in line)
+    assert "Host" in header
+    assert "│ h100-01 " in out and "│ mi300x-01 " in out
+    listed = json.loads(_run(capsys, "runs", "--json", "--store", str(golden_store[0])))
+    assert [r["host"] for r in listed] == ["h100-01", "mi300x-01"]
 
 
 def test_openmetrics_export(golden_store: tuple[Path, str],

@@ -4,6 +4,7 @@ cases ran is known exactly); the slow test at the end interrupts a real run."""
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import shutil
@@ -17,13 +18,14 @@ import pytest
 
 from accelbench.core.request import RunRequest
 from accelbench.errors import EXIT_DEVICE, EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE
+from accelbench.runner import messages
 from accelbench.store import Store
 from postgres import sql
 from scripted_worker import ScriptedWorker, run_cli, scripted_sessions
 
 RUN = ["run", "--bench", "memory", "launch", "--device", "cpu", "--no-report"]
 CORPUS = Path(__file__).parent.parent / "fixtures" / "store"
-CASES = ["memory op=copy pinned=yes size_mib=64", "memory op=triad pinned=yes size_mib=64",
+CASES = ["memory op=copy size_mib=64", "memory op=triad size_mib=64",
          "launch mode=eager"]
 
 
@@ -205,7 +207,7 @@ def test_a_run_stored_before_runs_kept_their_requests_resumes(monkeypatch, capsy
     printed = json.loads(capsys.readouterr().out)
     assert printed["run_id"] == record.id and printed["status"] == "complete"
     assert printed["kept"] == 1  # the launch case, as it was recorded
-    assert set(ScriptedWorker.asked) == {"memory op=copy pinned=yes size_mib=64"}
+    assert set(ScriptedWorker.asked) == {"memory op=copy size_mib=64"}
 
 
 def _on_this_stack(path: Path) -> None:
@@ -266,3 +268,45 @@ def test_a_real_run_interrupted_by_ctrl_c_resumes(tmp_path: Path, monkeypatch) -
     assert after.measurements[0] == before.measurements[0]  # kept, not measured again
     assert all(m.ok and len(m.timings) == 3 for m in after.measurements)
     assert len(after.record.resumes) == 1
+
+
+def test_a_run_being_resumed_elsewhere_is_refused(monkeypatch, capsys) -> None:
+    """Another process holds the run (its resume is under way): a second resume is
+    refused with one line before it measures anything; once let go, it goes on."""
+    run_id = _interrupted_run(monkeypatch, capsys)
+    with Store.open(create=False) as other, other.hold_run(run_id):
+        assert accelbench(monkeypatch, "run", "--resume", run_id) == EXIT_USAGE
+        err = capsys.readouterr().err
+        assert err.startswith("accelbench: error: ") and err.count("\n") == 1, err
+        assert f"run {run_id} is being resumed by another accelbench process" in err
+        assert ScriptedWorker.asked == []
+    assert accelbench(monkeypatch, "run", "--resume", run_id) == EXIT_OK
+    assert ScriptedWorker.asked
+
+
+def test_a_resume_holds_its_run_until_it_is_closed(monkeypatch, capsys) -> None:
+    """While a resume measures, the run cannot be taken by another (as a second
+    `run --resume` would); after it, it can."""
+    from accelbench.errors import UserError
+
+    run_id = _interrupted_run(monkeypatch, capsys)
+    seen: list[str] = []
+
+    class Probing(ScriptedWorker):
+        def ask(self, message, timeout):
+            if not isinstance(message, messages.ReadFingerprint):
+                try:
+                    with Store.open(create=False) as other, other.hold_run(run_id):
+                        seen.append("free")
+                except UserError as refused:
+                    seen.append(str(refused))
+            return super().ask(message, timeout)
+
+    from accelbench.runner import session
+
+    monkeypatch.setattr(session, "run_session",
+                        functools.partial(session.run_session, worker_factory=Probing))
+    assert accelbench(monkeypatch, "run", "--resume", run_id) == EXIT_OK
+    assert seen and all("is being resumed" in s for s in seen), seen
+    with Store.open(create=False) as other, other.hold_run(run_id):
+        pass

@@ -129,7 +129,7 @@ def test_the_copy_matrix_case_runs_on_this_cpu(execute_health) -> None:
     nodes = {n.node for n in sysfs.numa_nodes() if n.cpus} or {0}
     assert len(paths) == len(nodes) ** 2 and all(p["kind"] == "host" for p in paths)
     figures = {f.name: f.value for f in m.measured}
-    assert 0 < figures["min_bandwidth"] <= figures["median_bandwidth"]
+    assert 0 < figures["min_transfer_rate"] <= figures["median_transfer_rate"]
 
 
 def test_a_slow_link_through_the_copy_kernel_is_named_beside_the_copy_engines() -> None:

@@ -7,6 +7,7 @@ from typing import Any
 
 import pytest
 
+from accelbench.analysis.checks import check_result, result_text
 from accelbench.benchmarks.health.findings import FAIL, PASS, WARN
 from accelbench.benchmarks.health.gpu import EccCount, GpuHealth
 from accelbench.benchmarks.health.stress import (
@@ -15,6 +16,7 @@ from accelbench.benchmarks.health.stress import (
     clock_sag,
     judge,
     throttled_share,
+    verdict_scope,
 )
 from accelbench.core.telemetry import GFX_CLOCK_MHZ, THROTTLE, Series
 
@@ -90,3 +92,21 @@ def test_a_short_stress_runs_on_this_cpu(execute_health) -> None:
     subjects = {f["subject"] for f in m.details["findings"]}
     assert {"throttling", "clock", "throughput", "ecc"} <= subjects
     assert m.details["calls"] > 0 and m.details["copied_bytes"] > 0
+    # On the CPU nothing reads throttling, clocks or ECC: the pass is of the load alone,
+    # and says so in a table, while the machine-readable verdict stays "pass".
+    result = check_result(m)
+    assert result.shown == "pass (load only)" and result.verdict == "pass"
+    data = result.to_dict()
+    assert data["verdict"] == "pass" and data["scope"] == "load only"
+    assert set(data["not_judged"]) == {"throttling", "clock", "ecc"}
+    assert "result" in data["judged"] and "throughput" in data["judged"]
+    assert result_text(m) == "pass (load only)"
+
+
+def test_a_pass_that_judged_the_device_is_a_full_pass() -> None:
+    steady = judge(_series([1700.0] * 20, [0] * 20), None, [_gpu(0, 1, 0)], [_gpu(0, 1, 0)],
+                   0.02, PARAMS)
+    assert verdict_scope(steady) == {
+        "judged": ["result", "clock", "ecc", "throttling", "throughput"], "not_judged": []}
+    no_ecc = judge(_series([1700.0] * 20, [0] * 20), None, [], [], 0.02, PARAMS)
+    assert verdict_scope(no_ecc)["verdict_scope"] == "ecc not judged"

@@ -48,3 +48,10 @@ def test_generation_skips_what_it_does_not_measure(execute) -> None:
     assert encoder.status == "skipped" and "decoder language model" in encoder.reason
     onnx = execute(BENCH, **GPT2, engine="onnxruntime")
     assert onnx.status == "skipped" and "infer-engine" in onnx.reason
+
+
+def test_the_default_model_is_generated_not_skipped(execute) -> None:
+    # The default model, made small through its config: random weights, no download.
+    m = execute(BENCH, config="layers=1,hidden=32,heads=2", prompt=4, new_tokens=2)
+    assert m.status == "ok", m.reason
+    assert m.case.param_dict["model"] == generate.DEFAULT_MODEL

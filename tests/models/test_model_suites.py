@@ -81,3 +81,10 @@ def test_standard_runs_every_engine_on_the_issue_models_and_all_four_scenarios()
                                                  "server"}
         assert all(c["min_duration"] == "" for c in serve)  # LoadGen's own defaults
         assert _model_cases("standard", device, "generate")
+
+
+def test_generate_by_default_runs_a_decoder_built_from_its_config() -> None:
+    from accelbench.benchmarks.models.zoo import MODELS
+
+    model = REGISTRY.get("generate").resolve({})["model"]
+    assert MODELS[model].task == "causal-lm", model

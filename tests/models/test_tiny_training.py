@@ -20,12 +20,12 @@ def _unsupported(name: str, dtype: str) -> str | None:
     import torch
 
     from accelbench.benchmarks.models import checks
-    from accelbench.core.measurement import CaseFailed
+    from accelbench.core.measurement import CaseSkipped
 
     setup = ModelSetup(zoo.MODELS[name], Precision(dtype), batch=4, seq=16, image=32)
     try:
         checks.check_lstm_precision(torch, setup, torch.device("cpu"))
-    except CaseFailed as exc:
+    except CaseSkipped as exc:
         return str(exc)
     return None
 
@@ -60,7 +60,7 @@ def test_inference_measures_throughput_and_latency(execute, name: str, dtype: st
                           steps_per_window=1)
     unsupported = _unsupported(name, dtype)
     if unsupported:  # the case says so, as tf32 on a CPU does, rather than crash
-        assert (measurement.status, measurement.reason) == ("failed", unsupported)
+        assert (measurement.status, measurement.reason) == ("skipped", unsupported)
         return
     assert measurement.status == "ok", measurement.reason
     throughput = measurement.figure("throughput")
@@ -71,11 +71,11 @@ def test_inference_measures_throughput_and_latency(execute, name: str, dtype: st
     assert (measurement.figure("tokens") is not None) == zoo.MODELS[name].is_language_model
 
 
-def test_an_lstm_precision_the_kernels_lack_fails_the_case(monkeypatch) -> None:
+def test_an_lstm_precision_the_kernels_lack_skips_the_case(monkeypatch) -> None:
     import torch
 
     from accelbench.benchmarks.models import checks
-    from accelbench.core.measurement import CaseFailed
+    from accelbench.core.measurement import CaseSkipped
 
     class Unsupported(torch.nn.LSTM):
         def forward(self, *args, **kwargs):
@@ -87,7 +87,7 @@ def test_an_lstm_precision_the_kernels_lack_fails_the_case(monkeypatch) -> None:
     for name, dtype in (("lstm-tiny", "fp32"), ("resnet-tiny", "bf16")):  # not probed
         checks.check_lstm_precision(torch, ModelSetup(zoo.MODELS[name], Precision(dtype), 2,
                                                       16, 32), cpu)
-    with pytest.raises(CaseFailed) as failed:
+    with pytest.raises(CaseSkipped) as failed:
         checks.check_lstm_precision(torch, ModelSetup(zoo.MODELS["lstm-tiny"],
                                                       Precision("bf16"), 2, 16, 32), cpu)
     assert str(failed.value) == ("unsupported precision: bf16 LSTM on this CPU: could not "

@@ -10,6 +10,8 @@ import pytest
 
 from accelbench.cli.main import main
 from accelbench.errors import EXIT_DEVICE, EXIT_USAGE
+from accelbench.profile.capture import kineto_noise
+from accelbench.runner.capacity import default_threads, usable_cpus
 from accelbench.store import Store
 
 
@@ -56,6 +58,29 @@ def test_profile_of_a_gemm_is_stored_with_its_trace_and_analysis(gemm_profile, c
                                     "trace_files": [trace]}
     assert profile.trace_paths == (trace,) and profile.analysis == analysis
     assert profile.case_key == m.case.key and profile.label == m.case.label
+    # The threads `accelbench run` would use, in the case's identity as there.
+    expected = default_threads(usable_cpus())
+    assert out["threads"]["used"] == expected == m.case.param_dict["threads"]
+    assert out["threads"]["source"].startswith("default: ")
+    assert stored.fingerprint["threads_source"] == out["threads"]["source"]
+
+
+def test_profile_takes_the_threads_of_run_and_keeps_kinetos_noise_off_the_terminal(
+        tmp_path, capfd):
+    assert main(["profile", "gemm", "-p", "shape=64", "--dtype", "fp32", "--device", "cpu",
+                 "--threads", "1", "--wait", "0", "--warmup", "1", "--steps", "1",
+                 "--store", str(tmp_path / "r.sqlite")]) == 0
+    out, err = capfd.readouterr()
+    assert "CPU threads: 1; --threads 1" in out and "threads=1" in out
+    assert "gpuGetDeviceCount" not in out + err and "profiler_start" not in out + err
+
+
+def test_kineto_noise_is_told_from_what_matters():
+    assert kineto_noise("USDT:2026-12-06 14:54:39 1:1 SyncActivityProfilerHandler.cpp:39] "
+                        "profiler_start", "cuda")
+    failed = "ERROR:2026-12-06 1:1 DeviceProperties.cpp:56] gpuGetDeviceCount failed with code 35"
+    assert kineto_noise(failed, "cpu") and not kineto_noise(failed, "cuda")
+    assert not kineto_noise("ERROR: CUPTI_ERROR_INSUFFICIENT_PRIVILEGES", "cuda")
 
 
 def test_the_terminal_output_names_the_trace(gemm_profile, capsys):
@@ -96,7 +121,7 @@ def test_a_missing_device_is_refused(tmp_path, capsys):
 
 def test_a_failed_case_is_stored_without_a_profile_and_exits_one(tmp_path, capsys):
     store = tmp_path / "r.sqlite"
-    assert main(["profile", "gemm", "--dtype", "tf32", "-p", "shape=64", "--device", "cpu",
+    assert main(["profile", "gemm", "--dtype", "int8", "-p", "shape=16", "--device", "cpu",
                  "--store", str(store), "--json"]) == 1
     out = json.loads(capsys.readouterr().out)
     assert out["status"] == "failed" and out["traces"] == [] and out["analysis"] is None
@@ -105,4 +130,4 @@ def test_a_failed_case_is_stored_without_a_profile_and_exits_one(tmp_path, capsy
         assert opened.profiles_for_run(out["run_id"]) == []
     assert stored.record.status == "failed"
     reason = stored.measurements[0].reason
-    assert reason is not None and reason.startswith("tf32")
+    assert reason is not None and reason.startswith("int8 GEMM")

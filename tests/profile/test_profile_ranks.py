@@ -39,8 +39,12 @@ def test_a_collective_is_profiled_on_every_rank_and_stored_once(tmp_path):
     )
     # A rank's own last words come before torchrun's summary: keep both.
     assert result.returncode == 0, _ends(result.stderr)
+    # OMP_NUM_THREADS is set for torchrun, so it has no banner to print; nor has Kineto.
+    assert "Setting OMP_NUM_THREADS" not in result.stderr
+    assert "gpuGetDeviceCount" not in result.stderr
     out = json.loads(result.stdout)
     assert out["status"] == "complete"
+    assert out["threads"]["used"] >= 1 and "ranks" in out["threads"]["source"]
     names = sorted(p.rsplit("/", 1)[-1].split(".")[0] for p in out["traces"])
     assert names == ["rank0", "rank1"]
     analysis = out["analysis"]

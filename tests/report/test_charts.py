@@ -263,3 +263,84 @@ def test_every_kind_of_chart_a_view_makes_is_drawn() -> None:
         assert root.tag.endswith("svg")
     with pytest.raises(TypeError, match="not a chart"):
         draw("a chart", "x")  # type: ignore[arg-type]
+
+
+# -- scale and marks ---------------------------------------------------------------------
+
+
+def tick_values(root: ET.Element, axis: str) -> list[float]:
+    """The numbers of the tick labels of `axis` ("x" or "y")."""
+    found = []
+    for el in root.iter():
+        if el.tag.removeprefix(SVG_NS) == "g" and re.search(rf"-{axis}tick_\d+$",
+                                                             el.get("id", "")):
+            label = "".join("".join(t.itertext()) for t in el.iter()
+                            if t.tag.removeprefix(SVG_NS) == "text").strip()
+            found.append(float(label.replace("\u2212", "-")))
+    return found
+
+
+def marks(root: ET.Element, name: str) -> int:
+    """How many markers the groups whose id starts `chart-name` draw."""
+    return sum(1 for el in root.iter() if el.tag.removeprefix(SVG_NS) == "g"
+               and re.match(rf"[a-z0-9-]+?-{name}\b", el.get("id", ""))
+               for use in el.iter() if use.tag.removeprefix(SVG_NS) == "use")
+
+
+GFLOPS = [22.0, 21.6, 22.3, 12.1, 12.0, 11.9]  # a series that halved
+
+
+def test_a_wide_band_does_not_set_the_axis_and_is_marked_where_cut() -> None:
+    """One point's interval of ±2,616% (×/÷ 52) once took the axis to 1.37 TFLOP/s and
+    flattened a series that went from 22 to 12 GFLOP/s: the axis is the points', with a
+    margin, and the band cut at its edge ends in a triangle named in the legend."""
+    band = [(y * 0.97, y * 1.03) for y in GFLOPS]
+    band[2] = (GFLOPS[2] / 52.3, GFLOPS[2] * 52.3)
+    svg = line_chart("case", [LineSeries("node1", list(range(6)), GFLOPS, band=band)],
+                     xlabel="run", ylabel="GFLOP/s")
+    root = parse_inline(svg)
+    top = max(tick_values(root, "y"))
+    margin = 0.5 * (max(GFLOPS) - min(GFLOPS))
+    assert max(GFLOPS) <= top <= max(GFLOPS) + margin, top  # not the band's 1166
+    assert min(tick_values(root, "y")) >= min(GFLOPS) - margin
+    assert marks(root, "clipped-0-1") == 1  # the band's top, cut
+    assert marks(root, "clipped-0-0") == 1  # and its bottom (0.43), below the axis
+    assert "interval runs past the axis" in texts(root)
+
+
+def test_bands_that_fit_leave_the_axis_as_it_was() -> None:
+    band = [(y * 0.9, y * 1.1) for y in GFLOPS]
+    root = parse_inline(line_chart("fits", [LineSeries("n", list(range(6)), GFLOPS,
+                                                       band=band)], xlabel="x", ylabel="y"))
+    assert max(tick_values(root, "y")) >= max(GFLOPS) * 1.05  # the band's top is shown
+    assert marks(root, "clipped") == 0
+    assert "interval runs past the axis" not in texts(root)
+
+
+def test_a_whisker_past_the_bars_is_cut_at_the_axis_and_marked() -> None:
+    svg = bar_chart("gen", ["a", "b"], [BarSeries("2.9.1", [1.0, 1.0]),
+                                        BarSeries("2.14.1", [2.0, 1.1],
+                                                  [(0.04, 104.6), (1.0, 1.2)])],
+                    ylabel="x baseline", reference=1.0)
+    root = parse_inline(svg)
+    top = max(tick_values(root, "y"))
+    assert 2.0 <= top <= 3.0, top  # half the largest bar past it, not 104.6
+    assert marks(root, "clipped") == 1
+    assert "interval runs past the axis" in texts(root)
+    horizontal = parse_inline(bar_chart(
+        "h", ["a", "b"], [BarSeries("B/A", [1.2, 0.9], [(0.01, 80.0), (0.8, 1.0)])],
+        ylabel="speed", reference=1.0, horizontal=True))
+    assert max(tick_values(horizontal, "x")) <= 1.2 * 1.5 + 1e-9
+    assert marks(horizontal, "clipped") == 1
+
+
+def test_marked_bars_are_ringed_and_named_in_the_legend() -> None:
+    svg = bar_chart("busy", ["a", "b", "c"], [BarSeries("r", [1.0, 2.0, 1.5], marked=[1])],
+                    ylabel="x", marked_label="busy host or throttled")
+    root = parse_inline(svg)
+    assert marks(root, "marked") == 1
+    assert "busy host or throttled" in texts(root)
+    plain = parse_inline(bar_chart("calm", ["a"], [BarSeries("r", [1.0])], ylabel="x",
+                                   marked_label="busy host or throttled"))
+    assert marks(plain, "marked") == 0
+    assert "busy host or throttled" not in texts(plain)

@@ -13,6 +13,7 @@ import pytest
 from accelbench.cli.main import main
 from accelbench.core.case import Case
 from accelbench.core.measurement import Figure
+from accelbench.core.request import RunRequest
 from accelbench.report.text import printable
 from accelbench.store import Store
 from fakes import stored_measurement
@@ -39,6 +40,31 @@ def test_printable_escapes_controls_and_keeps_text():
         assert printable("a\u2028b\u2029c\u200bd", multiline=multiline) == (
             "a\\u2028b\\u2029c\\u200bd")
         assert printable("a\rb", multiline=multiline) == ("a\\x0db" if multiline else "a b")
+    # The bytes of a name that is not UTF-8, as Python decodes them (surrogateescape).
+    assert printable(b"node\xff\xfe".decode("utf-8", "surrogateescape")) == "node\\xff\\xfe"
+
+
+def test_a_store_and_report_named_in_bytes_that_are_not_utf8(tmp_path, capsys):
+    """A path Python can only hold with lone surrogates (a folder named in Latin-1 on a
+    UTF-8 system): the report written there names it with the byte escaped."""
+    odd = b"r\xff".decode("utf-8", "surrogateescape")
+    store_path = tmp_path / f"s{odd}.db"
+    case = Case.make("gemm", "g1", "micro", {"shape": "64", "dtype": "fp32"}, "cpu")
+    with Store.open(store_path) as store:
+        run_id = store.begin_run(
+            fingerprint={"format_version": 1, "platform": "cpu"}, fingerprint_id="fp-odd",
+            generation_key="CPU | PyTorch 2.14", device="cpu", suite="quick",
+            argv=["run", "--store", str(store_path), "--report", f"{odd}.md"],
+            request=RunRequest(report=f"{odd}.md").to_dict(),
+            host="node", accelbench_version="0.1.0", started_at=1.75e9)
+        store.add_measurement(run_id, stored_measurement(
+            case, samples=[1e-3] * 5, number=10, figures=[Figure("throughput", 1e9, "FLOP/s")]))
+        store.finish_run(run_id, "complete")
+    for name in (f"{odd}.md", f"{odd}.html"):
+        assert main(["report", "--store", str(store_path), "-o", str(tmp_path / name)]) == 0
+        text = (tmp_path / name).read_text(encoding="utf-8")
+        assert "r\\xff.md" in text or "r\\\\xff.md" in text  # the run's command line
+    capsys.readouterr()
 
 
 def _hostile_store(path) -> tuple[str, str]:

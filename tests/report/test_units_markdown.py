@@ -8,6 +8,7 @@ import pytest
 from accelbench.core.case import Case
 from accelbench.core.measurement import Figure
 from accelbench.core.units import (
+    WIDE_INTERVAL,
     axis_scale,
     format_bytes,
     format_change,
@@ -24,6 +25,7 @@ from accelbench.core.units import (
     format_time,
     format_timestamp,
     format_value,
+    interval_factor,
 )
 from accelbench.report.results import row
 from accelbench.report.text import escape, markdown_table
@@ -52,6 +54,34 @@ def test_percentages():
     assert format_pct(None) == "-"
     assert format_pct(87.26) == "87.3%"
     assert format_rel(0.0123) == "±1.2%"
+
+
+@pytest.mark.parametrize(("rel", "text"), [
+    (0.0123, "±1.2%"), (0.5, "±50.0%"),  # up to ±50%: a percentage
+    (0.75, "×/÷ 2.00"), (34.91, "×/÷ 69.8"), (26.16, "×/÷ 52.3"),  # beyond: a factor
+    (math.inf, "×/÷ ∞"), (None, "-"), (math.nan, "-"),
+])
+def test_a_wide_interval_reads_as_a_factor_either_way(rel, text):
+    assert format_rel(rel) == text
+
+
+def test_the_factor_is_that_of_a_log_symmetric_interval_as_wide():
+    """[v / F, v * F] has the half-width the factor was made from, so ×/÷ F and ±x% state
+    the same interval."""
+    for rel in (0.51, 2.0, 34.91):
+        factor = interval_factor(rel)
+        assert (factor - 1 / factor) / 2 == pytest.approx(rel)
+    assert interval_factor(0.5) == pytest.approx((1 + math.sqrt(5)) / 2)
+    assert WIDE_INTERVAL == 0.5
+
+
+def test_the_results_table_shows_a_wide_interval_as_a_factor():
+    case = Case.make("gemm", "v", "micro", {"shape": "64", "dtype": "fp32"}, "cpu")
+    wild = stored_measurement(case, "ok", number=1, samples=(
+        1e-3, 9e-3, 0.3e-3, 30e-3, 0.1e-3, 2e-3, 50e-3, 0.05e-3),
+        figures=(Figure("throughput", 2e9, "FLOP/s"),))
+    assert wild.spread is not None and wild.spread.rel_half_width > 10
+    assert row(wild).ci == format_rel(wild.spread.rel_half_width) == "×/÷ 33.3"
 
 
 def test_markdown_cells_cannot_break_the_table_or_inject_html():

@@ -26,6 +26,12 @@ class Recording:
     def started(self, index, planned) -> None:
         self.events.append(("started", index))
 
+    def process_started(self, index, planned, process, processes, budget_s) -> None:
+        self.events.append(("process started", index, process))
+
+    def process_done(self, index, process, processes, measurement) -> None:
+        self.events.append(("process done", index, process))
+
     def finished(self, index, measurement) -> None:
         self.events.append(("finished", index, measurement.status))
 
@@ -63,6 +69,7 @@ def test_each_case_is_stored_before_the_listener_hears_of_it(store_path) -> None
     assert (run.record.n_ok, run.record.n_failed, run.record.suite) == (1, 1, "quick")
     assert run.record.argv == ("run",) and run.fingerprint["device"]["name"] == "Test CPU"
     assert listener.events == [("planned", 0, recorder.run_id)]
+    assert isinstance(recorder.listener, Checking)
     assert recorder.listener.events == [("finished", 0, "ok"), ("finished", 1, "failed")]
 
 

@@ -15,7 +15,7 @@ import pytest
 from accelbench.benchmarks import REGISTRY
 from accelbench.cli.main import build_parser
 from accelbench.cli.request_options import request_of as build_request
-from accelbench.core.case import Case
+from accelbench.core.case import Case, case_key, identity_params
 from accelbench.env import host
 from accelbench.env.fingerprint import Fingerprint
 from accelbench.env.host import HostReport
@@ -43,19 +43,44 @@ def _cases() -> list[dict[str, Any]]:
     return [m["case"] for path in EXPORTS for run in _runs(path) for m in run["measurements"]]
 
 
+def _key_now(case: dict[str, Any]) -> str:
+    """The key a stored case has now: the one it was stored with, unless it holds a
+    parameter that did not apply to it (memory copy's `pinned`), which is no part of its
+    identity now."""
+    dropped = set(case["params"]) - set(identity_params(case["benchmark"], case["params"]))
+    if not dropped:
+        return str(case["key"])
+    return case_key(case["benchmark"],
+                    [(k, v) for k, v in case["params"].items() if k not in dropped])
+
+
 @pytest.mark.parametrize("case", _cases(), ids=lambda c: c["key"])
 def test_every_corpus_record_keeps_the_key_it_was_stored_with(case: dict[str, Any]) -> None:
-    assert Case.from_dict(case).key == case["key"]
+    assert Case.from_dict(case).key == _key_now(case)
+
+
+def test_the_corpus_holds_cases_whose_key_drops_what_did_not_apply() -> None:
+    """The corpus has cases stored with a parameter that did not apply (memory copies with
+    `pinned`): those read as the case a run plans now."""
+    changed = [c for c in _cases() if _key_now(c) != c["key"]]
+    assert changed and {c["benchmark"] for c in changed} == {"memory"}
+    planned = REGISTRY.get("memory").case(
+        REGISTRY.get("memory").resolve({"op": "copy", "size_mib": 256}), "cuda:0")
+    assert {Case.from_dict(c).key for c in changed} == {planned.key}
 
 
 @pytest.mark.parametrize("path", STORES, ids=lambda p: p.name)
 def test_every_stored_case_keeps_its_key(path: Path, tmp_path: Path) -> None:
+    """Opened, an old store's keys are rekeyed where a parameter did not apply (migration
+    007_case_identity), its queries by key find them, and nothing else changes."""
     copy = tmp_path / path.name
     copy.write_bytes(path.read_bytes())
-    exported = {m["case"]["key"] for p in EXPORTS for r in _runs(p) for m in r["measurements"]}
+    exported = {_key_now(m["case"]) for p in EXPORTS for r in _runs(p) for m in r["measurements"]}
     with Store.open(copy) as store:
         keys = [m.case.key for r in store.list_runs() for m in store.load_run(r.id).measurements]
-    assert keys and set(keys) <= exported
+        assert keys and set(keys) <= exported
+        for key in set(keys):
+            assert {m.case.key for _, m in store.measurements_for_case(key)} == {key}
 
 
 def _replan(run: dict[str, Any], extra: list[str] | None = None) -> list[str]:

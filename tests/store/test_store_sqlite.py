@@ -99,7 +99,7 @@ def test_unusable_paths(tmp_path: Path) -> None:
         Store.open(tmp_path)
     blocker = tmp_path / "a-file"
     blocker.write_text("")
-    with pytest.raises(StoreError, match="cannot create result store"):
+    with pytest.raises(StoreError, match="is not a folder"):
         Store.open(blocker / "results.sqlite")
 
 

@@ -33,7 +33,7 @@ def _module(name: str, **attributes: object) -> ModuleType:
 # -- torchaudio ----------------------------------------------------------------------------
 
 
-def torchaudio(version: str = "2.14.1+cu130", wrong: bool = False) -> dict[str, ModuleType]:
+def torchaudio(version: str = "2.11.0+cu130", wrong: bool = False) -> dict[str, ModuleType]:
     class Spectrogram(nn.Module):
         window: torch.Tensor  # a buffer
 

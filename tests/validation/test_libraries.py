@@ -26,7 +26,10 @@ def _pinned_torch(monkeypatch):
 
 @pytest.mark.parametrize(("library", "torch_version", "paired"), [
     ("torchvision", "2.14.1", "0.29.1"), ("torchvision", "2.5.1+rocm6.2", "0.20.1"),
-    ("torchaudio", "2.14.1+cu130", "2.14.1"), ("torchtext", "2.3.1", "0.18.1"),
+    # Only versions that exist: no torchaudio 2.14.x, no torchtext 0.18.1, no 0.21.3.
+    ("torchaudio", "2.14.1+cu130", None), ("torchaudio", "2.11.0", "2.11.0"),
+    ("torchaudio", "2.9.1+rocm6.4", "2.9.1"), ("torchvision", "2.6.3", "0.21.0"),
+    ("torchvision", "2.15.0", None), ("torchtext", "2.3.1", "0.18.0"),
     ("torchtext", "2.4.0", None), ("torchrec", "2.14.1", "1.9.*"),
     ("fbgemm-gpu", "2.6.0", "1.1.*"), ("torchrec", "2.4.0", None), ("numpy", "2.14.1", None),
 ])
@@ -34,9 +37,23 @@ def test_the_release_paired_with_a_torch(library, torch_version, paired):
     assert libraries.paired_version(library, torch_version) == paired
 
 
+def test_every_pinned_release_is_one_known_to_exist():
+    for library, by_minor in libraries.KNOWN_RELEASES.items():
+        for minor, versions in by_minor.items():
+            for patch in range(4):
+                paired = libraries.paired_version(library, f"2.{minor}.{patch}")
+                assert paired in versions
+
+
+def test_a_torch_newer_than_every_torchaudio_is_told_none_matches_yet():
+    assert libraries.no_release("torchaudio", "2.14.1+cu130") == (
+        "none matches this PyTorch yet; the newest known, torchaudio 2.11.1, is for torch 2.11")
+    assert libraries.no_release("torchaudio", "2.11.0") == ""
+
+
 def test_the_install_line_pins_the_pair_and_the_index_of_the_build():
-    assert libraries.install_line(["torchaudio"], "2.14.1+cu130") == \
-        f"pip install torchaudio==2.14.1 {INDEX}"
+    assert libraries.install_line(["torchaudio"], "2.11.0+cu130") == \
+        f"pip install torchaudio==2.11.0 {INDEX}"
     assert libraries.install_line(["torchvision"], "2.5.1+rocm6.2") == \
         "pip install torchvision==0.20.1 --index-url https://download.pytorch.org/whl/rocm6.2"
     assert libraries.install_line(["torchrec", "fbgemm-gpu"], "2.14.1") == \
@@ -71,15 +88,25 @@ def test_a_library_that_does_not_load_with_this_torch_is_a_skip(monkeypatch, tmp
     assert m.status == "skipped"
     assert m.reason == (
         "torchaudio does not load with torch 2.14.1+cu130 (built for another torch?): "
-        "OSError: libtorchaudio.so: undefined symbol: _ZN3c1017RegisterOperators; install "
-        f"the build for this torch: pip install torchaudio==2.14.1 {INDEX}")
+        "OSError: libtorchaudio.so: undefined symbol: _ZN3c1017RegisterOperators; no "
+        "torchaudio release is built for torch 2.14.1 (none matches this PyTorch yet; the "
+        "newest known, torchaudio 2.11.1, is for torch 2.11)")
+    monkeypatch.delitem(sys.modules, "torchaudio", raising=False)
+    monkeypatch.setattr(torch, "__version__", "2.11.0+cu130")
+    m = run_check(audio.BENCHMARK, check="spectrogram")
+    assert m.reason is not None and m.reason.endswith(
+        f"install the build for this torch: pip install torchaudio==2.11.0 {INDEX}")
 
 
 # -- torchaudio ----------------------------------------------------------------------------
 
+# The newest torch that has a torchaudio release (2.11.x); the pinned 2.14.1 has none.
+TORCH_WITH_TORCHAUDIO = "2.11.0+cu130"
+
 
 @pytest.mark.parametrize("check", audio.AUDIO_CHECKS)
 def test_torchaudio_checks_pass_with_a_working_torchaudio(monkeypatch, check):
+    monkeypatch.setattr(torch, "__version__", TORCH_WITH_TORCHAUDIO)
     inject(monkeypatch, torchaudio())
     m = run_check(audio.BENCHMARK, check=check)
     assert m.status == "ok", m.reason
@@ -90,6 +117,7 @@ def test_torchaudio_checks_pass_with_a_working_torchaudio(monkeypatch, check):
 @pytest.mark.parametrize(("check", "what"), [("spectrogram", "spectrogram"),
                                              ("resample", "resample")])
 def test_a_torchaudio_that_computes_wrong_fails(monkeypatch, check, what):
+    monkeypatch.setattr(torch, "__version__", TORCH_WITH_TORCHAUDIO)
     inject(monkeypatch, torchaudio(wrong=True))
     m = run_check(audio.BENCHMARK, check=check)
     assert m.status == "failed"
@@ -98,22 +126,42 @@ def test_a_torchaudio_that_computes_wrong_fails(monkeypatch, check, what):
 
 
 def test_a_torchaudio_for_another_torch_is_skipped_with_the_install_line(monkeypatch):
-    inject(monkeypatch, torchaudio(version="2.11.0+cu130"))
+    monkeypatch.setattr(torch, "__version__", "2.10.0+cu130")
+    inject(monkeypatch, torchaudio(version="2.9.1+cu130"))
     m = run_check(audio.BENCHMARK, check="mel-spectrogram")
     assert m.status == "skipped"
     assert m.reason == (
-        "torchaudio 2.11.0+cu130 is not built for torch 2.14.1+cu130: torchaudio 2.11.0 goes "
-        "with another torch; torch 2.14.1 goes with torchaudio 2.14.1; install the build "
-        f"for this torch: pip install torchaudio==2.14.1 {INDEX}")
+        "torchaudio 2.9.1+cu130 is not built for torch 2.10.0+cu130: torchaudio 2.9.1 goes "
+        "with another torch; torch 2.10.0 goes with torchaudio 2.10.0; install the build "
+        f"for this torch: pip install torchaudio==2.10.0 {INDEX}")
+
+
+def test_a_torch_with_no_torchaudio_release_yet_is_told_so_without_an_install_line(
+        monkeypatch):
+    inject(monkeypatch, torchaudio(version="2.11.1"))
+    m = run_check(audio.BENCHMARK, check="mel-spectrogram")
+    assert m.status == "skipped"
+    assert m.reason == (
+        "torchaudio 2.11.1 is not built for torch 2.14.1+cu130: no torchaudio release is "
+        "built for torch 2.14.1 (none matches this PyTorch yet; the newest known, torchaudio "
+        "2.11.1, is for torch 2.11)")
+    assert m.details["install"] is None
 
 
 def test_without_torchaudio_its_checks_are_skipped_with_the_install_line(monkeypatch):
     inject(monkeypatch, {"torchaudio": None})
     m = run_check(audio.BENCHMARK, check="build")
     assert (m.status, m.reason) == (
-        "skipped", "torchaudio is not installed; install the build for torch 2.14.1+cu130: "
-                   f"pip install torchaudio==2.14.1 {INDEX}")
-    assert m.details["install"] == f"pip install torchaudio==2.14.1 {INDEX}"
+        "skipped", "torchaudio is not installed, and no torchaudio release is built for "
+                   "torch 2.14.1: none matches this PyTorch yet; the newest known, "
+                   "torchaudio 2.11.1, is for torch 2.11")
+    assert m.details["install"] is None
+    monkeypatch.setattr(torch, "__version__", "2.11.0+cu130")
+    m = run_check(audio.BENCHMARK, check="build")
+    assert (m.status, m.reason) == (
+        "skipped", "torchaudio is not installed; install the build for torch 2.11.0+cu130: "
+                   f"pip install torchaudio==2.11.0 {INDEX}")
+    assert m.details["install"] == f"pip install torchaudio==2.11.0 {INDEX}"
 
 
 # -- torchtext -----------------------------------------------------------------------------

@@ -8,6 +8,14 @@ minority of bad nodes; nodes further than OUTLIER_Z robust standard deviations (
 MAD) from it are also left out of the spread and named, so the file says which nodes it
 did not trust.
 
+A figure measured on a busy host or while the device throttled (`unfit`) says less about
+the node than about what ran beside it: where at least MIN_FIT nodes (or all that measured
+the case) measured a case without either, the median is of theirs alone, and the others
+are named with the outliers. Where fewer did, the median is of every node's, and the case
+carries a `caveat` saying so, which `diagnose` reads as "a failure against it is
+inconclusive"; a caveat is not written to a baseline file. A caller may also leave such
+figures out altogether (`leave_out`: `--exclude-contended`, `--exclude-throttled`).
+
 File format history (FORMAT_VERSION):
   1: first version: {"format", "format_version", "created_at", "source",
      "generation_keys", "runs", "hosts", "cases": [{"key", "label", "benchmark",
@@ -25,13 +33,14 @@ from __future__ import annotations
 import json
 import math
 import time
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from accelbench.analysis.evidence import CONTENDED, THROTTLED
 from accelbench.analysis.latest import LatestCase, NodeState, node_states
 from accelbench.core.case import CHECK_FAMILIES_BEFORE, upgraded_family
 from accelbench.core.formats import upgrade
@@ -43,6 +52,11 @@ from accelbench.store import StoredRun
 
 FORMAT = "accelbench-baseline"
 FORMAT_VERSION = 1
+# Trustworthy figures (not busy, not throttled) a fleet median of a case is taken from
+# alone; with fewer, it is of every node's figure, with a caveat. Two suffice: a node that
+# runs at half the speed of the other quiet one falls to 2/3 of their median.
+MIN_FIT = 2
+UNFIT = (CONTENDED, THROTTLED)
 
 
 @dataclass(frozen=True)
@@ -69,6 +83,9 @@ class BaselineCase:
     nodes: int = 1
     outliers: tuple[str, ...] = ()
     check: bool = False  # a check's case (core.case.Case.check): judged by its verdict
+    # Why its figures cannot be trusted as a baseline ("" where they can): all of them
+    # were measured on a busy host or a throttled device. Not written to a file.
+    caveat: str = ""
 
 
 @dataclass(frozen=True)
@@ -124,24 +141,49 @@ def node_names(runs: Sequence[StoredRun]) -> dict[str, str]:
     }
 
 
-def from_run(run: StoredRun) -> Baseline:
+def unfit(m: Measurement, marks: Collection[str] = UNFIT) -> str:
+    """Why `m`'s figures are unfit to judge a node by or to judge one against, of `marks`
+    (CONTENDED: measured on a busy host; THROTTLED: while the device throttled), in
+    words; "" when they are fit."""
+    reasons = []
+    if CONTENDED in marks and m.contended:
+        what = next(iter(m.contention), "")
+        reasons.append("measured on a busy host" + (f": {_cut(what)}" if what else ""))
+    if THROTTLED in marks and m.throttled:
+        what = ", ".join(m.throttle_reasons)
+        reasons.append("measured while the device throttled"
+                       + (f": {_cut(what)}" if what else ""))
+    return "; ".join(reasons)
+
+
+def _cut(text: str, limit: int = 80) -> str:
+    return text if len(text) <= limit else text[:limit - 3].rstrip() + "..."
+
+
+def from_run(run: StoredRun, *, leave_out: Collection[str] = ()) -> Baseline:
+    """The baseline of one run: its figures, a case measured on a busy host or a
+    throttled device with a caveat saying so (left out if `leave_out` names it)."""
     record = run.record
     cases = {
-        m.case.key: _case([m], (), nodes=1)
-        for m in run.measurements if m.ok and m.figures
+        m.case.key: _case([m], (), nodes=1, caveat=(
+            f"the baseline run's figure was {why}" if (why := unfit(m)) else ""))
+        for m in run.measurements if m.ok and m.figures and not unfit(m, leave_out)
     }
     return Baseline(f"run {record.id}", (record.generation_key,), (record.id,), (record.host,),
                     cases, time.time())
 
 
-def fleet_median(runs: Sequence[StoredRun], source: str | None = None) -> Baseline:
+def fleet_median(runs: Sequence[StoredRun], source: str | None = None, *,
+                 leave_out: Collection[str] = ()) -> Baseline:
     """The median node of `runs`, each node by its newest measurement of each case."""
-    return nodes_median(node_states(runs), source)
+    return nodes_median(node_states(runs), source, leave_out=leave_out)
 
 
-def nodes_median(nodes: Sequence[NodeState], source: str | None = None) -> Baseline:
+def nodes_median(nodes: Sequence[NodeState], source: str | None = None, *,
+                 leave_out: Collection[str] = ()) -> Baseline:
     """The median of `nodes` (as `latest.node_states` gives them), case by case; its runs
-    are those any of the nodes' measurements came from, node by node, oldest first."""
+    are those any of the nodes' measurements came from, node by node, oldest first.
+    Measurements `unfit` by one of the marks in `leave_out` count as not measured."""
     if not nodes:
         raise UserError("no runs to build a baseline from")
     names = node_names([n.run for n in nodes])
@@ -149,7 +191,7 @@ def nodes_median(nodes: Sequence[NodeState], source: str | None = None) -> Basel
     for node in nodes:
         for found in node.cases:
             m = found.measurement
-            if m.ok and m.figures:
+            if m.ok and m.figures and not unfit(m, leave_out):
                 per_case.setdefault(m.case.key, []).append((names[node.run.record.id], found))
     cases = {key: _fleet_case(_of_newest_version(items)) for key, items in per_case.items()}
     gens = tuple(dict.fromkeys(n.generation_key for n in nodes))
@@ -171,11 +213,20 @@ def _of_newest_version(
 
 
 def _fleet_case(items: list[tuple[str, Measurement]]) -> BaselineCase:
-    newest = items[-1][1]
+    """The median of the nodes' measurements of one case: of the fit ones alone where
+    there are enough of them (see the module docstring)."""
+    fit = [(n, m) for n, m in items if not unfit(m)]
+    caveat = ""
+    if len(fit) >= min(MIN_FIT, len(items)):
+        used, outliers = fit, {n for n, m in items if unfit(m)}
+    else:
+        used, outliers = items, set()
+        caveat = ("the fleet median is of figures measured on a busy host or a throttled "
+                  f"device ({len(items) - len(fit)} of {len(items)} nodes)")
+    newest = used[-1][1]
     figures = {}
-    outliers: set[str] = set()
     for fig in newest.figures:
-        values = [(n, m.figure(fig.name)) for n, m in items]
+        values = [(n, m.figure(fig.name)) for n, m in used]
         named = [(n, f.value) for n, f in values if f is not None and _finite(f.value)]
         if not named:
             continue
@@ -186,13 +237,14 @@ def _fleet_case(items: list[tuple[str, Measurement]]) -> BaselineCase:
         pct = 100.0 * median / fig.peak if fig.peak else None
         figures[fig.name] = BaselineFigure(fig.name, fig.unit, fig.higher_is_better, median,
                                            spread, pct if _finite(pct) else None)
-    kept = [m for n, m in items if n not in outliers] or [m for _, m in items]
-    return _case(kept, tuple(sorted(outliers)), nodes=len(items), figures=figures)
+    kept = [m for n, m in used if n not in outliers] or [m for _, m in used]
+    return _case(kept, tuple(sorted(outliers)), nodes=len(items), figures=figures,
+                 caveat=caveat)
 
 
 def _case(
     measurements: list[Measurement], outliers: tuple[str, ...], *, nodes: int,
-    figures: dict[str, BaselineFigure] | None = None,
+    figures: dict[str, BaselineFigure] | None = None, caveat: str = "",
 ) -> BaselineCase:
     newest = measurements[-1]
     case = newest.case
@@ -210,7 +262,7 @@ def _case(
         family=case.family, params=case.param_dict,
         primary=primary.name if primary else "",
         figures=figures, cv=float(np.median(cvs)) if cvs else None, nodes=nodes,
-        outliers=outliers, check=case.check,
+        outliers=outliers, check=case.check, caveat=caveat,
     )
 
 

@@ -7,6 +7,10 @@ difference between neighbours (a step moves one difference only), scaled to a st
 deviation. Each change point costs `penalty_factor * log(n)` in those units, so a step
 is kept only when it explains more than the noise could; one outlying point is not a
 step, and nothing is compared with a fixed threshold against the previous point.
+
+The same noise says how many points a side a step needs before the detection can see it
+(`points_needed`): a series too short or too noisy for a step of the minimum effect
+cannot say there was none.
 """
 
 from __future__ import annotations
@@ -26,6 +30,10 @@ DEFAULT_MIN_SIZE = 2
 # Below this relative noise, steps are judged as if the noise were this large: timings are
 # never more exact than that, and a perfectly flat series must not make every wiggle a step.
 NOISE_FLOOR = 1e-3
+# A step is seen about 4 times in 5 when its expected gain clears this many times the
+# penalty (simulated in tests/analysis/test_changepoints.py); at 1x, about half the time.
+POWER_MARGIN = 1.5
+_MAX_POINTS = 10**6
 
 
 def noise_sigma(values: Samples) -> float:
@@ -34,6 +42,50 @@ def noise_sigma(values: Samples) -> float:
     if y.size < 2:
         return 0.0
     return float(1.4826 * np.median(np.abs(np.diff(y))) / math.sqrt(2.0))
+
+
+def relative_noise(values: Samples) -> float:
+    """The noise `detect` weighs steps against: `noise_sigma` of the series over its
+    median, at least NOISE_FLOOR; NaN for fewer than 2 finite points."""
+    x = np.asarray(values, dtype=float)
+    if x.size < 2 or not np.all(np.isfinite(x)):
+        return math.nan
+    scale = float(np.median(np.abs(x))) or 1.0
+    return max(noise_sigma(x / scale), NOISE_FLOOR)
+
+
+def points_needed(
+    rel_noise: float,
+    effect: float,
+    *,
+    n: int = 0,
+    penalty_factor: float = DEFAULT_PENALTY_FACTOR,
+    min_size: int = DEFAULT_MIN_SIZE,
+) -> int | None:
+    """Points a side of a step of relative size `effect` that `detect` needs to see it
+    about 4 times in 5, at relative noise `rel_noise`, in a series of at least `n`
+    points; None when no count would (no effect, no finite noise).
+
+    Splitting m + m points at a step of size d lowers the robust cost by about
+    2 m h(d / 2σ) in noise units, h(μ) = E|μ + Z| - E|Z| for a standard normal Z; the
+    step is kept when that beats the penalty for one change, penalty_factor ln(n).
+    """
+    if not (effect > 0 and rel_noise > 0 and math.isfinite(rel_noise)):
+        return None
+    mu = effect / (2.0 * max(rel_noise, NOISE_FLOOR))
+    density = math.exp(-mu * mu / 2.0) / math.sqrt(2.0 * math.pi)
+    gain = mu * math.erf(mu / math.sqrt(2.0)) + 2.0 * density - 2.0 / math.sqrt(2.0 * math.pi)
+    if not gain > 0:
+        return None
+    m = min_size
+    while True:  # the penalty grows with the series: settle m (it only increases)
+        wanted = POWER_MARGIN * penalty_factor * math.log(max(n, 2 * m)) / (2.0 * gain)
+        nxt = max(min_size, math.ceil(wanted))
+        if nxt > _MAX_POINTS:
+            return None
+        if nxt <= m:
+            return m
+        m = nxt
 
 
 def detect(
@@ -50,9 +102,8 @@ def detect(
     n = x.size
     if n < 2 * min_size or not np.all(np.isfinite(x)):
         return []
-    scale = float(np.median(np.abs(x))) or 1.0
-    y = x / scale
-    sigma = max(noise_sigma(y), NOISE_FLOOR)
+    y = x / (float(np.median(np.abs(x))) or 1.0)
+    sigma = relative_noise(x)
     penalty = penalty_factor * math.log(n)
 
     def cost(s: int, t: int) -> float:

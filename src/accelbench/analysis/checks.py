@@ -43,6 +43,17 @@ class CheckResult:
     label: str  # the case label
     key: str
     family: str = VALIDATION
+    # A pass that judged only part of what its check covers (a stress on a device with no
+    # telemetry: "load only"), and what it judged and did not; empty for a full verdict.
+    scope: str = ""
+    judged: tuple[str, ...] = ()
+    not_judged: tuple[str, ...] = ()
+
+    @property
+    def shown(self) -> str:
+        """The verdict as a table shows it: "pass (load only)" for a partial pass."""
+        text = SHOWN[self.verdict]
+        return f"{text} ({self.scope})" if self.scope and self.verdict == PASS else text
 
     @property
     def name(self) -> str:
@@ -53,7 +64,9 @@ class CheckResult:
         return {"check": self.check, "subject": self.subject, "precision": self.precision,
                 "verdict": self.verdict, "error": self.error, "tolerance": self.tolerance,
                 "margin_pct": self.margin, "unit": self.unit, "reason": self.reason or None,
-                "case": self.label, "key": self.key}
+                "case": self.label, "key": self.key,
+                **({"scope": self.scope, "judged": list(self.judged),
+                    "not_judged": list(self.not_judged)} if self.scope else {})}
 
 
 def is_check(m: Measurement) -> bool:
@@ -78,9 +91,15 @@ def check_result(m: Measurement) -> CheckResult:
     notes = [w for w in m.warnings if timed or not w.startswith(_TIMING_WARNINGS)]
     reason = m.reason or "; ".join(notes)
     dtype = m.case.dtype
+    scope = m.details.get("verdict_scope")
     return CheckResult(m.case.benchmark, subject, dtype if isinstance(dtype, str) else None,
                        verdict_of(m), error, tolerance, margin, unit, reason, m.case.label,
-                       m.case.key, m.case.family)
+                       m.case.key, m.case.family, scope if isinstance(scope, str) else "",
+                       _names(m.details.get("judged")), _names(m.details.get("not_judged")))
+
+
+def _names(value: Any) -> tuple[str, ...]:
+    return tuple(str(v) for v in value) if isinstance(value, list) else ()
 
 
 def check_results(measurements: Iterable[Measurement]) -> list[CheckResult]:
@@ -173,7 +192,7 @@ def format_figure(value: float | None, unit: str) -> str:
 def result_text(m: Measurement) -> str:
     """A check in one cell of a results table: "pass, margin 97.0%"."""
     r = check_result(m)
-    text = SHOWN[r.verdict]
+    text = r.shown
     if r.margin is not None:
         return f"{text}, margin {format_pct(r.margin)}"
     if r.error is not None and r.verdict != SKIP:

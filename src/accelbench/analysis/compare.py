@@ -31,6 +31,7 @@ from accelbench.analysis.host_speed import CPU, HostShift, host_shift
 from accelbench.analysis.select import CasePattern, RunGroup
 from accelbench.analysis.significance import Difference, RatioEstimate, geometric_mean
 from accelbench.analysis.values import CaseResults, case_sort_key, collect
+from accelbench.core.units import format_rel
 
 __all__ = [
     "FASTER",
@@ -39,6 +40,7 @@ __all__ = [
     "SLOWER",
     "CaseComparison",
     "Comparison",
+    "Unpaired",
     "compare",
     "compare_case",
 ]
@@ -204,6 +206,24 @@ class Comparison:
         can tell neither way."""
         return [c for c in self.cases if c.may_have_regressed_by(fraction)]
 
+    def unjudged(self) -> list[Unpaired]:
+        """The cases both sides ran that a regression gate cannot judge: not measured on a
+        side (failed, skipped, no headline figure), or, in the headline figure, without a
+        value to compare. (With a chosen figure, a case without it is left out.)"""
+        return [*self.not_measured, *(self.figure_missing if self.figure is None else ())]
+
+    def nothing_compared(self) -> str | None:
+        """Why no case at all was compared (a gate then has no evidence); None when one
+        was."""
+        if self.cases:
+            return None
+        kinds = ((self.only_a, "only in A"), (self.only_b, "only in B"),
+                 (self.version_differs, "of another benchmark version"),
+                 (self.not_measured, "not measured on a side"),
+                 (self.figure_missing, "without a figure to compare"))
+        parts = [f"{len(items)} {what}" for items, what in kinds if items]
+        return "no case was compared (" + ("; ".join(parts) or "neither side has a case") + ")"
+
     @property
     def verdict_counts(self) -> dict[str, int]:
         counts = dict.fromkeys((FASTER, SLOWER, SAME, INCONCLUSIVE), 0)
@@ -366,8 +386,9 @@ def _why_wide(a: CaseResults, b: CaseResults, found: ev.Evidence, side_a: ev.Sid
     unsettled = [name for name, entry in (("A", a), ("B", b)) if entry.unsettled]
     if unsettled:
         return f"{ev.UNSETTLED} in {' and '.join(unsettled)}: its samples still drifted"
-    half = (found.high / found.low) ** 0.5 - 1.0 if found.low > 0 else math.inf
-    return f"{ev.TOO_FEW} or runs for this noise (±{half:.0%})"
+    half = ((found.high - found.low) / 2.0 / found.ratio
+            if found.low > 0 and found.ratio > 0 else math.inf)
+    return f"{ev.TOO_FEW} or runs for this noise ({format_rel(half)})"
 
 
 def _method(a: ev.Side, b: ev.Side) -> str:

@@ -9,11 +9,19 @@ puts under one run's own interval. Change points come from step detection on the
 over the median level before it, is at least the minimum effect, and Welch's test on the
 runs either side of it (each run's figure one value, the noise floor under their spread)
 tells it from noise.
+
+A series says "no change" only when it could have seen a step of the minimum effect: its
+quiet points (not on a busy host, not throttled) are enough, at their noise, for the step
+detection to see one (`changepoints.points_needed` a side), the series as a whole is not
+too noisy for it, its newest point is quiet and no step of the minimum effect was left
+unsure. Otherwise it "cannot tell", with why and about how many quiet runs a side would
+tell; a step with only busy or throttled runs on one side is never a change point.
 """
 
 from __future__ import annotations
 
 import fnmatch
+import math
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -41,6 +49,11 @@ DEFAULT_LIMIT = 200
 DEFAULT_MIN_EFFECT = 0.05
 REGRESSED = "regressed"
 IMPROVED = "improved"
+# A series' verdict: a step told from noise, none where one would have shown, or neither.
+CHANGED = "changed"
+NO_CHANGE = "no change"
+CANNOT_TELL = "cannot tell"
+VERDICTS = (CHANGED, NO_CHANGE, CANNOT_TELL)
 _CASE_KEY = re.compile(r"^[0-9a-f]{16}$")
 
 
@@ -96,6 +109,45 @@ class ChangePoint:
 
 
 @dataclass(frozen=True)
+class CannotTell:
+    """Why a series can neither show a step nor rule one out, and what would."""
+
+    reasons: tuple[str, ...]
+    contended: tuple[str, ...]  # the runs measured on a busy host
+    throttled: tuple[str, ...]  # the runs measured while the device throttled
+    noisy: tuple[str, ...]  # the runs whose own interval is wide
+    # The run-to-run noise (relative, 1 sd) the estimate below is at: of the quiet runs,
+    # or of all runs while fewer than 3 are quiet; NaN with fewer than 2 runs.
+    noise: float
+    noise_of: str  # "quiet runs", "all runs", or "" where the noise is not known
+    # Quiet runs a side of a step that would tell one of the minimum effect at that noise;
+    # None when no number would, or the noise is not known.
+    runs_needed: int | None
+    min_effect: float
+
+    def describe(self) -> str:
+        effect = f"{self.min_effect:.0%}"
+        if not self.noise_of:
+            return "; ".join(self.reasons) + ("; the run-to-run noise is not known yet "
+                                              f"({ev.MIN_FLOOR_RUNS} quiet runs teach it)")
+        need = (f"about {self.runs_needed} quiet runs a side of a step would tell one of "
+                f"{effect}" if self.runs_needed is not None
+                else f"no number of quiet runs a side would tell a step of {effect}")
+        of = "the quiet runs" if self.noise_of == "quiet runs" else "all runs"
+        at = f"at the noise of {of} (±{self.noise:.1%} run to run)"
+        if self.noise_of != "quiet runs":
+            at += f"; {ev.MIN_FLOOR_RUNS} quiet runs teach a quiet host's noise"
+        return "; ".join(self.reasons) + f"; {need} {at}"
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"reasons": list(self.reasons), "contended": list(self.contended),
+                "throttled": list(self.throttled), "noisy": list(self.noisy),
+                "noise_rel_sd": self.noise if math.isfinite(self.noise) else None,
+                "noise_of": self.noise_of or None, "runs_needed": self.runs_needed,
+                "description": self.describe()}
+
+
+@dataclass(frozen=True)
 class Series:
     case: Case
     generation_key: str
@@ -105,8 +157,12 @@ class Series:
     points: list[Point]
     change_points: list[ChangePoint]
     small_steps: int  # steps detected but below the minimum effect
-    unsure_steps: int = 0  # steps of the minimum effect that the noise could explain
+    # Steps of the minimum effect that the noise could explain, or with only busy or
+    # throttled runs on one side.
+    unsure_steps: int = 0
     noise_floor: NoiseFloor | None = None  # run-to-run, over its quiet points
+    verdict: str = NO_CHANGE  # CHANGED, NO_CHANGE or CANNOT_TELL
+    cannot_tell: CannotTell | None = None  # why, where the verdict is CANNOT_TELL
 
     @property
     def latest_regression(self) -> ChangePoint | None:
@@ -126,6 +182,8 @@ class Series:
             "small_steps": self.small_steps,
             "unsure_steps": self.unsure_steps,
             "noise_floor": self.noise_floor.to_dict() if self.noise_floor else None,
+            "verdict": self.verdict,
+            "cannot_tell": self.cannot_tell.to_dict() if self.cannot_tell else None,
         }
 
 
@@ -207,12 +265,13 @@ def _ab_side(record: RunRecord) -> str:
 def _series(case: Case, generation_key: str, figure: Figure, points: list[Point],
             min_effect: float, penalty_factor: float) -> Series:
     values = [p.value for p in points]
-    floor = ev.noise_floor([p.value for p in points if not (p.contended or p.throttled)])
+    floor = ev.noise_floor([p.value for p in points if not _busy(p)])
     found = changepoints.detect(values, penalty_factor=penalty_factor)
     bounds = changepoints.segments(len(values), found)
     levels = [float(np.median(values[s:e])) for s, e in bounds]
     changes = []
-    small = unsure = 0
+    small = 0
+    unsure: list[str] = []
     for i, index in enumerate(found):
         before, after = levels[i], levels[i + 1]
         change = speed_ratio(after / before, figure.higher_is_better) - 1.0 if before else 0.0
@@ -220,19 +279,83 @@ def _series(case: Case, generation_key: str, figure: Figure, points: list[Point]
             small += 1
             continue
         (s0, e0), (s1, e1) = bounds[i], bounds[i + 1]
+        point = points[index]
+        step = f"a step of {change:+.0%} at run {point.run_id}"
+        if all(_busy(p) for p in points[s0:e0]) or all(_busy(p) for p in points[s1:e1]):
+            unsure.append(f"{step} has only busy-host or throttled runs on one side")
+            continue
         weighed = _weighed(values[s0:e0], values[s1:e1], floor)
         if weighed is None or (weighed.p_value is not None and not weighed.significant):
-            unsure += 1
+            unsure.append(f"{step} the run-to-run noise could explain")
             continue
-        point = points[index]
         ci = None
         if weighed.p_value is not None:
             ci = ((weighed.low, weighed.high) if figure.higher_is_better
                   else (1.0 / weighed.high, 1.0 / weighed.low))
         changes.append(ChangePoint(index, point.run_id, point.started_at, before, after, change,
                                    IMPROVED if change > 0 else REGRESSED, ci))
+    why = None if changes else _cannot_tell(points, unsure, min_effect, penalty_factor)
+    verdict = CHANGED if changes else CANNOT_TELL if why is not None else NO_CHANGE
     return Series(case, generation_key, figure.name, figure.unit, figure.higher_is_better,
-                  points, changes, small, unsure, floor)
+                  points, changes, small, len(unsure), floor, verdict, why)
+
+
+def _busy(p: Point) -> bool:
+    return p.contended or p.throttled
+
+
+def _cannot_tell(points: Sequence[Point], unsure: Sequence[str], min_effect: float,
+                 penalty_factor: float) -> CannotTell | None:
+    """Why a series with no step told from noise cannot say there was none; None when
+    it could have seen a step of `min_effect` (see the module's docstring)."""
+    n = len(points)
+    values = [p.value for p in points]
+    quiet = [p.value for p in points if not _busy(p)]
+    busy = n - len(quiet)
+    effect = f"{min_effect:.0%}"
+    reasons = list(unsure)
+    if n < 2 * changepoints.DEFAULT_MIN_SIZE:
+        reasons.insert(0, f"{n} run{'' if n == 1 else 's'}: step detection needs "
+                          f"{changepoints.DEFAULT_MIN_SIZE} runs a side")
+    noise_all = changepoints.relative_noise(values)
+    if n >= 2 * changepoints.DEFAULT_MIN_SIZE and not _enough(noise_all, n, min_effect,
+                                                              penalty_factor):
+        reasons.append(f"the run-to-run noise (±{noise_all:.1%}) is too high to see a "
+                       f"{effect} step in {n} runs")
+    known = len(quiet) >= ev.MIN_FLOOR_RUNS
+    noise = changepoints.relative_noise(quiet) if known else noise_all
+    newest = next((i for i, p in enumerate(reversed(points)) if not _busy(p)), n)
+    if busy == n:
+        reasons.append(f"all {n} runs were measured on a busy host or a throttled device"
+                       if n > 1 else "it was measured on a busy host or a throttled device")
+    elif busy:
+        if newest:
+            reasons.append(f"the newest {newest} of {n} runs were measured on a busy host or "
+                           "a throttled device" if newest > 1 else
+                           "the newest run was measured on a busy host or a throttled device")
+        if not (known and _enough(noise, len(quiet), min_effect, penalty_factor)):
+            reasons.append(f"{busy} of {n} runs were measured on a busy host or a throttled "
+                           f"device, and the {len(quiet)} quiet ones cannot tell a "
+                           f"{effect} step")
+    if not reasons:
+        return None
+    need = welch = None
+    if math.isfinite(noise):
+        need = changepoints.points_needed(noise, min_effect, penalty_factor=penalty_factor)
+        welch = ev.runs_needed(noise ** 2, min_effect)
+    return CannotTell(
+        tuple(reasons), tuple(p.run_id for p in points if p.contended),
+        tuple(p.run_id for p in points if p.throttled),
+        tuple(p.run_id for p in points if p.noisy), noise,
+        "quiet runs" if known else "all runs" if math.isfinite(noise) else "",
+        None if need is None else max(need, welch or 0), min_effect)
+
+
+def _enough(noise: float, n: int, min_effect: float, penalty_factor: float) -> bool:
+    """Whether `n` points at relative `noise` could show a step of `min_effect` between
+    their halves."""
+    need = changepoints.points_needed(noise, min_effect, n=n, penalty_factor=penalty_factor)
+    return need is not None and 2 * need <= n
 
 
 def _weighed(before: Sequence[float], after: Sequence[float], floor: NoiseFloor | None

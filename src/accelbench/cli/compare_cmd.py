@@ -103,6 +103,10 @@ def run(args: argparse.Namespace) -> int:
     gate = args.fail_on_regression
     regressions = result.regressions(gate / 100) if gate is not None else []
     undecided = result.undecided(gate / 100) if gate is not None else []
+    # A gate passes only on evidence: a case it could not judge, or none compared at all,
+    # leaves it undecided.
+    unjudged = result.unjudged() if gate is not None else []
+    nothing = result.nothing_compared() if gate is not None else None
     if args.json:
         data = result.to_dict()
         if gate is not None:
@@ -110,6 +114,8 @@ def run(args: argparse.Namespace) -> int:
             data["regressions"] = [c.label for c in regressions]
             data["undecided"] = [{"label": c.label, "reason": c.reason,
                                   "runs_needed": c.runs_needed} for c in undecided]
+            data["unjudged"] = [u.to_dict() for u in unjudged]
+            data["no_evidence"] = nothing
         print_json(data)
     else:
         from accelbench.report.analysis_tables import comparison_tables, gate_lines
@@ -119,8 +125,8 @@ def run(args: argparse.Namespace) -> int:
         out = console()
         render_rich(comparison_tables(result), out)
         if gate is not None:
-            for line in gate_lines(gate, regressions, undecided):
+            for line in gate_lines(gate, regressions, undecided, unjudged, nothing):
                 out.print(line, markup=False)
     if regressions:
         return EXIT_CASE_FAILED
-    return EXIT_INCONCLUSIVE if undecided else 0
+    return EXIT_INCONCLUSIVE if undecided or unjudged or nothing else 0

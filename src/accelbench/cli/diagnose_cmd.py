@@ -7,6 +7,8 @@ from pathlib import Path
 from typing import Any
 
 from accelbench.cli.options import (
+    add_exclude_contended,
+    add_exclude_throttled,
     add_json,
     add_store,
     name_arg,
@@ -17,7 +19,7 @@ from accelbench.cli.options import (
 
 NAME = "diagnose"
 HELP = ("check every node's newest measurement of each case against a baseline with rules; "
-        "exit 1 if any fails")
+        "exit 1 if any fails, 9 if none fails but a verdict is inconclusive")
 DESCRIPTION = (
     f"{HELP}. A node is judged on its newest measurement of each case, whichever of its "
     "runs that came from (a validate run after a quick run leaves the quick run's figures "
@@ -25,7 +27,11 @@ DESCRIPTION = (
     "measurement in the selected runs (a typo in a metric name would silently disable it) "
     "is an error (exit 2) unless --allow-unmatched is given; the default rules cover every "
     "benchmark family, so those of them that match nothing (a CPU node runs no "
-    "collectives) are only noted."
+    "collectives) are only noted. A figure measured on a busy host or a throttled device "
+    "never fails a node: where it would, the node's verdict on that rule is inconclusive, "
+    "with the reason, and the fleet median is taken from the other nodes' figures. A "
+    "case a node was never asked to run (only other nodes' runs asked for it) is not "
+    "missing on it."
 )
 
 
@@ -48,13 +54,17 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--drain-list", type=path_arg, metavar="FILE",
                         help="write the host name of every failing node to FILE, one per "
                         "line, for `scontrol update NodeName=$(paste -sd, FILE) "
-                        "State=DRAIN` (an empty file when none fails)")
+                        "State=DRAIN` (an empty file when none fails; an inconclusive "
+                        "node is never listed)")
+    add_exclude_contended(parser)
+    add_exclude_throttled(parser)
     add_store(parser)
     add_json(parser)
 
 
-def load_baseline(ref: str, store: Any) -> Any:
-    """None for the fleet median; else a baseline file, one run, or the median of runs."""
+def load_baseline(ref: str, store: Any, leave_out: tuple[str, ...] = ()) -> Any:
+    """None for the fleet median; else a baseline file, one run, or the median of runs
+    (their figures `unfit` by a mark of `leave_out` left out)."""
     from accelbench.analysis import baseline
     from accelbench.analysis.select import select_group
 
@@ -64,24 +74,30 @@ def load_baseline(ref: str, store: Any) -> Any:
         return baseline.read_baseline(ref)
     group = select_group(store, ref)
     if len(group.runs) == 1:
-        return baseline.from_run(group.runs[0])
-    return baseline.fleet_median(group.runs, f"median of the {len(group.runs)} runs of {ref}")
+        return baseline.from_run(group.runs[0], leave_out=leave_out)
+    return baseline.fleet_median(group.runs, f"median of the {len(group.runs)} runs of {ref}",
+                                 leave_out=leave_out)
 
 
 def run(args: argparse.Namespace) -> int:
     import sys
 
     from accelbench.analysis.diagnose import diagnose, unmatched_message
+    from accelbench.analysis.evidence import CONTENDED, THROTTLED
     from accelbench.analysis.rules import load_rules
     from accelbench.analysis.select import select_runs
-    from accelbench.errors import EXIT_CASE_FAILED
+    from accelbench.errors import EXIT_CASE_FAILED, EXIT_INCONCLUSIVE
 
     rules = load_rules(args.rules)
+    leave_out = tuple(mark for mark, asked in ((CONTENDED, args.exclude_contended),
+                                               (THROTTLED, args.exclude_throttled)) if asked)
     with open_store(args, create=False) as store:
-        base = load_baseline(args.baseline, store)
+        base = load_baseline(args.baseline, store, leave_out)
         runs = select_runs(store, args.runs)
     strict = args.rules is not None
-    result = diagnose(runs, rules, base, strict=strict, allow_unmatched=args.allow_unmatched)
+    result = diagnose(runs, rules, base, strict=strict, allow_unmatched=args.allow_unmatched,
+                      exclude_contended=args.exclude_contended,
+                      exclude_throttled=args.exclude_throttled)
     if strict and result.unmatched:
         print(f"accelbench: warning: {unmatched_message(result.unmatched)}", file=sys.stderr)
     from accelbench.slurm.drain import write_drain
@@ -96,4 +112,6 @@ def run(args: argparse.Namespace) -> int:
         from accelbench.report.terminal import console
 
         render_rich(diagnosis_tables(result), console())
-    return EXIT_CASE_FAILED if result.failing else 0
+    if result.failing:
+        return EXIT_CASE_FAILED
+    return EXIT_INCONCLUSIVE if result.inconclusive else 0

@@ -5,7 +5,6 @@ verdicts as OpenMetrics or the Prometheus text format (for dashboards)."""
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from typing import IO, Any
 
@@ -81,10 +80,10 @@ def _write(fmt: str, stored: list[Any], text: str | None, out: IO[str]) -> None:
     if text is not None:
         out.write(text)
     elif fmt == "json":
+        from accelbench.core.strict_json import dump
         from accelbench.store.export import export_json
 
-        json.dump(export_json(stored), out, indent=2, default=str)
-        out.write("\n")
+        dump(export_json(stored), out)
     else:
         from accelbench.report.csv_table import write_csv
 

@@ -32,7 +32,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--min-effect", type=percentage, default=5.0, metavar="PCT",
                         help="smallest step reported (default 5)")
     parser.add_argument("--fail-on-regression", action="store_true",
-                        help="exit with 1 when a series ends on a regression")
+                        help="exit with 1 when a series ends on a regression, else with 9 "
+                        "when a series cannot tell (busy host, throttled device, too noisy "
+                        "or too few runs)")
     add_exclude_contended(parser)
     add_exclude_throttled(parser)
     add_store(parser)
@@ -40,14 +42,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from accelbench.analysis.history import case_matcher, history
+    from accelbench.analysis.history import CANNOT_TELL, CHANGED, NO_CHANGE, case_matcher, history
     from accelbench.analysis.select import (
         exclude_contended,
         exclude_throttled,
         select_case_runs,
     )
     from accelbench.cli.options import check_percent
-    from accelbench.errors import EXIT_CASE_FAILED, UserError
+    from accelbench.errors import EXIT_CASE_FAILED, EXIT_INCONCLUSIVE, UserError
 
     if args.limit < 2:
         raise UserError("--limit must be at least 2")
@@ -62,14 +64,26 @@ def run(args: argparse.Namespace) -> int:
     series = history(runs, wanted, stacks=args.stack, hosts=args.host, limit=args.limit,
                      min_effect=args.min_effect / 100)
     down = [s for s in series if s.latest_regression is not None]
+    unsure = [s for s in series if s.verdict == CANNOT_TELL]
     if args.json:
         print_json({"series": [s.to_dict() for s in series],
                     "ends_on_regression": [f"{s.case.label} on {s.generation_key}"
-                                           for s in down]})
+                                           for s in down],
+                    "cannot_tell": [f"{s.case.label} on {s.generation_key}" for s in unsure],
+                    "summary": {"series": len(series),
+                                "changed": sum(s.verdict == CHANGED for s in series),
+                                "no_change": sum(s.verdict == NO_CHANGE for s in series),
+                                "cannot_tell": len(unsure),
+                                "ends_on_regression": len(down)}})
     else:
-        from accelbench.report.analysis_tables import history_tables
+        from accelbench.report.analysis_tables import history_summary, history_tables
         from accelbench.report.tables import render_rich
         from accelbench.report.terminal import console
 
-        render_rich(history_tables(series), console())
-    return EXIT_CASE_FAILED if args.fail_on_regression and down else 0
+        out = console()
+        render_rich(history_tables(series), out)
+        out.print(history_summary(series), markup=False)
+    if not args.fail_on_regression:
+        return 0
+    # A gate passes only on evidence: a series that cannot tell leaves it undecided.
+    return EXIT_CASE_FAILED if down else EXIT_INCONCLUSIVE if unsure else 0

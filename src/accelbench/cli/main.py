@@ -173,6 +173,12 @@ def _keep_standard_streams() -> None:
         sys.stdout = open(1, "w", encoding="utf-8", closefd=False)  # noqa: SIM115
     if sys.stderr is None:
         sys.stderr = open(2, "w", encoding="utf-8", closefd=False)  # noqa: SIM115
+    # A path or name that is not UTF-8 (Python holds its bytes as lone surrogates) is
+    # printed with those bytes escaped, never fails the command after its work is done.
+    for stream in (sys.stdout, sys.stderr):
+        reconfigure = getattr(stream, "reconfigure", None)
+        if reconfigure is not None and getattr(stream, "errors", "") == "strict":
+            reconfigure(errors="backslashreplace")
 
 
 def _usable(fd: int, writing: bool) -> bool:

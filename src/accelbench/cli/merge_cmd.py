@@ -96,7 +96,7 @@ def run(args: argparse.Namespace) -> int:
     loaded = [(source, read_source(source)) for source in sources]
     added = skipped = 0
     per_source = []
-    new_file = target.path is not None and not target.path.exists()
+    new_file = target.path is not None and _is_missing(target.path)
     try:
         with Store.open(target, create=True) as store:
             # One transaction for every source: a merge is written whole or not at all.
@@ -116,6 +116,19 @@ def run(args: argparse.Namespace) -> int:
     else:
         print(f"Merged {added} run(s) into {target}; {skipped} already there.")
     return 0
+
+
+def _is_missing(path: Path) -> bool:
+    """Whether nothing is at `path` (a new store would be made there); a path the system
+    refuses (too long, a file where a folder should be) is not missing: opening the store
+    says what is wrong with it, and nothing is removed there after."""
+    try:
+        path.lstat()
+    except FileNotFoundError:
+        return True
+    except OSError:
+        return False
+    return False
 
 
 def _remove_store_file(path: Path) -> None:

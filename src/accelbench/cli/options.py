@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import json
 import math
 import sys
 from collections.abc import Callable, Sequence
@@ -223,8 +222,11 @@ def open_store(args: argparse.Namespace, create: bool) -> Store:
 
 
 def print_json(data: Any) -> None:
-    json.dump(data, sys.stdout, indent=2, default=str)
-    sys.stdout.write("\n")
+    """`data` as strict JSON on stdout: a number that is not finite as null, noted beside
+    (core.strict_json)."""
+    from accelbench.core.strict_json import dump
+
+    dump(data, sys.stdout)
 
 
 def split_list(values: list[str] | None) -> tuple[str, ...]:

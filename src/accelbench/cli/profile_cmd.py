@@ -51,6 +51,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="profile on N ranks started here with torchrun (collectives, "
                         "data-parallel training); each rank writes its own trace")
     add_ranks(parser)
+    parser.add_argument("--threads", type=positive_int, metavar="N",
+                        help="CPU threads per process for a CPU case (default: as `run` "
+                        "chooses them, all but one of the CPUs this process may use, split "
+                        "between the ranks)")
     parser.add_argument("--output", type=path_arg, metavar="DIR",
                         help="directory for the traces, one folder per run "
                         "(default: profiles/ beside the store)")
@@ -69,7 +73,7 @@ def build_request(args: argparse.Namespace) -> RunRequest:
         command=NAME, suite=NAME, benches=(args.bench,), overrides=parse_overrides(args.param),
         dtypes=(args.dtype,) if args.dtype else (), device=args.device,
         nproc_per_node=args.nproc_per_node, backend=args.backend,
-        oversubscribe=args.oversubscribe,
+        oversubscribe=args.oversubscribe, threads=args.threads,
         profile=ProfileRequest(wait=args.wait, warmup=args.warmup, active=args.steps,
                                memory=args.memory, output=args.output))
 
@@ -104,6 +108,7 @@ def _finish(args: argparse.Namespace, profiled: Profiled) -> int:
             "trace_dir": str(outcome.trace_dir),
             "traces": [str(p) for p in outcome.trace_paths],
             "problems": outcome.problems,
+            "threads": _threads(outcome),
             "measurement": outcome.measurement.export_dict(),
             "analysis": outcome.analysis,
         })
@@ -128,6 +133,9 @@ def _print(outcome: ProfileOutcome, store_location: str) -> None:
     elif m.primary is not None:
         shown = ", ".join(format_value(f.value, f.unit) for f in m.figures[:2])
         out.print(text(f"{shown} (under the profiler: its overhead included)"))
+    threads = _threads(outcome)
+    if threads is not None:
+        out.print(text(f"CPU threads: {threads['used']}; {threads['source']}"), soft_wrap=True)
     for problem in outcome.problems:
         out.print(text(f"problem: {problem}"))
     if outcome.analysis and "error" not in outcome.analysis:
@@ -139,3 +147,14 @@ def _print(outcome: ProfileOutcome, store_location: str) -> None:
         out.print(text("Open it in Perfetto, or run: tensorboard --logdir "
                        f"{outcome.trace_dir.parent}"), soft_wrap=True)
     out.print(text(f"Stored in {store_location} as run {outcome.run_id}"), soft_wrap=True)
+
+
+def _threads(outcome: ProfileOutcome) -> dict[str, object] | None:
+    """The CPU threads the case ran on and how the count was chosen; None off the CPU."""
+    used = outcome.measurement.details.get("threads_used")
+    if used is None:
+        used = outcome.measurement.case.param_dict.get("threads")
+    source = outcome.fingerprint.data.get("threads_source")
+    if used is None and source is None:
+        return None
+    return {"used": used, "source": source}

@@ -128,7 +128,7 @@ _MAX_REQUEST_BYTES = 1 << 20
 
 
 # What --request FILE may be given with: where the run is stored, and how it is printed.
-BESIDE_REQUEST = frozenset({"request", "store", "json"})
+BESIDE_REQUEST = frozenset({"request", "store", "json", "quiet"})
 
 
 def given_or_read(args: argparse.Namespace,

@@ -14,6 +14,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from accelbench.cli.options import add_json, add_store, print_json, store_location
+from accelbench.cli.progress import add_quiet
 from accelbench.cli.request_options import (
     add_request_file,
     add_request_options,
@@ -48,11 +49,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_request_file(parser, NAME)
     add_store(parser)
     add_json(parser)
+    add_quiet(parser)
 
 
 # What --resume may be given with: where the run is stored and reported, and how it is
 # printed. Every other option would change the request, which is the stored run's own.
-_BESIDE_RESUME = frozenset({"resume", "store", "report", "no_report", "json"})
+_BESIDE_RESUME = frozenset({"resume", "store", "report", "no_report", "json", "quiet"})
 
 # Exit codes of runs, from best to worst: --repeat exits with its worst run's.
 EXIT_ORDER = (EXIT_OK, EXIT_CASE_FAILED, EXIT_INTERRUPTED, EXIT_TERMINATED)
@@ -80,12 +82,11 @@ def run_and_print(request: RunRequest, args: argparse.Namespace) -> int:
     the worst (`--repeat`). With --json, one document for a single run, and one holding
     every run's for several."""
     from accelbench.app import repeats, runs
-    from accelbench.cli.progress import TerminalListener
-    from accelbench.report.terminal import console
+    from accelbench.cli.progress import progress_listener
 
     location = store_location(args)
     times = repeats(request)
-    listener = TerminalListener(console(stderr=True))
+    listener = progress_listener(args)
 
     def announce(number: int, times: int) -> None:
         print(f"accelbench: run {number}/{times} of the repeated request", file=sys.stderr,
@@ -129,10 +130,9 @@ def run_and_print(request: RunRequest, args: argparse.Namespace) -> int:
 def _resume(args: argparse.Namespace) -> int:
     """Go on with the stored run `args.resume` (runner.app.resume), with its own request."""
     from accelbench.app import resume
-    from accelbench.cli.progress import TerminalListener
-    from accelbench.report.terminal import console
+    from accelbench.cli.progress import progress_listener
 
-    finished = resume(args.resume, store_location(args), TerminalListener(console(stderr=True)),
+    finished = resume(args.resume, store_location(args), progress_listener(args),
                       report=args.report, no_report=args.no_report, argv=sys.argv[1:])
     if finished is None:
         return EXIT_OK  # complete: nothing to resume

@@ -14,6 +14,7 @@ from accelbench.cli.options import (
     add_store,
     store_location,
 )
+from accelbench.cli.progress import add_quiet
 from accelbench.cli.request_options import add_request_file
 from accelbench.cli.validate_request import add_validate_options, validate_request
 
@@ -36,6 +37,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_request_file(parser, NAME)
     add_store(parser)
     add_json(parser)
+    add_quiet(parser)
 
 
 def build_request(args: argparse.Namespace) -> RunRequest:
@@ -48,16 +50,15 @@ def run(args: argparse.Namespace) -> int:
     from accelbench.app import prepare
     from accelbench.app import run as run_request
     from accelbench.cli.printing import print_checks
-    from accelbench.cli.progress import TerminalListener
+    from accelbench.cli.progress import progress_listener
     from accelbench.cli.request_options import given_or_read
-    from accelbench.report.terminal import console
 
     # Bad names and values fail here, before anything starts or the store is opened.
     request = given_or_read(args, build_request, add_arguments)
     valid = prepare(request)
     if DETERMINISM in request.benches:
         os.environ.setdefault(*CUBLAS_CONFIG)
-    finished = run_request(request, store_location(args), TerminalListener(console(stderr=True)),
+    finished = run_request(request, store_location(args), progress_listener(args),
                            argv=sys.argv[1:], valid=valid)
     if finished is None:
         return 0  # a rank other than 0: rank 0 prints

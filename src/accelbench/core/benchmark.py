@@ -123,9 +123,14 @@ class Benchmark:
         """The case of these resolved parameters on `device`: the one place a benchmark and
         its parameters become an identity. Switches left at an "off" default (cast=False,
         warmup=0, config=), and parameters that say so left at their default
-        (tolerance_scale=1), are not shown in tables; the identity keeps them anyway."""
-        shown = [name for name, value in params.items() if not self._off_default(name, value)]
-        return Case.make(self.name, self.version, self.family, dict(params), device, shown,
+        (tolerance_scale=1), are not shown in tables; the identity keeps them anyway. A
+        parameter that does not apply to these and says UNKEYED (`Param.in_identity`:
+        `reduce` of an all-gather) is no part of the identity."""
+        identity = {name: value for name, value in params.items()
+                    if (declared := self.param(name)) is None or declared.in_identity(params)}
+        shown = [name for name, value in identity.items()
+                 if not self._off_default(name, value)]
+        return Case.make(self.name, self.version, self.family, identity, device, shown,
                          self.check)
 
     def environment(self, params: Mapping[str, Any], device: DeviceInfo) -> WorkerEnv:

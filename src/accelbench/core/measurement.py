@@ -51,6 +51,7 @@ from accelbench.core.formats import upgrade
 from accelbench.core.names import STATUS_FAILED, STATUS_OK, STATUS_SKIPPED
 from accelbench.core.stats import Summary, summarize
 from accelbench.core.timing import Timing, TimingPolicy
+from accelbench.core.units import format_rel
 
 if TYPE_CHECKING:
     from accelbench.core.energy import Energy
@@ -446,9 +447,11 @@ class Measurement:
             reason=data.get("reason"),
             timings=tuple(_timing(t, data.get("confidence", 0.95))
                           for t in data.get("timings", ())),
-            rates=tuple(Rate.from_dict(r) for r in data.get("rates", ())),
+            rates=tuple(replace(rate, name=figure_name_now(data["case"], rate.name))
+                        for rate in map(Rate.from_dict, data.get("rates", ()))),
             time_name=str(data.get("time_name", "time")),
-            measured=tuple(Figure.from_dict(f) for f in data.get("measured", ())),
+            measured=tuple(replace(f, name=figure_name_now(data["case"], f.name))
+                           for f in map(Figure.from_dict, data.get("measured", ()))),
             warnings=tuple(data.get("warnings", ())),
             details=dict(data.get("details", {})),
             started_at=data.get("started_at", 0.0),
@@ -550,6 +553,27 @@ def _per_joule(unit: str) -> str:
     return unit[:-2] + "/J" if unit.endswith("/s") else f"{unit}/J"
 
 
+# Figures renamed to say how they count bytes, per (benchmark, its `op` or None, name
+# before): a host<->device copy's bytes moved once are a transfer rate, not a bandwidth
+# (which counts bytes read plus written, as STREAM does); the copy matrix's likewise.
+_FIGURES_BEFORE = {
+    ("memory", "h2d", "bandwidth"): "transfer_rate",
+    ("memory", "d2h", "bandwidth"): "transfer_rate",
+    ("copy-matrix", None, "min_bandwidth"): "min_transfer_rate",
+    ("copy-matrix", None, "median_bandwidth"): "median_transfer_rate",
+}
+
+
+def figure_name_now(case: dict[str, Any], name: str) -> str:
+    """The name a stored case's figure `name` has now (`_FIGURES_BEFORE`)."""
+    benchmark, params = case.get("benchmark"), case.get("params")
+    op = params.get("op") if isinstance(params, dict) else None
+    if not isinstance(benchmark, str):
+        return name
+    return _FIGURES_BEFORE.get((benchmark, op if isinstance(op, str) else None, name),
+                               _FIGURES_BEFORE.get((benchmark, None, name), name))
+
+
 _UPGRADES = {1: _upgrade_1, 2: lambda d: {**d, "format_version": 3, "telemetry": []}}
 
 
@@ -631,7 +655,7 @@ def _case_warnings(m: Measurement, policy: TimingPolicy | None) -> list[str]:
     spread = m.spread
     if spread is not None and spread.rel_half_width > policy.noisy_rel_interval:
         out.append(f"noisy: the interval between {spread.processes} processes is "
-                   f"±{spread.rel_half_width:.1%}")
+                   f"{format_rel(spread.rel_half_width)}")
     iqrs = [summarize(t.samples).rel_iqr for t in m.timings if t.samples]
     wide = [x for x in iqrs if x > policy.noisy_rel_iqr]
     if wide:

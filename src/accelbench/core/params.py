@@ -22,9 +22,14 @@ _KINDS: dict[str, type] = {"int": int, "float": float, "str": str, "bool": bool}
 Condition = tuple[str, tuple[Any, ...]]
 # Where a parameter does not apply (`Param.only_when`), it is left out of the case's
 # parameters (OMIT), or kept at its default (DEFAULT): the identity of the cases it does
-# not apply to is then the one they had before the parameter was conditional.
+# not apply to is then the one they had before the parameter was conditional; or kept at
+# its default for the measure function and left out of the case's identity (UNKEYED):
+# for a parameter every case's code reads but only some cases' numbers depend on
+# (`pinned` of a device copy, `seq` of a vision model), which neither splits the cases
+# it does not apply to nor shows in their keys and labels.
 OMIT = "omit"
 DEFAULT = "default"
+UNKEYED = "unkeyed"
 _TRUE = {"1", "true", "yes", "on"}
 _FALSE = {"0", "false", "no", "off"}
 
@@ -60,7 +65,7 @@ class Param:
     def __post_init__(self) -> None:
         if self.kind not in _KINDS:
             raise ValueError(f"parameter {self.name}: unknown kind {self.kind!r}")
-        if self.outside not in (OMIT, DEFAULT):
+        if self.outside not in (OMIT, DEFAULT, UNKEYED):
             raise ValueError(f"parameter {self.name}: unknown outside {self.outside!r}")
 
     @property
@@ -76,6 +81,11 @@ class Param:
         """Whether the parameter means something among these resolved parameters."""
         return not self.conditions or any(params.get(name) in values
                                           for name, values in self.conditions)
+
+    def in_identity(self, params: Mapping[str, Any]) -> bool:
+        """Whether the parameter is part of the identity of the case of these resolved
+        parameters: everywhere it applies, and where it does not unless it says UNKEYED."""
+        return self.outside != UNKEYED or self.applies(params)
 
     def condition_text(self) -> str:
         """Where it applies, in words: `dtype fp8` or `engine int8, or int8 ort-dynamic`."""

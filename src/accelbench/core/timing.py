@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
 from accelbench.core.stats import Summary, settling_point, summarize
+from accelbench.core.units import format_rel
 
 if TYPE_CHECKING:
     import torch
@@ -274,7 +275,8 @@ def noise_warnings(timing: Timing, policy: TimingPolicy) -> tuple[str, ...]:
     out = []
     if timing.stop_reason != STOP_CONVERGED:
         out.append(
-            f"noisy: median CI ±{summary.rel_ci:.1%} did not reach ±{policy.target_rel_ci:.1%} "
+            f"noisy: median CI {format_rel(summary.rel_ci)} did not reach "
+            f"±{policy.target_rel_ci:.1%} "
             f"before the {timing.stop_reason} ({summary.n} samples)"
         )
     if summary.rel_iqr > policy.noisy_rel_iqr:

@@ -131,9 +131,36 @@ def format_share(fraction: float | None) -> str:
     return MISSING if _absent(fraction) else f"{100 * fraction:.1f}%"  # type: ignore[operator]
 
 
+# Above ±50% an interval is shown as a factor: a half-width of ±3,491% reads as a
+# precision, when it says that the figure is known to within a factor of about 70 either
+# way. Up to here "±x%" reads plainly (its low end is half the figure or more).
+WIDE_INTERVAL = 0.5
+
+
+def interval_factor(rel: float) -> float:
+    """The factor F of the interval [v / F, v * F] as wide as a relative half-width `rel`
+    of v: (F - 1 / F) / 2 = rel. accelbench's intervals between processes and of ratios
+    are symmetric on the log scale, so this is their own factor, sqrt(high / low)."""
+    return rel + math.sqrt(1.0 + rel * rel)
+
+
 def format_rel(value: float | None) -> str:
-    """A relative half-width as "±1.2%"."""
-    return MISSING if _absent(value) else f"±{100 * value:.1f}%"  # type: ignore[operator]
+    """A relative half-width as "±1.2%"; above `WIDE_INTERVAL` (±50%) as the factor the
+    interval spans either way of the figure, "×/÷ 69.8" for ±3,491% (see
+    `interval_factor`)."""
+    if _absent(value):
+        return MISSING
+    assert value is not None
+    if value > WIDE_INTERVAL:
+        return format_spread_factor(interval_factor(value))
+    return f"±{100 * value:.1f}%"
+
+
+def format_spread_factor(factor: float) -> str:
+    """An interval [v / F, v * F] as "×/÷ F", F to three significant digits."""
+    if not math.isfinite(factor):
+        return "×/÷ ∞"
+    return f"×/÷ {_sig(factor) if factor < 1e6 else f'{factor:.2e}'}"
 
 
 def format_ratio(value: float | None, low: float | None = None,

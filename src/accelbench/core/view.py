@@ -33,9 +33,14 @@ class Table:
 
 @dataclass(frozen=True)
 class BarSeries:
+    """Bars, one per category, with their intervals; `marked`: the indices of bars drawn
+    with an open red ring at their end, such as figures measured on a busy host or a
+    throttled device."""
+
     name: str
     values: Sequence[float | None]  # one per category; None: no bar
     errors: Sequence[tuple[float, float] | None] = ()  # (low, high) per category
+    marked: Sequence[int] = ()
 
 
 @dataclass(frozen=True)
@@ -76,6 +81,7 @@ class Bars:
     caption: str = ""
     reference: float | None = None  # a line drawn across (1.0 for a speed-up)
     horizontal: bool = False
+    marked_label: str = ""  # the legend's name of the series' marked bars
 
 
 @dataclass(frozen=True)

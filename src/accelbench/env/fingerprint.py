@@ -501,11 +501,26 @@ def _cpu_model() -> str:
     return _platform.processor() or _platform.machine() or "unknown CPU"
 
 
+def host_name(name: str | None = None) -> str:
+    """This host's name (or `name`, as Python decoded it) as text any store, export and
+    page can hold. A kernel takes any bytes for a host name; bytes that are not UTF-8,
+    which Python carries as lone surrogates, are kept as backslash escapes (the byte 0xff
+    as the four characters \\xff), so the name still tells the node."""
+    import socket
+
+    raw = socket.gethostname() if name is None else name
+    try:
+        data = raw.encode("utf-8", "surrogateescape")
+    except UnicodeEncodeError:  # a surrogate that stands for no byte
+        data = raw.encode("utf-8", "backslashreplace")
+    return data.decode("utf-8", "backslashreplace")
+
+
 def host_info() -> dict[str, Any]:
     import psutil
 
     return {
-        "hostname": _platform.node(),
+        "hostname": host_name(),
         "cpu_model": _cpu_model(),
         "physical_cores": psutil.cpu_count(logical=False),
         "logical_cores": psutil.cpu_count(logical=True),

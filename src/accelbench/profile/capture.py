@@ -11,14 +11,22 @@ Each step is one call of the operation, timed by the case's own clock as the tim
 core times a sample (on GPUs that clock waits for the device at the end of the call), so
 a step's device work lies inside its `ProfilerStep#N` annotation, and benchmarks that
 wrap the clock (collectives keep every rank's own times through it) work unchanged.
+
+Kineto logs to file descriptor 2 from C++: a "profiler_start"/"profiler_stop" pair on
+every run, and on a host without a GPU runtime "gpuGetDeviceCount failed", which says
+nothing about a CPU profile. Those lines are dropped (`kineto_noise`); whatever else it
+or the benchmark wrote there is passed on once the profile is over.
 """
 
 from __future__ import annotations
 
+import contextlib
 import glob
 import os
 import socket
-from collections.abc import Callable
+import sys
+import tempfile
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -92,7 +100,7 @@ def profile_steps(
     if device_activity is not None and device_activity in torch.profiler.supported_activities():
         activities.append(device_activity)
     seconds: list[float] = []
-    with profile(
+    with _kineto_log_filtered(device_type), profile(
         activities=activities,
         schedule=step_schedule(wait=schedule.wait, warmup=schedule.warmup,
                                active=schedule.active, repeat=1),
@@ -106,3 +114,42 @@ def profile_steps(
             prof.step()
     paths = tuple(sorted(set(out_dir.glob(pattern)) - before))
     return Capture(paths, tuple(seconds[schedule.first_active:]), schedule)
+
+
+# Kineto's routine lines: its start/stop markers, and a GPU runtime it did not find.
+_ROUTINE = ("] profiler_start", "] profiler_stop")
+_NO_GPU_RUNTIME = "gpuGetDeviceCount failed"
+
+
+def kineto_noise(line: str, device_type: str) -> bool:
+    """Whether a line Kineto wrote to stderr says nothing about this profile."""
+    if any(marker in line for marker in _ROUTINE):
+        return True
+    return device_type == "cpu" and _NO_GPU_RUNTIME in line
+
+
+@contextlib.contextmanager
+def _kineto_log_filtered(device_type: str) -> Iterator[None]:
+    """File descriptor 2 redirected for the block, and what was written to it passed on
+    afterwards without Kineto's noise (see the module's docstring)."""
+    with contextlib.suppress(Exception):
+        sys.stderr.flush()
+    try:
+        saved = os.dup(2)
+    except OSError:
+        yield
+        return
+    with tempfile.TemporaryFile() as sink:
+        os.dup2(sink.fileno(), 2)
+        try:
+            yield
+        finally:
+            with contextlib.suppress(Exception):
+                sys.stderr.flush()
+            os.dup2(saved, 2)
+            os.close(saved)
+            sink.seek(0)
+            kept = [line for line in sink.read().decode("utf-8", "replace").splitlines()
+                    if not kineto_noise(line, device_type)]
+            if kept:
+                print("\n".join(kept), file=sys.stderr)

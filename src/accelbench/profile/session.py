@@ -157,7 +157,23 @@ class ProfileExecutor:
         planned = plan_one(self.valid, fingerprint.device)
         if self._info is not None and planned.benchmark.distributed:
             planned = planned.on_world(self._info.world_size, self._backend)
+        if fingerprint.device.type == "cpu":
+            # The thread policy of `accelbench run`, so that a profile shows the case
+            # `run` measures (all of a busy host's CPUs would stall at every barrier).
+            planned, source = self._on_threads(planned)
+            fingerprint = self._fingerprint = fingerprint.with_threads_source(source)
         return fingerprint, [planned]
+
+    def _on_threads(self, planned: PlannedCase) -> tuple[PlannedCase, str]:
+        from accelbench.runner import rank_session, session
+
+        requested = self.valid.request.threads
+        if self._info is None:
+            cases, source = session.on_threads([planned], requested)
+        else:
+            cases, source = rank_session.on_threads([planned], requested,
+                                                    self._info.local_world_size)
+        return cases[0], source
 
     def execute(self, cases: Sequence[PlannedCase], recorder: RunRecorder | None
                 ) -> str | None:

@@ -6,10 +6,10 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 
-from accelbench.analysis.compare import FASTER, SLOWER, CaseComparison, Comparison
+from accelbench.analysis.compare import FASTER, SLOWER, CaseComparison, Comparison, Unpaired
 from accelbench.analysis.diagnose import Diagnosis
 from accelbench.analysis.generations import Generations
-from accelbench.analysis.history import Series
+from accelbench.analysis.history import CANNOT_TELL, CHANGED, NO_CHANGE, VERDICTS, Series
 from accelbench.analysis.values import CaseResults
 from accelbench.core.units import (
     format_change,
@@ -22,7 +22,7 @@ from accelbench.core.units import (
     format_timestamp,
     format_value,
 )
-from accelbench.core.view import BAD, GOOD, Table
+from accelbench.core.view import BAD, GOOD, WARN, Table
 
 # -- compare -----------------------------------------------------------------------------
 
@@ -121,19 +121,27 @@ def _side_text(entry: CaseResults, unit: str) -> str:
 
 
 def gate_lines(gate: float, regressions: Sequence[CaseComparison],
-               undecided: Sequence[CaseComparison]) -> list[str]:
-    """What a --fail-on-regression gate concluded: the regressions, else the cases it could
-    not decide and why, else that none regressed."""
+               undecided: Sequence[CaseComparison], unjudged: Sequence[Unpaired] = (),
+               nothing_compared: str | None = None) -> list[str]:
+    """What a --fail-on-regression gate concluded: the regressions, else why it has no
+    evidence (`nothing_compared`), the cases it could not decide or judge and why, else
+    that none regressed."""
     if regressions:
         return [f"{len(regressions)} case(s) regressed by {gate:g}% or more: "
                 + ", ".join(c.label for c in regressions)]
+    if nothing_compared:
+        return [f"inconclusive: {nothing_compared}: the gate has no evidence either way"]
+    lines = []
     if undecided:
-        return [f"inconclusive: {len(undecided)} case(s) may have regressed by {gate:g}% "
-                "or more, and the evidence cannot tell (rerun, or add runs):",
-                *(f"  {c.label}: {c.reason}" + (f"; ~{c.runs_needed} runs a side would tell"
-                                                 if c.runs_needed else "")
-                  for c in undecided)]
-    return [f"no case regressed by {gate:g}% or more"]
+        lines += [f"inconclusive: {len(undecided)} case(s) may have regressed by {gate:g}% "
+                  "or more, and the evidence cannot tell (rerun, or add runs):",
+                  *(f"  {c.label}: {c.reason}" + (f"; ~{c.runs_needed} runs a side would tell"
+                                                   if c.runs_needed else "")
+                    for c in undecided)]
+    if unjudged:
+        lines += [f"inconclusive: {len(unjudged)} case(s) could not be judged:",
+                  *(f"  {u.label}: {u.reason}" for u in unjudged)]
+    return lines or [f"no case regressed by {gate:g}% or more"]
 
 
 # -- generations -------------------------------------------------------------------------
@@ -176,8 +184,9 @@ def generations_table(g: Generations) -> Table:
         "Each cell: the generation's figure (its run's, with the interval `accelbench show` "
         "states; over several runs their median) and its speed relative to the baseline "
         "generation, ± the half-width of the 95% CI of that ratio from the values each "
-        "worker process measured (on the baseline: its own interval); 'no interval': one "
-        "value a side."
+        "worker process measured (on the baseline: its own interval; beyond ±50%, ×/÷ F: "
+        "from the ratio divided by F to the ratio times F); 'no interval': one value a "
+        "side."
     ]
     if filters:
         notes.append(f"Filters: {filters}.")
@@ -207,11 +216,16 @@ def history_tables(series: Sequence[Series]) -> list[Table]:
                          f"{p.samples} / {p.processes}", mark))
             styles.append(None if change is None else BAD if change.kind == "regressed"
                           else GOOD)
-        notes = [c.describe() for c in s.change_points] or ["no change point"]
+        notes = [c.describe() for c in s.change_points]
+        if s.cannot_tell is not None:
+            notes.append(f"cannot tell: {s.cannot_tell.describe()}")
+        elif not notes:
+            notes.append("no change point")
         if s.small_steps:
             notes.append(f"{s.small_steps} smaller step(s) below the minimum effect")
-        if s.unsure_steps:
-            notes.append(f"{s.unsure_steps} step(s) the run-to-run noise could explain")
+        if s.unsure_steps and s.cannot_tell is None:
+            notes.append(f"{s.unsure_steps} step(s) the run-to-run noise could explain, or "
+                         "with only busy or throttled runs on one side")
         notes.append(f"run-to-run noise: {s.noise_floor.describe()}" if s.noise_floor
                      else "run-to-run noise: not known yet (it needs 3 quiet runs)")
         notes.append("Interval: as `accelbench show` states it for the run; n: samples / "
@@ -224,6 +238,13 @@ def history_tables(series: Sequence[Series]) -> list[Table]:
     return tables
 
 
+def history_summary(series: Sequence[Series]) -> str:
+    """How many series changed, showed no change, or cannot tell."""
+    counts = {v: sum(s.verdict == v for s in series) for v in VERDICTS}
+    return (f"{len(series)} series: {counts[CHANGED]} changed, {counts[NO_CHANGE]} no change, "
+            f"{counts[CANNOT_TELL]} cannot tell")
+
+
 # -- diagnose ----------------------------------------------------------------------------
 
 
@@ -234,36 +255,53 @@ def diagnosis_tables(d: Diagnosis) -> list[Table]:
 
 
 def diagnosis_table(d: Diagnosis) -> Table:
-    """The worst finding of each failed rule of each failing node, with the run its
-    figure came from (a node is judged on the newest measurement of each case, which
+    """The worst finding of each failed rule of each failing node, then of each rule a
+    node is inconclusive on (its figure or its baseline cannot be trusted), with the run
+    its figure came from (a node is judged on the newest measurement of each case, which
     need not all be of one run)."""
     rows = []
-    for node in d.failing:
-        for finding, count in node.worst_by_rule():
-            observed = format_number(finding.observed)
-            off = format_share(finding.off_by)
-            case = finding.case + (f" (+{count - 1} more)" if count > 1 else "")
-            what = finding.compare + (f" {finding.figure}" if finding.figure else "")
-            rows.append((node.node, finding.rule, finding.category, case, what, observed,
-                         finding.detail or finding.limit, off, finding.run or "-"))
-    failing = d.failing
+    styles: list[str | None] = []
+    for unsure in (False, True):
+        for node in d.nodes:
+            for finding, count in node.worst_by_rule(inconclusive=unsure):
+                observed = format_number(finding.observed)
+                off = format_share(finding.off_by)
+                case = finding.case + (f" (+{count - 1} more)" if count > 1 else "")
+                what = finding.compare + (f" {finding.figure}" if finding.figure else "")
+                limit = (f"{finding.limit}, inconclusive: {finding.detail}" if unsure
+                         else finding.detail or finding.limit)
+                rows.append((node.node, finding.rule, finding.category, case, what,
+                             observed, limit, off, finding.run or "-"))
+                styles.append(WARN if unsure else BAD)
+    failing, unsure_nodes = d.failing, d.inconclusive
     summary = (f"{len(failing)} of {len(d.nodes)} nodes fail: "
                + ", ".join(f"{n.node} ({', '.join(n.categories)})" for n in failing)
-               if failing else f"all {len(d.nodes)} nodes pass")
+               if failing else f"all {len(d.nodes)} nodes pass" if not unsure_nodes
+               else "no node fails")
+    if unsure_nodes:
+        summary += f"; {len(unsure_nodes)} inconclusive: " + ", ".join(
+            f"{n.node} ({', '.join(n.inconclusive_categories)})" for n in unsure_nodes)
     notes = [summary, *(f"baseline: {b.source}" for b in d.baselines), *d.notes]
     if rows:
         notes.append("Run: the run the judged figure came from (- for a case not measured).")
+    if unsure_nodes or any(n.inconclusive for n in failing):
+        notes.append("Inconclusive: the figure, or the baseline it is held against, was "
+                     "measured on a busy host or a throttled device; rerun on a quiet "
+                     "node (--wait-quiet) to decide.")
     return Table("Diagnosis", ("Node", "Rule", "Category", "Case", "Compared", "Observed",
                                "Limit", "Off by", "Run"), rows, notes, frozenset({5, 7}),
-                 [BAD] * len(rows))
+                 styles)
 
 
 def judged_runs_table(d: Diagnosis) -> Table:
     """Each node, its verdict and the runs its newest measurements came from, newest
     first."""
-    rows = [(n.node, f"FAIL ({', '.join(n.categories)})" if n.failed else "pass",
-             str(n.checks), ", ".join(reversed(n.runs)) or "-") for n in d.nodes]
-    styles: list[str | None] = [BAD if n.failed else GOOD for n in d.nodes]
+    rows = [(n.node, f"FAIL ({', '.join(n.categories)})" if n.failed else
+             f"inconclusive ({', '.join(n.inconclusive_categories)})" if n.inconclusive
+             else "pass", str(n.checks), ", ".join(reversed(n.runs)) or "-")
+            for n in d.nodes]
+    styles: list[str | None] = [BAD if n.failed else WARN if n.inconclusive else GOOD
+                                for n in d.nodes]
     notes = ["Runs: the runs each node's newest measurement of each case came from, "
              "newest first."]
     return Table("Runs judged", ("Node", "Result", "Checks", "Runs"), rows, notes,

@@ -1,6 +1,13 @@
 """Charts as inline SVG, drawn with matplotlib's SVG backend (imported only when a chart is
 drawn; no pyplot, so no global figure state and no display backend).
 
+An interval does not set a chart's scale: the value axis reaches at most `MARGIN` of the
+values' own range beyond them (of the largest value, for bars, which start at 0), so that
+one interval of ×/÷ 50 does not flatten a series that moved from 22 to 12 GFLOP/s. A band
+or whisker cut at the axis ends in a triangle there, named in the legend (`CLIPPED`).
+Points and bars of figures measured on a busy host or a throttled device are ringed in
+red, named in the legend too.
+
 The SVG is made fit to sit inside an HTML page many times over: no XML prolog, DOCTYPE,
 metadata or namespace URLs, and every id prefixed with the chart's own id so that two
 charts never share one. Text is kept as SVG text (svg.fonttype "none"), escaped by
@@ -36,6 +43,16 @@ _HEIGHT_IN = 3.4
 
 _MAX_LABEL = 60
 
+MARGIN = 0.5  # how far past the values an interval may take the axis (share of their range)
+CLIPPED = "interval runs past the axis"
+# A figure measured on a busy host or a throttled device: an open red ring.
+_RING: dict[str, Any] = {"marker": "o", "markersize": 7, "markerfacecolor": "none",
+                         "markeredgecolor": "#b00020", "markeredgewidth": 1.1,
+                         "linestyle": "none"}
+# An interval cut at the axis: a triangle on the axis' edge, drawn over it.
+_CUT: dict[str, Any] = {"markersize": 6, "color": "#333333", "linestyle": "none",
+                        "clip_on": False}
+
 
 def text(label: object) -> str:
     """A label as matplotlib must get it: `printable` (control and reordering characters
@@ -54,7 +71,8 @@ def draw(chart: Chart, chart_id: str) -> str:
     `chart_id`; its title and caption are the page's to show."""
     if isinstance(chart, Bars):
         return bar_chart(chart_id, chart.categories, chart.series, ylabel=chart.ylabel,
-                         reference=chart.reference, horizontal=chart.horizontal)
+                         reference=chart.reference, horizontal=chart.horizontal,
+                         marked_label=chart.marked_label)
     if isinstance(chart, Lines):
         return line_chart(chart_id, chart.series, xlabel=chart.xlabel, ylabel=chart.ylabel,
                           logx=chart.logx, byte_ticks=chart.byte_ticks, dates=chart.dates,
@@ -79,12 +97,15 @@ def bar_chart(
     title: str = "",
     reference: float | None = None,
     horizontal: bool = False,
+    marked_label: str = "",
     standalone: bool = False,
 ) -> str:
     """Grouped bars with error bars: one group per category, one bar per series.
 
     `horizontal` puts the categories on the vertical axis, for long labels; `standalone`
-    gives a complete SVG file rather than markup to inline in HTML.
+    gives a complete SVG file rather than markup to inline in HTML. A series' marked bars
+    are ringed at their end, named `marked_label` in the legend; a whisker past
+    `bar_limit` is cut there and ends in a triangle.
     """
     from matplotlib.figure import Figure
 
@@ -101,18 +122,28 @@ def bar_chart(
         ax = fig.add_subplot()
         group = 0.8
         bar = group / n_series
+        limit = bar_limit([v for s in series for v in s.values], reference)
+        cut: list[float] = []  # where a whisker was cut at the axis
+        rings: list[tuple[float, float]] = []
         for i, s in enumerate(series):
             xs, heights, lows, highs = [], [], [], []
             for j, value in enumerate(s.values):
                 if value is None or not math.isfinite(value):
                     continue
-                xs.append(j - group / 2 + bar * (i + 0.5))
+                x = j - group / 2 + bar * (i + 0.5)
+                xs.append(x)
                 heights.append(value)
+                if j in s.marked:
+                    rings.append((x, value))
                 err = s.errors[j] if j < len(s.errors) else None
                 if err is not None and not all(math.isfinite(e) for e in err):
                     err = None  # no interval (one value a side): no whisker
+                high = err[1] if err else value
+                if limit is not None and high > limit:
+                    high = limit
+                    cut.append(x)
                 lows.append(max(value - err[0], 0.0) if err else 0.0)
-                highs.append(max(err[1] - value, 0.0) if err else 0.0)
+                highs.append(max(high - value, 0.0))
             if not xs:
                 continue
             errors = [lows, highs] if any(lows) or any(highs) else None
@@ -122,6 +153,19 @@ def bar_chart(
                 ax.barh(xs, heights, bar * 0.95, xerr=errors, **style)
             else:
                 ax.bar(xs, heights, bar * 0.95, yerr=errors, **style)
+        if cut and limit is not None:
+            if horizontal:
+                ax.set_xlim(right=limit)
+                ax.plot([limit] * len(cut), cut, marker=">", gid="clipped", label=CLIPPED,
+                        **_CUT)
+            else:
+                ax.set_ylim(top=limit)
+                ax.plot(cut, [limit] * len(cut), marker="^", gid="clipped", label=CLIPPED,
+                        **_CUT)
+        if rings:
+            xy = [(v, x) for x, v in rings] if horizontal else rings
+            ax.plot([p[0] for p in xy], [p[1] for p in xy], gid="marked",
+                    label=text(marked_label) if marked_label else None, **_RING)
         labels = [text(c) for c in categories]
         if horizontal:
             if reference is not None:
@@ -141,9 +185,35 @@ def bar_chart(
         ax.set_axisbelow(True)
         if title:
             ax.set_title(text(title))
-        if len(series) > 1:
+        if len(series) > 1 or cut or (rings and marked_label):
             ax.legend(fontsize="small", frameon=False)
         return _svg(fig, chart_id, standalone)
+
+
+def bar_limit(values: Sequence[float | None], reference: float | None = None
+              ) -> float | None:
+    """The farthest a bar chart's value axis may reach for an interval: `MARGIN` of the
+    largest value (or reference line) past it; None where there is no positive value."""
+    top = max((v for v in (*values, reference) if v is not None and math.isfinite(v)),
+              default=0.0)
+    return top * (1.0 + MARGIN) if top > 0 else None
+
+
+def value_window(series: Sequence[LineSeries]) -> tuple[float, float] | None:
+    """The y range of a line chart whose bands run far past its points: the points, and
+    of their bands what lies within `MARGIN` of the points' range (at least a tenth of
+    their size) past them; None where every band fits (the axis is left to matplotlib)."""
+    ys = [y for s in series for y in s.y if math.isfinite(y)]
+    ends = [e for s in series for b in s.band for e in b if math.isfinite(e)]
+    if not ys or not ends:
+        return None
+    lo, hi = min(ys), max(ys)
+    pad = max(MARGIN * (hi - lo), 0.1 * max(abs(lo), abs(hi)))
+    if pad <= 0 or (min(ends) >= lo - pad and max(ends) <= hi + pad):
+        return None
+    bottom, top = max(lo - pad, min(lo, *ends)), min(hi + pad, max(hi, *ends))
+    room = 0.04 * (top - bottom)
+    return bottom - room, top + room
 
 
 def line_chart(
@@ -197,7 +267,8 @@ def _line_figure(
     tipped: list[tuple[str, Sequence[str]]] = []
     fig = Figure(figsize=(_WIDTH_IN, _HEIGHT_IN), layout="constrained")
     ax = fig.add_subplot()
-    named_marks = False
+    named_marks = named_cuts = False
+    window = value_window(series)
     for i, s in enumerate(series):
         xs = [x * scale for x in s.x]
         ys = list(s.y)
@@ -222,12 +293,20 @@ def _line_figure(
             tipped.append((gid, s.tips))
         marked = [j for j in s.marked if 0 <= j < len(xs)]
         if marked:
-            ax.plot([xs[j] for j in marked], [ys[j] for j in marked], linestyle="none",
-                    marker="o", markersize=7, markerfacecolor="none",
-                    markeredgecolor="#b00020", markeredgewidth=1.1,
+            ax.plot([xs[j] for j in marked], [ys[j] for j in marked], gid=f"marked-{i}",
                     label=text(marked_label) if marked_label and not named_marks
-                    else None)
+                    else None, **_RING)
             named_marks = named_marks or bool(marked_label)
+        if window is not None and len(s.band) == len(xs):
+            for end, edge, marker in ((1, window[1], "^"), (0, window[0], "v")):
+                past = [x for x, b in zip(xs, s.band, strict=True)
+                        if (b[end] > edge if end else b[end] < edge)]
+                if past:
+                    ax.plot(past, [edge] * len(past), marker=marker, gid=f"clipped-{i}-{end}",
+                            label=None if named_cuts else CLIPPED, **_CUT)
+                    named_cuts = True
+    if window is not None:
+        ax.set_ylim(*window)
     if logx:
         _log2_axis(ax.xaxis, byte_ticks)
     if dates:

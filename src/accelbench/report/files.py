@@ -22,9 +22,9 @@ def check_writable(path: Path) -> None:
     and a read-only or virtual file system (/proc) refuses what the bits allow. An
     existing path that is not a regular file (a FIFO, a socket, a device) is refused
     before it is opened: opening a FIFO with no reader blocks forever."""
-    if path.is_dir():
-        raise UserError(f"--report {path}: is a folder, not a file")
     try:
+        if path.is_dir():
+            raise UserError(f"--report {path}: is a folder, not a file")
         if path.exists():
             if not stat.S_ISREG(path.stat().st_mode):
                 raise UserError(f"--report {path}: is not a regular file")
@@ -154,6 +154,8 @@ def write_ab_report(result: Any, path: Path) -> Path:
 def write_text(path: Path, text: str) -> None:
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(text, encoding="utf-8")
+        # Text not passed through `printable` may still hold the undecodable bytes of a
+        # path (a lone surrogate): written as an escape rather than failing the report.
+        path.write_text(text, encoding="utf-8", errors="backslashreplace")
     except OSError as exc:
         raise UserError(f"cannot write the report to {path}: {exc.strerror}") from None

@@ -16,11 +16,16 @@ from typing import Any
 from accelbench.core.units import format_timestamp
 from accelbench.core.view import BarSeries, Section
 from accelbench.report import charts
-from accelbench.report.results import COLUMNS, counts
+from accelbench.report.results import CI_NOTE, COLUMNS, counts
 from accelbench.report.run_view import run_sections
 from accelbench.report.text import printable
 from accelbench.store import StoredRun
 from accelbench.version import __version__
+
+# What a chart's marks mean, in its legend and caption.
+BUSY = "busy host or throttled"
+MARKS = (f"Ring: {BUSY} (its figure is not to be trusted). Triangle: the interval runs "
+         "past the axis, which is set by the figures.")
 
 
 @dataclass
@@ -80,7 +85,7 @@ def html_report(
                  else f"accelbench report: {len(runs)} runs")
     return str(_template().render(
         title=title, generated=f"{format_timestamp(when)} UTC", version=__version__,
-        runs=views, analyses=analyses, columns=COLUMNS,
+        runs=views, analyses=analyses, columns=COLUMNS, ci_note=CI_NOTE,
     ))
 
 
@@ -141,11 +146,12 @@ def _comparison(c: Any, anchor: str, ids: Any) -> Analysis:
         labels = short_labels([case.b.case for case in c.cases], dtype=True)
         series = BarSeries(
             "B/A", [case.speed.ratio for case in c.cases],
-            [(case.speed.low, case.speed.high) for case in c.cases])
+            [(case.speed.low, case.speed.high) for case in c.cases],
+            marked=[i for i, case in enumerate(c.cases) if _doubtful(case.a, case.b)])
         svg = charts.bar_chart(next(ids), labels, [series], ylabel="speed, B over A",
-                               reference=1.0, horizontal=True)
+                               reference=1.0, horizontal=True, marked_label=BUSY)
         chart_list.append(Chart("Speed of B relative to A per case", _markup(svg),
-                                "Above 1: B is faster. Whiskers: CI of the ratio."))
+                                f"Above 1: B is faster. Whiskers: CI of the ratio. {MARKS}"))
     return Analysis(anchor, f"Comparison: {c.b.label} against {c.a.label}", tables, chart_list)
 
 
@@ -168,18 +174,33 @@ def ab_chart(result: Any, chart_id: str) -> Chart | None:
         return None
     labels = short_labels([_case_of(result, c.key) for c in judged], dtype=True)
     values = [c.verdict.speed for c in judged]
-    top = max(2.0, *(v * 1.5 for v in values))
+    # An unbounded end (a case undecided after a pair or two) runs past the axis.
+    past = 2.0 * (charts.bar_limit(values, 1.0) or 1.0)
     series = BarSeries("B/A", values, [(max(0.0, c.verdict.speed_low),
-                                        min(top, c.verdict.speed_high)) for c in judged])
+                                        min(past, c.verdict.speed_high)) for c in judged],
+                       marked=[i for i, c in enumerate(judged)
+                               if _doubtful(*_sides_of(result, c.key))])
     svg = charts.bar_chart(chart_id, labels, [series], ylabel="speed, B over A",
-                           reference=1.0, horizontal=True)
+                           reference=1.0, horizontal=True, marked_label=BUSY)
     return Chart("Speed of B relative to A per case", _markup(svg),
                  "Above 1: B is faster. Whiskers: the anytime-valid interval of the pairs' "
-                 "ratio (an undecided case's may be cut at the chart's edge).")
+                 f"ratio. {MARKS}")
 
 
 def _case_of(result: Any, key: str) -> Any:
     return next(m.case for m in result.a.measurements if m.case.key == key)
+
+
+def _sides_of(result: Any, key: str) -> tuple[Any, ...]:
+    """The measurements of case `key` on each side of an A/B that has it."""
+    return tuple(m for run in (result.a, result.b) for m in run.measurements
+                 if m.case.key == key)
+
+
+def _doubtful(*sides: Any) -> bool:
+    """Some figure of the sides (measurements or a comparison's CaseResults) was measured
+    on a busy host or a throttled device."""
+    return any(s is not None and (s.contended or s.throttled) for s in sides)
 
 
 def _generations(g: Any, ids: Any) -> Analysis:
@@ -198,19 +219,22 @@ def generation_chart(g: Any, chart_id: str, *, standalone: bool = False) -> Char
     for key in g.keys:
         values: list[float | None] = []
         errors: list[tuple[float, float] | None] = []
-        for r in g.rows:
+        marked = []
+        for i, r in enumerate(g.rows):
             cell = r.cells.get(key)
             rel = cell.versus_baseline if cell else None
+            if cell is not None and _doubtful(cell.results):
+                marked.append(i)
             if key == g.baseline and cell is not None:
                 values.append(1.0)
                 errors.append(None)
             else:
                 values.append(rel.ratio if rel else None)
                 errors.append((rel.low, rel.high) if rel else None)
-        series.append(BarSeries(key, values, errors))
+        series.append(BarSeries(key, values, errors, marked=marked))
     figures = sorted({r.figure for r in g.rows})
     svg = charts.bar_chart(chart_id, labels, series, ylabel=f"{', '.join(figures)}, x baseline",
-                           reference=1.0, standalone=standalone)
+                           reference=1.0, marked_label=BUSY, standalone=standalone)
     return Chart(f"{', '.join(figures)} relative to {g.baseline}",
                  svg if standalone else _markup(svg),
-                 "Whiskers: 95% CI of the ratio to the baseline generation.")
+                 f"Whiskers: 95% CI of the ratio to the baseline generation. {MARKS}")

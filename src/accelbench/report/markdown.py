@@ -10,7 +10,7 @@ from accelbench.core.measurement import Measurement
 from accelbench.core.units import format_timestamp
 from accelbench.report.fingerprint import rows as fingerprint_rows
 from accelbench.report.request import request_rows
-from accelbench.report.results import counts
+from accelbench.report.results import CI_NOTE, counts
 from accelbench.report.text import escape, markdown_table
 
 
@@ -59,9 +59,7 @@ def run_report(
         "",
         "Each result is the median of repeated samples after a warm-up, over several fresh "
         "worker processes when n says 'in P'; rates are work per call over that time per "
-        "call. The CI column is the half-width of the stated 95% interval, relative to the "
-        "result: between processes, where a repeat run's figure is expected to fall; "
-        "within one process, the order-statistic CI of its median. "
+        f"call. {CI_NOTE} "
         "Percentages are of the device's published dense peak for that precision; '-' "
         "where no peak is published. Rows marked noisy have a wide interval or spread; "
         "rows marked contended were measured while the host was busy with other work.",

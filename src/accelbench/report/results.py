@@ -11,6 +11,12 @@ from accelbench.core.measurement import STATUS_OK, Measurement
 from accelbench.core.units import format_params, format_pct, format_rel, format_value
 
 COLUMNS = ("Benchmark", "Parameters", "Result", "% of peak", "CI 95%", "n", "Status")
+# How the CI column reads, in every report that shows it.
+CI_NOTE = ("The CI column is the half-width of the stated 95% interval, relative to the "
+           "result: between processes, where a repeat run's figure is expected to fall; "
+           "within one process, the order-statistic CI of its median. Beyond ±50% it is "
+           "shown as a factor, ×/÷ F: the interval runs from the result divided by F to "
+           "the result times F.")
 
 
 @dataclass(frozen=True)

@@ -37,7 +37,11 @@ def _escape_of(code: int) -> str:
     return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}"
 
 
-_TABLE = {code: _escape_of(code) for code in (*_CONTROLS, *_BIDI, *_SEPARATORS)}
+# The bytes of a name that is not UTF-8 (a path, a host name), as Python decodes them
+# (surrogateescape: byte 0xff is U+DCFF): shown as the byte they stand for, since no
+# encoder takes a lone surrogate.
+_UNDECODED = {0xDC00 + byte: f"\\x{byte:02x}" for byte in range(0x80, 0x100)}
+_TABLE = {code: _escape_of(code) for code in (*_CONTROLS, *_BIDI, *_SEPARATORS)} | _UNDECODED
 _KEEP_LAYOUT = {ord("\n"): "\n", ord("\t"): "\t"}
 # Line breaks and tabs become spaces where a value must stay on one line.
 _ONE_LINE = {**_TABLE, ord("\n"): " ", ord("\r"): " ", ord("\t"): " "}

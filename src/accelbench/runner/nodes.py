@@ -9,8 +9,9 @@ network a collective crosses, so they are kept with every multi-node result.
 from __future__ import annotations
 
 import os
-import socket
 from collections.abc import Mapping
+
+from accelbench.env.fingerprint import host_name
 
 # Variables named exactly, then every variable that starts with one of the prefixes.
 INTERCONNECT_NAMES = (
@@ -32,7 +33,7 @@ _SECRET_MARKERS = ("PASSWORD", "TOKEN", "SECRET", "KEY")
 
 def node_name(environ: Mapping[str, str] | None = None) -> str:
     env = os.environ if environ is None else environ
-    return env.get("SLURMD_NODENAME") or socket.gethostname()
+    return host_name(env.get("SLURMD_NODENAME") or None)
 
 
 def interconnect_env(environ: Mapping[str, str] | None = None) -> dict[str, str]:

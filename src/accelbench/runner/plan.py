@@ -20,7 +20,7 @@ from accelbench.core.case import Case, label_value
 from accelbench.core.device import DeviceInfo, parse_device_spec
 from accelbench.core.dtypes import DTYPES
 from accelbench.core.names import BACKENDS
-from accelbench.core.params import OMIT
+from accelbench.core.params import OMIT, UNKEYED
 from accelbench.core.registry import Benchmark, Registry, core_suite_files
 from accelbench.core.request import RunRequest
 from accelbench.core.timing import TimingPolicy
@@ -287,7 +287,7 @@ def given_aside(valid: ValidRequest, cases: Sequence[PlannedCase]) -> list[str]:
             if not applied:
                 raise UserError(f"{where}, and no {name} case here has it")
             if applied < len(mine):
-                kept = ("leave it out" if declared.outside == OMIT
+                kept = ("leave it out" if declared.outside in (OMIT, UNKEYED)
                         else f"keep its default ({label_value(declared.default) or 'none'})")
                 notes.append(f"{where}: the other {len(mine) - applied} of {len(mine)} "
                              f"{name} cases {kept}")

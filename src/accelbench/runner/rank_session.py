@@ -105,7 +105,7 @@ class RankExecutor:
             for c in planned)}.values())
         fingerprint = fingerprint.with_cluster(self._cluster.to_dict())
         if device.type == "cpu":
-            cases, source = _on_threads(cases, request.threads, self._info.local_world_size)
+            cases, source = on_threads(cases, request.threads, self._info.local_world_size)
             fingerprint = fingerprint.with_threads_source(source)
         return fingerprint, cases
 
@@ -114,6 +114,7 @@ class RankExecutor:
         from accelbench.runner.distributed import GroupBroken
         from accelbench.runner.job_watch import Channel, Watchdog
         from accelbench.runner.ranks import run_cases_as_rank
+        from accelbench.runner.rounds import process_budget
 
         info, device, cluster = self._info, self._device, self._cluster
         assert info is not None and device is not None and cluster is not None
@@ -135,7 +136,8 @@ class RankExecutor:
                 self._watchdog.broken_here()  # ends this process once rank 0 has settled
             return None
 
-        self._job = job = _Job(recorder, cases, info, cluster, channel, self.reopen_store)
+        self._job = job = _Job(recorder, cases, info, cluster, channel, self.reopen_store,
+                               process_budget(policy))
         self._watchdog = (Watchdog(channel, on_broken=job.settle_from_watchdog)
                           if channel else None)
         try:
@@ -169,7 +171,7 @@ class RankExecutor:
         shutdown_group()
 
 
-def _on_threads(cases: Sequence[PlannedCase], requested: int | None, ranks_here: int
+def on_threads(cases: Sequence[PlannedCase], requested: int | None, ranks_here: int
                 ) -> tuple[list[PlannedCase], str]:
     """The cases on `--threads` threads per rank, else on all but one of the CPUs this
     process may use shared between this node's ranks, and how the count was chosen.
@@ -224,7 +226,7 @@ class _Job:
 
     def __init__(self, recorder: RunRecorder, cases: Sequence[PlannedCase], info: DistInfo,
                  cluster: Cluster, channel: Channel | None,
-                 reopen_store: Callable[[], Store] | None) -> None:
+                 reopen_store: Callable[[], Store] | None, budget_s: float = 0.0) -> None:
         self.recorder = recorder
         self.cases = cases
         self.info = info
@@ -233,14 +235,19 @@ class _Job:
         self.reopen_store = reopen_store
         self.in_flight: int | None = None
         self.started_at = time.time()
+        self.budget_s = budget_s  # each case's planned seconds (rounds.process_budget)
         self._settling = threading.Lock()
 
     def started(self, index: int) -> None:
         self.in_flight = index
         self.started_at = time.time()
-        self.recorder.listener.started(index, self.cases[index])
+        listener = self.recorder.listener
+        listener.started(index, self.cases[index])
+        # Each case is measured once, by the job's ranks: one process of one.
+        listener.process_started(index, self.cases[index], 1, 1, self.budget_s)
 
     def record(self, index: int, measurement: Any) -> None:
+        self.recorder.listener.process_done(index, 1, 1, measurement)
         self.recorder.record(index, measurement)
         self.in_flight = None
 

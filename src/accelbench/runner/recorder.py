@@ -13,7 +13,6 @@ failed.
 from __future__ import annotations
 
 import contextlib
-import socket
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -21,6 +20,7 @@ from typing import TYPE_CHECKING, Protocol
 
 from accelbench.core.measurement import Measurement
 from accelbench.core.names import RUN_COMPLETE, RUN_FAILED, RUN_INTERRUPTED, STATUS_FAILED
+from accelbench.env.fingerprint import host_name
 from accelbench.errors import (
     EXIT_CASE_FAILED,
     EXIT_INTERRUPTED,
@@ -45,12 +45,29 @@ if TYPE_CHECKING:
 
 
 class Listener(Protocol):
-    """Progress callbacks, so the terminal display is not the session's business."""
+    """Progress callbacks, so the terminal display is not the session's business.
+
+    In a run: `planned` once; then, for each process that measures a case (a worker
+    process, or a torchrun job's ranks), `started` and `process_started` as it begins
+    and `process_done` once it has measured; `finished` once the case is recorded (after
+    its last process, or at once when a process fails or skips it). `index` is the case's
+    place in the planned cases."""
 
     def planned(self, cases: Sequence[PlannedCase], fingerprint: Fingerprint,
                 run_id: str) -> None: ...
 
     def started(self, index: int, planned: PlannedCase) -> None: ...
+
+    def process_started(self, index: int, planned: PlannedCase, process: int,
+                        processes: int, budget_s: float) -> None:
+        """Process `process` (1-based) of the `processes` the case is measured in begins;
+        its timing policy gives it about `budget_s` seconds (warm-up and sampling)."""
+        ...
+
+    def process_done(self, index: int, process: int, processes: int,
+                     measurement: Measurement) -> None:
+        """Process `process` of case `index` has measured (`measurement`, its part)."""
+        ...
 
     def finished(self, index: int, measurement: Measurement) -> None: ...
 
@@ -61,6 +78,14 @@ class SilentListener:
         pass
 
     def started(self, index: int, planned: PlannedCase) -> None:
+        pass
+
+    def process_started(self, index: int, planned: PlannedCase, process: int,
+                        processes: int, budget_s: float) -> None:
+        pass
+
+    def process_done(self, index: int, process: int, processes: int,
+                     measurement: Measurement) -> None:
         pass
 
     def finished(self, index: int, measurement: Measurement) -> None:
@@ -125,7 +150,7 @@ class RunRecorder:
             device=fingerprint.device.torch_device,
             suite=suite,
             argv=list(argv),
-            host=socket.gethostname(),
+            host=host_name(),
             accelbench_version=__version__,
             started_at=self._started_at,
             request=self._request,
@@ -234,7 +259,7 @@ class RunRecorder:
             id=self.run_id, started_at=self._started_at, finished_at=time.time(),
             status=status, suite=self._suite, argv=self._argv,
             device=fingerprint.device.torch_device,
-            generation_key=fingerprint.generation_key, host=socket.gethostname(),
+            generation_key=fingerprint.generation_key, host=host_name(),
             accelbench_version=__version__, fingerprint_id=fingerprint.fingerprint_id,
             n_ok=0, n_failed=0, n_skipped=0, resumes=self._resumes, request=self._request)
         try:

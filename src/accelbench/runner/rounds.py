@@ -101,11 +101,16 @@ class Rounds:
         return noted
 
     def started(self, offset: int) -> None:
-        self._recorder.listener.started(self.first + offset, self.segment[offset])
+        index, planned = self.first + offset, self.segment[offset]
+        listener = self._recorder.listener
+        listener.started(index, planned)
+        listener.process_started(index, planned, len(self._parts[offset]) + 1, self.count,
+                                 process_budget(self._policy))
 
     def add(self, offset: int, part: Measurement) -> None:
         parts = self._parts[offset]
         parts.append(part)
+        self._recorder.listener.process_done(self.first + offset, len(parts), self.count, part)
         if self.segment[offset].ranks == 1:  # ranks of a job share the cores by design
             self._speeds.add(part)
         if part.status != STATUS_OK or len(parts) >= self.count:
@@ -126,6 +131,12 @@ class Rounds:
         if note:
             merged = dataclasses.replace(merged, warnings=(*merged.warnings, note))
         self._recorder.record(self.first + offset, merged)
+
+
+def process_budget(policy: TimingPolicy) -> float:
+    """The seconds one process of a case is planned to take: its warm-up and its most
+    sampling time (for the progress shown; setting up a case is not counted)."""
+    return policy.warmup_time + policy.max_time
 
 
 def run_in_workers(rounds: Rounds, slot: WorkerSlot, device: DeviceInfo,

@@ -117,7 +117,7 @@ def conduct(executor: Executor, open_store: Callable[[], Store], request: RunReq
 
 def run_session(
     valid: ValidRequest,
-    store: Store,
+    store: Store | Callable[[], Store],
     argv: Sequence[str] = (),
     listener: Listener | None = None,
     case_timeout: float | None = None,
@@ -125,11 +125,18 @@ def run_session(
     resume: Resume | None = None,
 ) -> Outcome:
     """`accelbench run` on this node, supervised; `worker_factory` starts a worker
-    process (tests give a fake); `resume` goes on with a stored run (`conduct`)."""
-    outcome = conduct(Supervised(valid, case_timeout, worker_factory), lambda: store,
+    process (tests give a fake); `resume` goes on with a stored run (`conduct`). `store`
+    is the store, or what opens it once the cases are planned (nothing is created for a
+    request refused before)."""
+    opened = store if callable(store) else _given(store)
+    outcome = conduct(Supervised(valid, case_timeout, worker_factory), opened,
                       valid.request, argv, listener, resume)
     assert outcome is not None  # the supervisor always stores its run
     return outcome
+
+
+def _given(store: Store) -> Callable[[], Store]:
+    return lambda: store
 
 
 class Supervised:
@@ -195,7 +202,7 @@ class Supervised:
                      for c in cases]
             fingerprint = fingerprint.with_cluster(_this_node(cases))
         if device.type == "cpu":
-            cases, source = _on_threads(cases, request.threads)
+            cases, source = on_threads(cases, request.threads)
             fingerprint = fingerprint.with_threads_source(source)
         return fingerprint, cases
 
@@ -298,7 +305,7 @@ def _this_node(cases: Sequence[PlannedCase]) -> dict[str, Any]:
     return Cluster.one_node(node_name(), ranks, interconnect_env()).to_dict()
 
 
-def _on_threads(cases: Sequence[PlannedCase], requested: int | None
+def on_threads(cases: Sequence[PlannedCase], requested: int | None
                 ) -> tuple[list[PlannedCase], str]:
     """The CPU cases on their thread count, and how it was chosen (for the run's record):
     `--threads`, else all but one of the CPUs this process may use, whatever the host is

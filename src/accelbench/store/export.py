@@ -29,6 +29,7 @@ from accelbench.core.formats import upgrade
 from accelbench.core.measurement import STATUS_FAILED, STATUS_OK, STATUS_SKIPPED, Measurement
 from accelbench.core.request import RequestError, RunRequest
 from accelbench.core.request_argv import request_from_argv
+from accelbench.core.strict_json import NOT_FINITE
 from accelbench.core.untrusted import clip
 from accelbench.errors import StoreError
 from accelbench.store.records import ResumeEvent, RunRecord, StoredRun
@@ -93,6 +94,7 @@ def load_json(data: Any, source: str = "results export") -> list[StoredRun]:
         raise StoreError(f"{source}: not an accelbench results export "
                          "(no \"format\": \"accelbench-results\")")
     data = upgrade(data, source, FORMAT_VERSION, _UPGRADES)
+    data = _without_not_finite(data)
     validate_export(data, source)
     try:
         return [_stored_run(entry) for entry in data["runs"]]
@@ -101,6 +103,41 @@ def load_json(data: Any, source: str = "results export") -> list[StoredRun]:
                          f"{clip(repr(e))}") from None
     except (TypeError, ValueError, AttributeError, OverflowError, RecursionError) as e:
         raise StoreError(f"{source}: cannot load results export: {clip(e)}") from None
+
+
+def _without_not_finite(data: Any) -> Any:
+    """An export with the numbers that were not finite where it was written (nulls that
+    core.strict_json notes under "not_finite") made loadable: such a sample, which no
+    figure can come from, is left out, and its measurement says so in a warning; the
+    notes go. Any other null stays, for the schema to judge."""
+    if isinstance(data, list):
+        return [_without_not_finite(item) for item in data]
+    if not isinstance(data, dict):
+        return data
+    out = {k: _without_not_finite(v) for k, v in data.items() if k != NOT_FINITE}
+    timings = out.get("timings")
+    if isinstance(timings, list) and isinstance(data.get("timings"), list):
+        kept, dropped, notes = [], 0, []
+        for raw, timing in zip(data["timings"], timings, strict=True):
+            noted = raw.get(NOT_FINITE) if isinstance(raw, dict) else None
+            samples = timing.get("samples") if isinstance(timing, dict) else None
+            if not isinstance(noted, dict) or not isinstance(samples, list):
+                kept.append(timing)
+                continue
+            gone = {i for i, v in enumerate(samples)
+                    if v is None and f"samples[{i}]" in noted}
+            notes += [str(noted[f"samples[{i}]"]) for i in sorted(gone)]
+            dropped += len(gone)
+            left = [v for i, v in enumerate(samples) if i not in gone]
+            if left or not gone:
+                kept.append({**timing, "samples": left})
+        if dropped:
+            out["timings"] = kept
+            warnings = out.get("warnings")
+            out["warnings"] = [*(warnings if isinstance(warnings, list) else ()),
+                               f"{dropped} sample(s) were not finite numbers where this was "
+                               f"exported from ({', '.join(dict.fromkeys(notes))}): left out"]
+    return out
 
 
 def _request(run: dict[str, Any]) -> dict[str, Any] | None:

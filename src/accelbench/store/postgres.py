@@ -22,6 +22,11 @@ deadline ($ACCELBENCH_STORE_TIMEOUT seconds, 60 by default) that cuts the connec
 when it passes, and the server is told the same deadline (statement_timeout,
 idle_in_transaction_session_timeout) so that a client that froze holding a lock does
 not hold it for ever either. A cut connection is StoreUnreachable (exit 5).
+
+Where the URL's own `options` set one of these server deadlines (`-c
+statement_timeout=1`), the URL's is kept, and the server cancelling a statement at it
+is told as that (StoreError, exit 3), not as accelbench's deadline or an unreachable
+server; so is a statement that another session cancelled.
 """
 
 from __future__ import annotations
@@ -49,6 +54,10 @@ STATEMENT_TIMEOUT_S = 60.0
 # what finds a peer that went away (a cable, a crashed host) between statements.
 _TCP_DEFAULTS = {"keepalives": "1", "keepalives_idle": "30", "keepalives_interval": "10",
                  "keepalives_count": "3", "tcp_user_timeout": "30000"}
+# The server's deadlines that accelbench sets unless the URL's options do, and the
+# SQLSTATE of the server's ending a statement (query_canceled) or a session at one.
+_SERVER_DEADLINES = {"statement_timeout": "57014",
+                     "idle_in_transaction_session_timeout": "25P03"}
 _ROWS_PER_BATCH = 1000  # executemany in batches, each under its own deadline
 _MIGRATION_LOCK = ddl.APPLICATION_ID  # the advisory lock key of migrations
 
@@ -76,8 +85,9 @@ def open_postgres(location: StoreLocation, *, create: bool) -> PostgresBackend:
     """The store in the database `location` names, on a new connection: read-only
     transactions unless `create`."""
     timeout_s = statement_timeout()
-    backend = PostgresBackend(location, _connect(location, timeout_s), read_only=not create,
-                              timeout_s=timeout_s)
+    params, url_deadlines = connection_params(location, timeout_s)
+    backend = PostgresBackend(location, _connect(location, params), read_only=not create,
+                              timeout_s=timeout_s, url_deadlines=url_deadlines)
     if not create:
         backend.set_read_only()
     return backend
@@ -129,7 +139,10 @@ def statement_timeout() -> float:
     return value
 
 
-def _connect(location: StoreLocation, timeout_s: float) -> Any:
+def connection_params(location: StoreLocation,
+                      timeout_s: float) -> tuple[dict[str, Any], dict[str, str]]:
+    """libpq's parameters to connect with (the URL's, with accelbench's defaults and
+    deadlines where it gives none), and the server deadlines the URL's options set."""
     psycopg = _driver()
     from psycopg.conninfo import conninfo_to_dict
 
@@ -145,10 +158,52 @@ def _connect(location: StoreLocation, timeout_s: float) -> Any:
         params.setdefault(name, value)
     server_ms = int(timeout_s * 1000)
     options = params.get("options", "")
-    for setting in ("statement_timeout", "idle_in_transaction_session_timeout"):
-        if setting not in options:
+    given = option_settings(options)
+    for setting in _SERVER_DEADLINES:
+        if setting not in given:
             options = f"{options} -c {setting}={server_ms}".strip()
     params["options"] = options
+    return params, {name: given[name] for name in _SERVER_DEADLINES if name in given}
+
+
+def option_settings(options: str) -> dict[str, str]:
+    """The server settings libpq's `options` text sets, as the server reads it: words
+    split at spaces that no backslash escapes; `-c name=value`, `-cname=value` or
+    `--name=value`, a '-' in a name read as '_', names in any case; the last one wins."""
+    words: list[str] = []
+    word: list[str] = []
+    escaped = False
+    for char in options + " ":
+        if escaped:
+            word.append(char)
+            escaped = False
+        elif char == "\\":
+            escaped = True
+        elif char.isspace():
+            if word:
+                words.append("".join(word))
+                word = []
+        else:
+            word.append(char)
+    settings: dict[str, str] = {}
+    i = 0
+    while i < len(words):
+        item = None
+        if words[i] == "-c" and i + 1 < len(words):
+            item = words[i + 1]
+            i += 1
+        elif words[i].startswith(("-c", "--")):
+            item = words[i][2:]
+        i += 1
+        if item is not None:
+            name, sep, value = item.partition("=")
+            if sep:
+                settings[name.replace("-", "_").lower()] = value
+    return settings
+
+
+def _connect(location: StoreLocation, params: dict[str, Any]) -> Any:
+    psycopg = _driver()
     try:
         return psycopg.connect(autocommit=True, row_factory=_row_factory, **params)
     except psycopg.Error as e:
@@ -240,6 +295,30 @@ def _words(location: StoreLocation, e: Exception) -> str:
     return location.scrub(text) or type(e).__name__
 
 
+def server_cancelled(location: StoreLocation, e: Exception, timeout_s: float,
+                     url_deadlines: dict[str, str]) -> StoreError | None:
+    """What the server's ending a statement means, None where it did not end one: the
+    deadline accelbench gave it passed (the server is too slow or held: exit 5), one the
+    URL's options set passed (exit 3: the URL asked for it), or a statement another
+    session cancelled (exit 3)."""
+    sqlstate = getattr(e, "sqlstate", None)
+    if sqlstate not in _SERVER_DEADLINES.values():
+        return None
+    words = _words(location, e)
+    if sqlstate == "57014" and "statement timeout" not in words.lower():
+        return StoreError(f"result store {location}: the server cancelled a statement "
+                          f"({words}): another session or an administrator cancelled it")
+    setting = next(name for name, code in _SERVER_DEADLINES.items() if code == sqlstate)
+    if setting in url_deadlines:
+        value = location.scrub(url_deadlines[setting])
+        return StoreError(f"result store {location}: the server cancelled a statement at "
+                          f"{setting}={value}, which the URL's options set ({words}); "
+                          f"raise it, or leave it out for accelbench's deadline of "
+                          f"{timeout_s:g} s ({TIMEOUT_ENV})")
+    return StoreUnreachable(f"result store {location} did not finish a statement within "
+                            f"{timeout_s:g} s ({TIMEOUT_ENV}): {words}")
+
+
 class _Tx:
     def __init__(self, conn: Any, deadline: _Deadline) -> None:
         self._conn = conn
@@ -265,11 +344,13 @@ class PostgresBackend:
         return "the database holds the tables of another application"
 
     def __init__(self, location: StoreLocation, conn: Any, *, read_only: bool,
-                 timeout_s: float = STATEMENT_TIMEOUT_S) -> None:
+                 timeout_s: float = STATEMENT_TIMEOUT_S,
+                 url_deadlines: dict[str, str] | None = None) -> None:
         self.location = location
         self._conn = conn
         self.read_only = read_only
         self._timeout_s = timeout_s
+        self._url_deadlines = dict(url_deadlines or {})
         self._watch = _Deadline(conn, timeout_s)  # every statement's deadline
 
     def set_read_only(self) -> None:
@@ -297,10 +378,9 @@ class PostgresBackend:
             return StoreUnreachable(f"result store {self.location} did not answer within "
                                     f"{self._timeout_s:g} s ({TIMEOUT_ENV}): the server "
                                     "froze or the network to it is cut")
-        if getattr(e, "sqlstate", None) in ("57014", "25P03"):  # the server's own deadline
-            return StoreUnreachable(f"result store {self.location} did not finish a "
-                                    f"statement within {self._timeout_s:g} s "
-                                    f"({TIMEOUT_ENV}): {words}")
+        cancelled = server_cancelled(self.location, e, self._timeout_s, self._url_deadlines)
+        if cancelled is not None:
+            return cancelled
         if getattr(self._conn, "broken", False) or self._conn.closed:
             return StoreUnreachable(f"lost the connection to result store {self.location}: "
                                     f"{words}")

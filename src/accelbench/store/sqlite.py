@@ -155,7 +155,10 @@ def _check_file(path: Path, create: bool) -> None:
     stat, as check_regular_file does); create parent directories if asked."""
     try:
         info = path.stat()
-    except (FileNotFoundError, NotADirectoryError):
+    except NotADirectoryError:
+        raise StoreError(f"no result store can be at {path}: {_file_in_the_way(path)} is "
+                         "not a folder") from None
+    except FileNotFoundError:
         if not create:
             raise StoreError(f"no result store at {path}; run `accelbench run` first") from None
         try:
@@ -171,6 +174,17 @@ def _check_file(path: Path, create: bool) -> None:
     header = _read_header(path)
     if header and header != _SQLITE_HEADER:
         raise StoreError(f"{path} is not an accelbench result store: file is not a database")
+
+
+def _file_in_the_way(path: Path) -> Path:
+    """The nearest folder of `path` that is a file (or something else) instead."""
+    for parent in path.parents:
+        try:
+            if not stat.S_ISDIR(parent.stat().st_mode):
+                return parent
+        except OSError:
+            continue
+    return path.parent
 
 
 def check_regular_file(path: Path) -> os.stat_result:

@@ -21,6 +21,7 @@ import os
 import secrets
 import time
 from collections.abc import Mapping, Sequence
+from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import Any
 
@@ -297,6 +298,13 @@ class Store:
             tx.execute("UPDATE runs SET status = ?, finished_at = NULL WHERE id = ?",
                        (RUN_RUNNING, run_id))
         return event
+
+    def hold_run(self, run_id: str) -> AbstractContextManager[None]:
+        """The run `run_id` locked for this process while in the `with` block: one resume
+        of a run at a time (store.run_lock); a UserError when another process holds it."""
+        from accelbench.store.run_lock import hold
+
+        return hold(self._backend, run_id)
 
     def import_run(self, stored: StoredRun) -> bool:
         """Copy a run read from another store or an export into this one, with its id;

@@ -108,7 +108,9 @@ def _small_store(folder: Path) -> Path:
 
 
 MANIFESTS = (b"{not json", b"\xff\xfe", b"[]",
-             b'{"format": "accelbench-site", "format_version": 1, "pages": {"../x.html": {}}}')
+             b'{"format": "accelbench-site", "format_version": 1, "pages": {"../x.html": {}}}',
+             b'{"format": "accelbench-site", "format_version": 2, "pages": {"/x.html": {}}}',
+             b'{"format": "accelbench-site", "format_version": 2, "complete": 0, "pages": {}}')
 
 
 def test_a_manifest_that_cannot_be_read_means_a_full_rebuild(tmp_path) -> None:

@@ -141,8 +141,14 @@ def test_the_steps_are_those_of_history(fleet_store, fleet_site, capsys) -> None
     (series,) = json.loads(capsys.readouterr().out)["series"]
     (step,) = series["change_points"]
     assert step["index"] == first and step["kind"] == "regressed"
-    rows = _rows((fleet_site / "regressions.html").read_text())
+    page = (fleet_site / "regressions.html").read_text()
+    rows = _rows(page, f"{key}:")
     (found,) = rows.values()
+    # The series of a single run (each node's one launch) cannot tell, and say so; the
+    # busy host's series, quiet before and after its one busy run, can.
+    unsure = _rows(page, "cannot-tell:")
+    assert unsure and all(cells[3] == "1" for cells in unsure.values())
+    assert "Cannot tell for" in page
     assert next(iter(rows)) == f"{key}:{node}:{step['run']}"
     assert found[1] == f"kern dtype=bf16 shape={shape}" and found[2] == node
     assert found[5] == step["run"] and found[6] == format_change(step["change_pct"] / 100)

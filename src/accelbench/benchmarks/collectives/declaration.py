@@ -9,10 +9,11 @@ from accelbench.benchmarks.collectives.ops import (
     INPLACE_CHOICES,
     OPS,
     REDUCE_OPS,
+    REDUCING,
     CollectivesParams,
 )
 from accelbench.benchmarks.collectives.sweep import SizeParam
-from accelbench.core.params import Param
+from accelbench.core.params import UNKEYED, Param
 from accelbench.core.registry import Benchmark
 
 BENCHMARK = Benchmark(
@@ -33,10 +34,13 @@ BENCHMARK = Benchmark(
             "all-to-all); K/M/G suffixes; a sweep MIN:MAX:xFACTOR or MIN:MAX:+STEP makes "
             "one case per size",
             minimum=0,
+            # A barrier moves no data: one case, whatever the sizes of its grid.
+            only_when=("op", tuple(op for op in OPS if op != "barrier")), outside=UNKEYED,
         ),
         Param("dtype", "str", "fp32", help="element type", choices=DTYPE_NAMES),
         Param("reduce", "str", "sum",
-              help="reduction of all-reduce, reduce-scatter and reduce", choices=REDUCE_OPS),
+              help="reduction of all-reduce, reduce-scatter and reduce", choices=REDUCE_OPS,
+              only_when=("op", REDUCING), outside=UNKEYED),
         Param("inplace", "str", "auto",
               help="auto: out-of-place where torch.distributed has both forms (all-gather, "
               "reduce-scatter), the only form elsewhere; yes or no force one",

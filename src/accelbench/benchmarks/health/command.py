@@ -20,6 +20,7 @@ from accelbench.cli.options import (
     split_list,
     store_location,
 )
+from accelbench.cli.progress import add_quiet
 from accelbench.cli.request_options import add_request_file
 from accelbench.errors import UserError
 
@@ -44,6 +45,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_request_file(parser, NAME)
     add_store(parser)
     add_json(parser)
+    add_quiet(parser)
 
 
 def selected(names: Sequence[str]) -> tuple[str, ...]:
@@ -69,12 +71,11 @@ def run(args: argparse.Namespace) -> int:
     from accelbench import app
     from accelbench.benchmarks.health.view import findings_of
     from accelbench.cli.printing import print_checks
-    from accelbench.cli.progress import TerminalListener
+    from accelbench.cli.progress import progress_listener
     from accelbench.cli.request_options import given_or_read
-    from accelbench.report.terminal import console
 
     request = given_or_read(args, build_request, add_arguments)
-    finished = app.run(request, store_location(args), TerminalListener(console(stderr=True)),
+    finished = app.run(request, store_location(args), progress_listener(args),
                        argv=sys.argv[1:])
     if finished is None:
         return 0  # a rank other than 0: rank 0 prints

@@ -18,8 +18,11 @@ warn, as does a pair whose copies gain less than PEER_GAIN from peer access (the
 are staged through host memory either way). Memory that could not be placed where asked,
 and a NUMA node whose CPUs copy their own memory that much slower than the best node's,
 warn. Host-to-device paths are rated against the device's PCIe link (generation x width,
-from sysfs) where the kernel reports it. The figures (min and median bandwidth) are of
-the node's own paths, the copy with peer access off left out.
+from sysfs) where the kernel reports it. The figures (`min_transfer_rate` and
+`median_transfer_rate`) are of the node's own paths, the copy with peer access off left
+out: bytes copied per second, each byte counted once, as nvbandwidth and TransferBench
+count them (the `memory` benchmark's device-copy `bandwidth` counts the bytes read and
+the bytes written, as STREAM does: twice the transfer rate of the same copy).
 """
 
 from __future__ import annotations
@@ -42,6 +45,9 @@ CPU_BYTES, GPU_BYTES = 64 << 20, 256 << 20
 COPY = Metric("copy_bw", "copy bandwidth", "B/s", True)
 KERNEL = Metric("kernel_copy_bw", "copy-kernel bandwidth", "B/s", True)
 PEER_GAIN = 1.1  # peer access on must copy at least this much faster than off
+# The figures: bytes copied per second, each counted once (a transfer rate, not STREAM's
+# read + write bandwidth); stored before as min_bandwidth and median_bandwidth.
+MIN_RATE, MEDIAN_RATE = "min_transfer_rate", "median_transfer_rate"
 
 
 @dataclass(frozen=True)
@@ -66,8 +72,8 @@ def measure(ctx: CaseContext, params: CopyMatrixParams) -> CaseResult:
     # The figures are of the node's own paths: the copy with peer access turned off is
     # the yardstick of the one with it on, not a path the node's copies take.
     values = [p.bandwidth for p in paths if p.kind not in ("all", "d2d-nopeer")]
-    figures = (Figure("min_bandwidth", min(values), "B/s"),
-               Figure("median_bandwidth", statistics.median(values), "B/s"))
+    figures = (Figure(MIN_RATE, min(values), "B/s"),
+               Figure(MEDIAN_RATE, statistics.median(values), "B/s"))
     return conclude(findings, {"paths": [p.to_dict() for p in paths]}, None, figures)
 
 
@@ -247,7 +253,8 @@ def device_findings(paths: Sequence[CopyPath], pcie: dict[str, float],
 BENCHMARK = Benchmark(
     name="copy-matrix",
     family="health",
-    summary="Copy bandwidth over every path of the node, checked on known data: NUMA node "
+    summary="Copy transfer rate (B/s, each byte copied counted once) over every path of "
+    "the node, checked on known data: NUMA node "
     "to node on the CPU; GPU to GPU one way (copy engines, a copy kernel, peer access off) "
     "and both ways, host memory of each NUMA node to and from each GPU, all GPUs at once; "
     "names a slow device or link",

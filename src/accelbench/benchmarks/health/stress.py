@@ -16,7 +16,10 @@ Findings:
 - an uncorrectable ECC count that rose during the run fails, a corrected one warns;
 - throughput that fell more than `max_sag` from the first interval to the last warns.
 What could not be read (no telemetry source, no vendor library) is said as a finding
-that passes with the reason: the stress ran, and that part was not judged.
+that passes with the reason: the stress ran, and that part was not judged. The details
+name what was judged and what was not (`judged`, `not_judged`); a pass that judged none
+of throttling, clock and ECC (the CPU) is a pass of the load alone, shown as
+"pass (load only)" (`verdict_scope`).
 """
 
 from __future__ import annotations
@@ -36,6 +39,7 @@ from accelbench.core.registry import Benchmark
 from accelbench.core.telemetry import GFX_CLOCK_MHZ, THROTTLE, Series
 
 COPY_BYTES = {"cpu": 64 << 20, "cuda": 1 << 30}
+NOT_JUDGED = "not judged"
 TELEMETRY_INTERVAL_S = 0.5
 
 
@@ -91,7 +95,7 @@ def judge(series: Series | None, missing: str | None, before: Sequence[Any],
     share = throttled_share(series) if series is not None else None
     throttle_rule = f"throttled in at most {limit:.0%} of the readings under load"
     if share is None:
-        out.append(Finding("throttling", PASS, throttle_rule, "not judged: no throttle "
+        out.append(Finding("throttling", PASS, throttle_rule, f"{NOT_JUDGED}: no throttle "
                            f"readings ({missing or 'the telemetry has no throttle channel'})"))
     else:
         reasons = sorted(set(series.throttle_names.values())) if series else []
@@ -105,7 +109,7 @@ def judge(series: Series | None, missing: str | None, before: Sequence[Any],
     clock_rule = (f"the GFX clock holds: its last-fifth median at most {clock_limit:.0%} "
                   "below its first-fifth median")
     if clock is None:
-        out.append(Finding("clock", PASS, clock_rule, "not judged: under ten GFX clock "
+        out.append(Finding("clock", PASS, clock_rule, f"{NOT_JUDGED}: under ten GFX clock "
                            "readings"))
     else:
         first, last, fell = clock
@@ -124,7 +128,7 @@ def _ecc_findings(before: Sequence[Any], after: Sequence[Any]) -> list[Finding]:
     rule = ("no uncorrectable ECC error during the stress (fails); no corrected one "
             "(warns)")
     if not before or not after:
-        return [Finding("ecc", PASS, rule, "not judged: no GPU ECC reading (amdsmi or NVML)")]
+        return [Finding("ecc", PASS, rule, f"{NOT_JUDGED}: no GPU ECC reading (amdsmi or NVML)")]
     out = []
     earlier = {g.index: ecc_totals(g) for g in before}
     for gpu in after:
@@ -137,7 +141,7 @@ def _ecc_findings(before: Sequence[Any], after: Sequence[Any]) -> list[Finding]:
                            f"ECC during the stress: {corrected} corrected, {uncorrected} "
                            "uncorrectable", {"corrected": corrected, "uncorrectable": uncorrected,
                                              "before": list(then), "after": list(now)}))
-    return out or [Finding("ecc", PASS, rule, "not judged: no GPU reports ECC counts")]
+    return out or [Finding("ecc", PASS, rule, f"{NOT_JUDGED}: no GPU reports ECC counts")]
 
 
 def measure(ctx: CaseContext, params: StressParams) -> CaseResult:
@@ -190,6 +194,7 @@ def measure(ctx: CaseContext, params: StressParams) -> CaseResult:
         ctx.on_timed(run.start, run.end)
     first, last, lowest, sag = throughput_sag(run.intervals, interval)
     findings = judge(series, missing, before, _gpus(ctx), sag, params)
+    scope = verdict_scope(findings)
     peak = ctx.peak_flops(dtype)
     figures = (Figure("throughput_first", first, "FLOP/s", peak=peak),
                Figure("throughput_last", last, "FLOP/s", peak=peak),
@@ -199,7 +204,33 @@ def measure(ctx: CaseContext, params: StressParams) -> CaseResult:
         "n": n, "dtype": dtype, "seconds": run.end - run.start, "calls": run.calls,
         "checks": run.checks, "intervals": run.intervals, "copied_bytes": copied,
         "telemetry_sources": list(series.sources) if series else [],
+        **scope,
     }, None, figures)
+
+
+# The findings of the device's own state under load; the result and the throughput are
+# judged on every device.
+DEVICE_FINDINGS = ("throttling", "clock", "ecc")
+
+
+def verdict_scope(findings: Sequence[Finding]) -> dict[str, Any]:
+    """What the findings judged and did not (`judged`, `not_judged`: "result" is the
+    checked GEMM), and `verdict_scope` where a device finding was not judged: "load only"
+    where none was, else the ones left out."""
+    unjudged = sorted({_kind(f) for f in findings if f.message.startswith(NOT_JUDGED)})
+    judged = ["result", *sorted({_kind(f) for f in findings} - set(unjudged))]
+    scope: dict[str, Any] = {"judged": judged, "not_judged": unjudged}
+    device_unjudged = [k for k in DEVICE_FINDINGS if k in unjudged]
+    if len(device_unjudged) == len(DEVICE_FINDINGS):
+        scope["verdict_scope"] = "load only"
+    elif device_unjudged:
+        scope["verdict_scope"] = f"{', '.join(device_unjudged)} not judged"
+    return scope
+
+
+def _kind(f: Finding) -> str:
+    """A GPU's ECC finding is named after the GPU; its kind is ECC."""
+    return "ecc" if f.subject.startswith("gpu") or f.subject == "ecc" else f.subject
 
 
 def _gpus(ctx: CaseContext) -> tuple[Any, ...]:

@@ -7,6 +7,7 @@ import contextlib
 from collections.abc import Callable
 from typing import Any
 
+from accelbench.env.bindings import quietly
 from accelbench.env.telemetry.guard import Importer, SourceUnavailable, load_binding, vendor_errors
 
 Raw = dict[str, Any]
@@ -26,7 +27,7 @@ def read_with(source: str, name: str, module: str, error: str, init: str, shutdo
         return source, [], str(exc)
     errors = vendor_errors(lib, error)
     try:
-        getattr(lib, init)()
+        quietly(getattr(lib, init))
     except errors as exc:
         return source, [], f"{name} did not start: {line(exc)}"
     try:

@@ -23,6 +23,7 @@ from accelbench.cli.options import (
     print_json,
     store_location,
 )
+from accelbench.cli.progress import add_quiet
 from accelbench.cli.request_options import add_request_file
 from accelbench.errors import EXIT_CASE_FAILED, EXIT_INCONCLUSIVE, NodesError
 
@@ -81,6 +82,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_request_file(parser, NAME)
     add_store(parser)
     add_json(parser)
+    add_quiet(parser)
 
 
 def build_request(args: argparse.Namespace) -> RunRequest:
@@ -103,9 +105,8 @@ def build_request(args: argparse.Namespace) -> RunRequest:
 
 def run(args: argparse.Namespace) -> int:
     from accelbench import app
-    from accelbench.cli.progress import TerminalListener
+    from accelbench.cli.progress import progress_listener
     from accelbench.cli.request_options import given_or_read
-    from accelbench.report.terminal import console
     from accelbench.runner.distributed import launched_by_torchrun, torchrun_number
 
     # Bad names and values fail here, before anything starts or the store is opened.
@@ -114,7 +115,7 @@ def run(args: argparse.Namespace) -> int:
              else request.nproc_per_node or 1)
     if ranks < 2:
         raise NodesError(NO_PAIRS)
-    finished = app.run(request, store_location(args), TerminalListener(console(stderr=True)),
+    finished = app.run(request, store_location(args), progress_listener(args),
                        argv=sys.argv[1:])
     if finished is None:
         return 0  # a rank other than 0: rank 0 prints

@@ -1,8 +1,11 @@
 """Memory bandwidth: on-device copy and STREAM triad, and host<->device transfers.
 
-Bytes per call count what the operation must move, as STREAM does: a copy reads one
-buffer and writes one (2 * size), a triad reads two and writes one (3 * size), a
-transfer moves one buffer across the link (size).
+Two conventions, each named by its figure. `bandwidth` (copy and triad) counts the bytes
+read plus the bytes written, as STREAM and BabelStream do: a copy reads one buffer and
+writes one (2 * size), a triad reads two and writes one (3 * size). `transfer_rate`
+(h2d and d2h) counts each byte moved across the link once (size), as nvbandwidth and
+TransferBench do, and as the copy matrix's `*_transfer_rate` figures do: a device copy's
+`bandwidth` is twice the transfer rate of the same copy.
 """
 
 from __future__ import annotations
@@ -13,13 +16,16 @@ from typing import TYPE_CHECKING, Any
 
 from accelbench.core.context import CaseContext
 from accelbench.core.measurement import CaseFailed, CaseResult, CaseSkipped, Rate
-from accelbench.core.params import Param
+from accelbench.core.params import UNKEYED, Param
 from accelbench.core.registry import Benchmark
 
 if TYPE_CHECKING:
     from torch import Tensor
 
 OPS = ("copy", "triad", "h2d", "d2h")
+TRANSFERS = ("h2d", "d2h")  # across the link: bytes moved once, `transfer_rate`
+# The figure of each convention: bytes read plus written; bytes moved once.
+BANDWIDTH, TRANSFER_RATE = "bandwidth", "transfer_rate"
 BUFFERS = {"copy": 2, "triad": 3, "h2d": 1, "d2h": 1}  # buffers moved per call
 BYTE_FORMULAS = {
     "copy": "2 * buffer_bytes (read src, write dst)",
@@ -46,7 +52,7 @@ def measure(ctx: CaseContext, params: MemoryParams) -> CaseResult:
     import torch
 
     op, size_mib, pinned = params.op, params.size_mib, params.pinned
-    if op in ("h2d", "d2h") and ctx.device.type == "cpu":
+    if op in TRANSFERS and ctx.device.type == "cpu":
         raise CaseSkipped("host-to-device copies need a separate device memory; the CPU has none")
     device = torch.device(ctx.device.torch_device)
     buffer_bytes = size_mib * MIB
@@ -100,7 +106,7 @@ def measure(ctx: CaseContext, params: MemoryParams) -> CaseResult:
     if op == "triad":
         details["formula"] = f"a = b + {TRIAD_SCALAR:g} * c"
     warnings: tuple[str, ...] = ()
-    if op in ("h2d", "d2h"):
+    if op in TRANSFERS:
         details["pinned"] = pinned
         peak = None  # link bandwidth has no published per-device peak here
     else:
@@ -113,7 +119,7 @@ def measure(ctx: CaseContext, params: MemoryParams) -> CaseResult:
             )
     return CaseResult(
         timing=timing,
-        rates=(Rate("bandwidth", moved, "B/s", peak),),
+        rates=(Rate(TRANSFER_RATE if op in TRANSFERS else BANDWIDTH, moved, "B/s", peak),),
         details=details,
         warnings=warnings,
     )
@@ -122,7 +128,8 @@ def measure(ctx: CaseContext, params: MemoryParams) -> CaseResult:
 BENCHMARK = Benchmark(
     name="memory",
     family="micro",
-    summary="Memory bandwidth (B/s): device copy and triad, host<->device transfers",
+    summary="Memory bandwidth (B/s, bytes read + written, as STREAM counts them): device "
+    "copy and triad; host<->device transfer rate (B/s, bytes moved once)",
     entry="accelbench.benchmarks.micro.memory:measure",
     params=(
         Param(
@@ -133,7 +140,8 @@ BENCHMARK = Benchmark(
             choices=OPS,
         ),
         Param("size_mib", "int", 256, help="size of one buffer in MiB", minimum=1),
-        Param("pinned", "bool", True, help="page-locked host buffer (h2d and d2h only)"),
+        Param("pinned", "bool", True, help="page-locked host buffer (h2d and d2h only)",
+              only_when=("op", TRANSFERS), outside=UNKEYED),
     ),
     devices=("cpu", "cuda"),
     timeout_s=300.0,

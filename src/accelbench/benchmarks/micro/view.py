@@ -47,5 +47,7 @@ def peak_chart(bench: str, unit: str, ms: Sequence[Measurement]) -> Bars:
     values: list[float | None] = [v * k for (v, _, _), k in zip(stats, scales, strict=True)]
     errors: list[tuple[float, float] | None] = [
         (lo * k, hi * k) for (_, lo, hi), k in zip(stats, scales, strict=True)]
-    return Bars(title, labels, [BarSeries(bench, values, errors)], ylabel=ylabel,
-                caption="Bars: median; whiskers: 95% CI of the median.")
+    marked = [i for i, m in enumerate(ms) if m.contended or m.throttled]
+    return Bars(title, labels, [BarSeries(bench, values, errors, marked)], ylabel=ylabel,
+                caption="Bars: median; whiskers: 95% CI of the median; ring: measured on a "
+                "busy host or a throttled device.", marked_label="busy host or throttled")

@@ -36,8 +36,8 @@ def model_setup(ctx: CaseContext, model: str, config: str, dtype: str, batch: in
     if h2d and ctx.device.type == "cpu":
         raise CaseSkipped("h2d: the CPU has no host-to-device copy")
     problem = precision.problem(ctx.device)
-    if problem:
-        raise CaseFailed(f"unsupported precision: {problem}")
+    if problem:  # a precision the device lacks: the case does not apply here
+        raise CaseSkipped(f"unsupported precision: {problem}")
     if spec.is_language_model and seq > spec.shape["max_positions"]:
         raise CaseFailed(f"seq {seq} is longer than {spec.name}'s "
                          f"{spec.shape['max_positions']} positions")
@@ -55,13 +55,13 @@ def check_math_mode(mode: MathMode, precision: Precision) -> None:
 
 
 def check_lstm_precision(torch: ModuleType, setup: ModelSetup, device: Any) -> None:
-    """Fail an LSTM case whose half precision the device's LSTM kernels cannot run.
+    """Skip an LSTM case whose half precision the device's LSTM kernels cannot run.
 
     oneDNN has no bf16 LSTM for CPUs without AVX-512 BF16 (AVX2-only EPYC and Xeon
     parts): PyTorch raises "could not create a primitive descriptor for the LSTM forward
     propagation primitive" from the model's first step. One step forward and back of a
     four-wide LSTM, run as the case would run it, tells before the model is built, and
-    the case fails as an unsupported precision (as tf32 on a CPU does), not as a crash."""
+    the case is skipped as an unsupported precision (as tf32 on a CPU is), not a crash."""
     precision = setup.precision
     if setup.spec.arch != "lstm" or precision.dtype not in ("fp16", "bf16"):
         return
@@ -73,7 +73,7 @@ def check_lstm_precision(torch: ModuleType, setup: ModelSetup, device: Any) -> N
         out.float().sum().backward()
     except RuntimeError as exc:
         lines = str(exc).strip().splitlines()
-        raise CaseFailed(f"unsupported precision: {precision.dtype} LSTM on this "
+        raise CaseSkipped(f"unsupported precision: {precision.dtype} LSTM on this "
                          f"{device.type.upper()}: {lines[0] if lines else type(exc).__name__}"
                          [:500]) from None
 

@@ -47,6 +47,7 @@ if TYPE_CHECKING:
 GENERATION_ENGINES = (engines.EAGER, engines.COMPILE, engines.MAX_AUTOTUNE)
 MIN_CALLS, MAX_CALLS = 3, 200
 _SHARED = ("model", "dtype", "batch", "config")
+DEFAULT_MODEL = "gpt2-small"
 
 
 @dataclass(frozen=True)
@@ -232,7 +233,8 @@ BENCHMARK = Benchmark(
             "tokens/s",
     entry="accelbench.benchmarks.models.generate:measure",
     params=(
-        *(p for p in model_params(batch=1) if p.name in _SHARED),
+        # A decoder by default: generation needs one (built from its config, random weights).
+        *(p for p in model_params(batch=1, model=DEFAULT_MODEL) if p.name in _SHARED),
         Param("prompt", "int", 128, help="prompt tokens (the prefill)", minimum=1),
         Param("new_tokens", "int", 32, help="tokens generated per call", minimum=1,
               maximum=100_000),

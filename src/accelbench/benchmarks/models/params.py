@@ -6,13 +6,25 @@ from dataclasses import dataclass
 
 from accelbench.benchmarks.models.precision import MODEL_DTYPES
 from accelbench.benchmarks.models.tasks import OPTIMIZER_FUSED, OPTIMIZERS
-from accelbench.benchmarks.models.zoo import HEAD_TASK, HEADS, MODEL_NAMES, overrides_problem
-from accelbench.core.params import Param
+from accelbench.benchmarks.models.zoo import (
+    HEAD_TASK,
+    HEADS,
+    MODEL_NAMES,
+    MODELS,
+    overrides_problem,
+)
+from accelbench.core.params import UNKEYED, Param
+
+# The models a sequence length and an image size mean something to: a vision model's
+# case has no `seq`, a language model's no `image`, the UNet's (its latent is its own
+# shape) neither.
+SEQ_MODELS = tuple(name for name, spec in MODELS.items() if spec.uses_seq)
+IMAGE_MODELS = tuple(name for name, spec in MODELS.items() if spec.is_vision)
 
 
-def model_params(batch: int) -> tuple[Param, ...]:
+def model_params(batch: int, model: str = "bert-base") -> tuple[Param, ...]:
     return (
-        Param("model", "str", "bert-base", help="model name; <arch>-tiny variants for tests",
+        Param("model", "str", model, help="model name; <arch>-tiny variants for tests",
               choices=MODEL_NAMES),
         Param("dtype", "str", "fp32", help="fp32, tf32 (TF32 math), fp16 (autocast with "
               "gradient scaling) or bf16 (autocast)", choices=MODEL_DTYPES),
@@ -21,8 +33,9 @@ def model_params(batch: int) -> tuple[Param, ...]:
         Param("batch", "int", batch, help="samples per step (per rank with data parallelism)",
               minimum=1),
         Param("seq", "int", 128, help="sequence length (language models and the LSTM)",
-              minimum=1),
-        Param("image", "int", 224, help="image height and width (vision models)", minimum=8),
+              minimum=1, only_when=("model", SEQ_MODELS), outside=UNKEYED),
+        Param("image", "int", 224, help="image height and width (vision models)", minimum=8,
+              only_when=("model", IMAGE_MODELS), outside=UNKEYED),
         Param("compile", "bool", False, help="torch.compile the model; compile time reported "
               "apart"),
         Param("channels_last", "bool", False, help="channels-last memory format (CNNs only)"),

@@ -35,13 +35,18 @@ def throughput_chart(mode: str, ms: Sequence[Measurement]) -> Bars:
     unit = ms[0].primary.unit if ms[0].primary else ""
     stats = {(label, str(m.case.dtype)): value_ci(m)
              for label, m in zip(labels, ms, strict=True)}
+    doubtful = {(label, str(m.case.dtype)) for label, m in zip(labels, ms, strict=True)
+                if m.contended or m.throttled}
     factor, shown = axis_scale([v for v, _, _ in stats.values()], unit)
     series = []
     for dtype in dtypes:
         cells = [stats.get((c, dtype)) for c in categories]
         series.append(BarSeries(
             dtype, [s[0] / factor if s else None for s in cells],
-            [(s[1] / factor, s[2] / factor) if s else None for s in cells]))
+            [(s[1] / factor, s[2] / factor) if s else None for s in cells],
+            [i for i, c in enumerate(categories) if (c, dtype) in doubtful]))
     name = {"train": "Training", "infer": "Inference"}.get(mode, mode or "Model")
     return Bars(f"{name} throughput per model and precision", categories, series,
-                ylabel=shown, caption="Bars: median; whiskers: 95% CI of the median.")
+                ylabel=shown, caption="Bars: median; whiskers: 95% CI of the median; ring: "
+                "measured on a busy host or a throttled device.",
+                marked_label="busy host or throttled")

@@ -36,7 +36,7 @@ _STYLES = {PASS: None, FAIL: BAD, SKIP: WARN}
 def checks_table(results: Sequence[CheckResult]) -> Table | None:
     if not results:
         return None
-    rows = [(r.name, r.precision or MISSING, SHOWN[r.verdict],
+    rows = [(r.name, r.precision or MISSING, r.shown,
              format_figure(r.error, r.unit), format_figure(r.tolerance, r.unit),
              format_pct(r.margin), r.reason or "") for r in results]
     counts = tally(results)

@@ -20,7 +20,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
-from accelbench.env.bindings import BindingUnavailable, Importer, load_binding
+from accelbench.env.bindings import BindingUnavailable, Importer, load_binding, quietly
 
 T = TypeVar("T")
 
@@ -150,7 +150,7 @@ def read_gpu(
 def read_nvml(nvml: Any, since: float | None = None) -> GpuReading:
     """Every NVML device's utilisation and compute processes."""
     try:
-        nvml.nvmlInit()
+        quietly(nvml.nvmlInit)
     except Exception as exc:  # NVMLError_LibraryNotFound, NVMLError_DriverNotLoaded, ...
         return GpuReading(available=False, backend="nvml", reason=f"NVML did not start: {exc}")
     try:
@@ -209,7 +209,7 @@ def _nvml_process_shares(nvml: Any, handle: object, since: float | None) -> dict
 def read_amdsmi(amdsmi: Any) -> GpuReading:
     """Every amdsmi device's graphics activity and compute processes."""
     try:
-        amdsmi.amdsmi_init()
+        quietly(amdsmi.amdsmi_init)
     except Exception as exc:  # AmdSmiLibraryException when the driver is not loaded
         return GpuReading(available=False, backend="amdsmi", reason=f"amdsmi did not start: {exc}")
     try:

@@ -50,6 +50,7 @@ from accelbench.core.telemetry import (
     THROTTLE,
     UTIL_PCT,
 )
+from accelbench.env.bindings import quietly
 from accelbench.env.telemetry.guard import (
     Guard,
     Importer,
@@ -124,7 +125,7 @@ class AmdSmiSource:
         lib = load_binding("amdsmi", importer)
         errors = vendor_errors(lib, "AmdSmiException")
         try:
-            lib.amdsmi_init()
+            quietly(lib.amdsmi_init)
         except errors as exc:
             raise SourceUnavailable(f"amdsmi did not start: {exc}") from exc
         try:

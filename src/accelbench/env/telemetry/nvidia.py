@@ -35,6 +35,7 @@ from accelbench.core.telemetry import (
     THROTTLE,
     UTIL_PCT,
 )
+from accelbench.env.bindings import quietly
 from accelbench.env.telemetry.guard import (
     Guard,
     Importer,
@@ -101,7 +102,7 @@ class NvmlSource:
         nvml = load_binding("pynvml", importer)
         errors = vendor_errors(nvml, "NVMLError")
         try:
-            nvml.nvmlInit()
+            quietly(nvml.nvmlInit)
         except errors as exc:
             raise SourceUnavailable(f"NVML did not start: {exc}") from exc
         try:

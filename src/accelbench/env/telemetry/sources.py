@@ -33,6 +33,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from accelbench.core.untrusted import is_decimal
+from accelbench.env.bindings import quietly
 from accelbench.env.host.readings import PathLike
 from accelbench.env.telemetry.amd import (
     CLI_TIMEOUT_S,
@@ -184,7 +185,7 @@ def _library_index(vendor: str, address: DeviceAddress, importer: Importer) -> i
 
 def _nvml_index(address: DeviceAddress, importer: Importer) -> int | None:
     nvml = load_binding("pynvml", importer)
-    nvml.nvmlInit()
+    quietly(nvml.nvmlInit)
     try:
         handles = [nvml.nvmlDeviceGetHandleByIndex(i) for i in range(nvml.nvmlDeviceGetCount())]
         if address.pci is not None:
@@ -207,7 +208,7 @@ def _amdsmi_index(address: DeviceAddress, importer: Importer) -> int | None:
     if address.pci is None:
         return None
     lib = load_binding("amdsmi", importer)
-    lib.amdsmi_init()
+    quietly(lib.amdsmi_init)
     try:
         handles = lib.amdsmi_get_processor_handles()
         matches = [i for i, handle in enumerate(handles)

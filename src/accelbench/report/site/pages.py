@@ -13,7 +13,8 @@ the command say the same.
   (the pairs of `isolate`), from the newest run of each benchmark that has them.
 - Generations: the generations chart of every suite measured on more than one stack.
 - Regressions: every step `history` finds of at least the threshold, newest first, with
-  the interval of the step from the runs either side of it.
+  the interval of the step from the runs either side of it; then the series it cannot
+  tell about (busy host, throttled device, too noisy, too few runs), with why.
 - A/B: every A/B both of whose runs are stored (`analysis.ab`, as `accelbench ab`
   printed it), newest first.
 """
@@ -345,7 +346,8 @@ def _stack_block(case: Case, stack: str, group: Sequence[NodeSeries]) -> Block:
               if i.series.noise_floor is not None]
     return Block(stack, "; ".join(floors), plots=(Plot(
         f"{case.label} on {stack}", table, chart,
-        caption="Band: each run's interval. Dashed: a step. Ring: busy host or throttled."),),
+        caption="Band: each run's interval. Dashed: a step. Ring: busy host or throttled. "
+        "Triangle: the interval runs past the axis, which is set by the figures."),),
         scope=Scope(bench=case.benchmark, stack=stack))
 
 
@@ -370,13 +372,19 @@ def fleet_page(ordered: Sequence[StoredRun]) -> Page:
                               Link(result.run_id, run_href(result.run_id)),
                               str(result.checks), str(len(result.findings)),
                               ", ".join(result.categories) or MISSING, worst or MISSING),
-                             BAD if result.failed else None, scope, f"node:{result.node}"))
-        for f in result.findings:
+                             BAD if result.failed else WARN if result.inconclusive else None,
+                             scope, f"node:{result.node}"))
+        # A verdict that cannot be trusted (a busy host, a throttled device) is shown
+        # beside the failures, as inconclusive, with why.
+        for f, unsure in [*((f, False) for f in result.findings),
+                          *((f, True) for f in result.inconclusive)]:
             finding_rows.append(Row((
                 result.node, f.rule, f.category, f.case, f.figure or MISSING,
-                MISSING if f.observed is None else f"{f.observed:.4g}", f.limit,
+                MISSING if f.observed is None else f"{f.observed:.4g}",
+                f"{f.limit}, inconclusive: {f.detail}" if unsure else f.limit,
                 MISSING if f.off_by is None else format_pct(100 * f.off_by),
-                Link(f.run, run_href(f.run)) if f.run else MISSING), BAD, scope))
+                Link(f.run, run_href(f.run)) if f.run else MISSING),
+                WARN if unsure else BAD, scope))
         by_stack.setdefault(result.generation_key, []).append((result, state))
     blocks = [Block("Nodes", (
         "Each node (a host and its device) judged on its newest measurement of each case "
@@ -556,8 +564,43 @@ def regressions_page(by_case: dict[str, list[NodeSeries]], threshold: float) -> 
     table = Grid("Steps", ("When (UTC)", "Case", "Node", "Stack", "From run", "To run",
                            "Change", "Level", "Speed [95% CI]", "Kind"), tuple(rows),
                  frozenset({6, 8}))
-    return _filtered(Page(REGRESSIONS, "Regressions", (Block("Steps", about,
-                                                             tables=(table,)),)))
+    unsure = cannot_tell_grid(by_case, threshold)
+    if not unsure.rows:
+        return _filtered(Page(REGRESSIONS, "Regressions", (Block("Steps", about,
+                                                                 tables=(table,)),)))
+    # Never "none" where the series could not have shown a step: say so, and why.
+    count = len(unsure.rows)
+    told = f"Cannot tell for {count} case{'' if count == 1 else 's'} (on a node and stack)"
+    steps_block = (Block("Steps", about, tables=(table,)) if rows else
+                   Block("Steps", f"{about} No step was told from noise; {told[0].lower()}"
+                         f"{told[1:]}: see below."))
+    why = (f"The series in which `accelbench history` can neither show a step of at least "
+           f"{threshold:.0%} nor rule one out: runs on a busy host or a throttled device, "
+           "too much run-to-run noise or too few runs, with why and about how many quiet "
+           "runs a side of a step would tell.")
+    return _filtered(Page(REGRESSIONS, "Regressions",
+                          (steps_block, Block("Cannot tell", why, tables=(unsure,))),
+                          (f"{told}: see below.",)))
+
+
+def cannot_tell_grid(by_case: dict[str, list[NodeSeries]], threshold: float) -> Grid:
+    """Each series `history` cannot tell about, in case order, with why."""
+    rows = []
+    for items in by_case.values():
+        for item in items:
+            s, why = item.series, item.series.cannot_tell
+            if why is None:
+                continue
+            rows.append(Row((
+                Link(s.case.label, case_href(s.case.key)), item.host, s.generation_key,
+                str(len(s.points)), str(len({*why.contended, *why.throttled})),
+                "; ".join(why.reasons),
+                MISSING if why.runs_needed is None else str(why.runs_needed)),
+                WARN, Scope(bench=s.case.benchmark, node=item.host, stack=s.generation_key),
+                f"cannot-tell:{s.case.key}:{item.host}:{s.generation_key}"))
+    return Grid("Cannot tell", ("Case", "Node", "Stack", "Runs", "Busy or throttled", "Why",
+                                f"Quiet runs a side for {threshold:.0%}"), tuple(rows),
+                frozenset({3, 4, 6}))
 
 
 # -- A/B ---------------------------------------------------------------------------------
