@@ -1,6 +1,8 @@
 """`diagnose` on real runs: four hosts (each run under a host name of its own, in a UTS
 namespace) measure a small GEMM on the CPU into one store, one of them with its BLAS on
-a slow code path, and `diagnose --drain-list` names that node and drains no other."""
+a slow code path and another beside a busy process on every core, and `diagnose
+--drain-list` names the slow node and drains no other; a case only one node was asked to
+run fails no other node."""
 
 from __future__ import annotations
 
@@ -19,6 +21,7 @@ pytestmark = [pytest.mark.slow, pytest.mark.timeout(600)]
 
 HOSTS = ("node0", "node1", "node2", "node3")
 SLOW = "node3"
+BUSY = "node1"
 # MKL's conditional numerical reproducibility mode "COMPATIBLE" runs its SSE2 code path:
 # GEMM at a third of the speed or less where PyTorch's BLAS is MKL on an AVX2 CPU.
 SLOW_ENV = {"MKL_CBWR": "COMPATIBLE"}
@@ -91,18 +94,34 @@ def test_diagnose_drains_the_slowed_node_and_no_other(tmp_path, capsys) -> None:
         benches=("gemm",), overrides={"shape": ("256",)}, dtypes=("fp32",), device="cpu",
         threads=1, timing={"processes": 1, "max_time": 0.1, "telemetry_interval": 0.0},
         no_report=True).to_json())
-    for host in HOSTS:
+    extra = tmp_path / "extra.json"  # a case only node0 is asked to run
+    extra.write_text(RunRequest(
+        benches=("launch",), device="cpu", threads=1,
+        timing={"processes": 1, "max_time": 0.1, "telemetry_interval": 0.0},
+        no_report=True).to_json())
+    runs_of = [(host, request) for host in HOSTS] + [("node0", extra)]
+    for host, asked in runs_of:
         env = {**os.environ, **(SLOW_ENV if host == SLOW else {})}
-        done = subprocess.run(
-            _as_host(host, [sys.executable, "-m", "accelbench", "run", "--request",
-                            str(request), "--store", str(store), "--quiet"]),
-            env=env, capture_output=True, text=True, timeout=300, check=False)
+        # node1 measures while every core is kept busy: its figure cannot be trusted.
+        spinners = ([subprocess.Popen([sys.executable, "-c", "while True: pass"])
+                     for _ in range(os.cpu_count() or 2)] if host == BUSY else [])
+        try:
+            done = subprocess.run(
+                _as_host(host, [sys.executable, "-m", "accelbench", "run", "--request",
+                                str(asked), "--store", str(store), "--quiet"]),
+                env=env, capture_output=True, text=True, timeout=300, check=False)
+        finally:
+            for spinner in spinners:
+                spinner.kill()
+                spinner.wait()
         assert done.returncode == 0, done.stderr
 
     with Store.open(store) as opened:
         runs = [opened.load_run(r.id) for r in opened.list_runs()]
-    assert sorted(r.record.host for r in runs) == list(HOSTS)
-    gemm = {r.record.host: r.measurements[0] for r in runs}
+    assert sorted(r.record.host for r in runs) == sorted(h for h, _ in runs_of)
+    gemm = {r.record.host: r.measurements[0] for r in runs
+            if r.measurements[0].case.benchmark == "gemm"}
+    assert gemm[BUSY].contended, "a run beside a busy process on every core is contended"
     assert len({m.case.key for m in gemm.values()}) == 1 and all(m.ok for m in gemm.values())
     quiet = {host for host, m in gemm.items() if not (m.contended or m.throttled)}
 
@@ -113,8 +132,11 @@ def test_diagnose_drains_the_slowed_node_and_no_other(tmp_path, capsys) -> None:
                  "--drain-list", str(drain)])
     data = json.loads(capsys.readouterr().out)
     drained = drain.read_text().split()
-    # A node measured on a busy host may be inconclusive, but no healthy node is drained.
+    # A node measured on a busy host may be inconclusive, but no healthy node is drained,
+    # and the case only node0 was asked to run is missing on no other node.
     assert set(drained) <= {SLOW}, data
+    assert BUSY not in data["failing"], data
+    assert not [f for n in data["nodes"] for f in n["findings"] if "launch" in str(f)], data
     if SLOW in quiet and quiet - {SLOW}:
         # The evidence allows: the slowed node and another measured on a quiet host.
         assert (code, drained, data["failing"]) == (EXIT_CASE_FAILED, [SLOW], [SLOW]), data

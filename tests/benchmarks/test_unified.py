@@ -444,7 +444,7 @@ def recorded(device: DeviceInfo, model: MemoryModel | None, op: str, memory: str
     ("first-touch", "managed", 1), ("cpu-touch", "managed", 1)])
 def test_on_an_mi300a_every_bandwidth_is_a_share_of_the_one_hbm(model, op, memory, moved):
     m = recorded(MI300A, model, op, memory)
-    bandwidth = m.figure("bandwidth")
+    bandwidth = m.figure(unified.figure_name(op))
     assert bandwidth is not None
     assert bandwidth.peak == PEAK_5_3
     assert bandwidth.value == pytest.approx(moved * GIB / 1e-3)
@@ -468,7 +468,7 @@ def test_on_a_discrete_gpu_only_what_runs_in_device_memory_has_a_peak(device, mo
     for op, memory in (("bandwidth", "host"), ("first-touch", "managed"),
                        ("cpu-touch", "managed")):
         m = recorded(device, model, op, memory)
-        bandwidth = m.figure("bandwidth")
+        bandwidth = m.figure(unified.figure_name(op))
         assert bandwidth is not None and bandwidth.peak is None
         assert m.details["peak_of"].startswith("none: the bytes crossed the host link")
     assert recorded(device, model, "bandwidth", "host").details["integrated"] is False
@@ -501,7 +501,7 @@ def test_without_xnack_managed_memory_is_host_resident_access_over_the_link(
     HBM, and the record says why."""
     model = model_from_properties(monkeypatch, MI250X, "gfx90a:sramecc+:xnack-", hsa_xnack)
     m = recorded(MI250X, model, op, memory)
-    bandwidth = m.figure("bandwidth")
+    bandwidth = m.figure(unified.figure_name(op))
     assert bandwidth is not None
     assert bandwidth.peak is None and bandwidth.pct_of_peak is None
     assert m.details["managed_memory"] == "host-resident"
@@ -525,7 +525,7 @@ def test_with_xnack_on_managed_memory_keeps_its_resident_and_migration_figures(
         monkeypatch, op, memory):
     model = model_from_properties(monkeypatch, MI250X, "gfx90a:sramecc+:xnack+", "1")
     m = recorded(MI250X, model, op, memory)
-    bandwidth = m.figure("bandwidth")
+    bandwidth = m.figure(unified.figure_name(op))
     assert bandwidth is not None
     assert m.details["managed_memory"] == "migrates"
     assert (m.details["xnack"], m.details["xnack_feature"], m.details["hsa_xnack"]) == (
@@ -661,7 +661,7 @@ def test_what_crossed_the_host_link_is_a_share_of_that_link(monkeypatch, op, mem
                                                             ways):
     model = model_from_properties(monkeypatch, MI250X, f"gfx90a:sramecc+:{xnack}", None)
     m = recorded(MI250X, model, op, memory, link=LINK)
-    bandwidth = m.figure("bandwidth")
+    bandwidth = m.figure(unified.figure_name(op))
     assert bandwidth is not None and bandwidth.peak == pytest.approx(ways * 31.5077e9, rel=1e-4)
     assert m.details["peak_of"].startswith("the host link, PCIe 4.0 x16 (31.5 GB/s each way)")
     assert m.details["peak_of"].endswith("both ways together (reads come in as writes go out)"
@@ -672,7 +672,7 @@ def test_what_crossed_the_host_link_is_a_share_of_that_link(monkeypatch, op, mem
 def test_what_stayed_in_a_memory_is_never_a_share_of_the_link(monkeypatch):
     model = model_from_properties(monkeypatch, MI250X, "gfx90a:sramecc+:xnack-", None)
     touched = recorded(MI250X, model, "cpu-touch", "managed", link=LINK)
-    figure = touched.figure("bandwidth")
+    figure = touched.figure("transfer_rate")
     assert figure is not None and figure.peak is None and "host_link" not in touched.details
     resident = recorded(MI250X, model_from_properties(
         monkeypatch, MI250X, "gfx90a:sramecc+:xnack+", None), "bandwidth", "managed",

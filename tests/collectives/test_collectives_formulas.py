@@ -215,7 +215,7 @@ def test_summary_gives_peak_bus_bandwidth_and_small_message_latency_per_sweep():
                                    "cpu"), "failed", reason="boom")
     rows = summarize_sweep([*sweep, *other, failed])
     assert [(r.op, r.dtype) for r in rows] == [
-        ("all-reduce", "fp32"), ("all-reduce", "bf16"), ("barrier", "fp32")]
+        ("all-reduce", "fp32"), ("all-reduce", "bf16"), ("barrier", None)]
     first = rows[0]
     assert first.sizes == 4
     assert first.peak_bytes == 1 << 26

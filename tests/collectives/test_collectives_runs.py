@@ -22,6 +22,7 @@ from misbehaving_collectives import REGISTRY as TEST_REGISTRY
 
 from accelbench.benchmarks.collectives import ops
 from accelbench.benchmarks.collectives.summary import summarize_sweep
+from accelbench.core.case import identity_params
 from accelbench.core.measurement import Measurement
 from accelbench.core.request import RunRequest
 from accelbench.errors import EXIT_CASE_FAILED
@@ -114,8 +115,10 @@ def test_every_operation_is_checked_then_timed(ranks, request):
     _, measurements = request.getfixturevalue(ranks)
     n = 2 if ranks == "two_ranks" else 4
     for op in ops.OPS:
-        m = _one(measurements, op=op, bytes=65536, dtype="fp32", reduce="sum", inplace="auto",
-                 warmup=0, iters=0)
+        # Of these, only the parameters that apply to the operation are in its case.
+        m = _one(measurements, **identity_params("collectives", dict(
+            op=op, bytes=65536, dtype="fp32", reduce="sum", inplace="auto", warmup=0,
+            iters=0)))
         assert m.status == "ok", (m.case.label, m.reason)
         d = m.details
         assert d["wrong_elements"] == 0
@@ -227,7 +230,8 @@ def test_summary_of_the_stored_sweeps(two_ranks):
     assert (row.min_bytes, row.max_bytes, row.sizes) == (8, 65536, 2)
     assert row.peak_busbw is not None and row.small_latency_s is not None
     assert row.peak_busbw > 0 and row.small_bytes == 8 and row.small_latency_s > 0
-    assert rows[("barrier", "fp32", "sum", "auto", 0)].peak_busbw is None
+    # A barrier moves no data: no size, element type or reduction of its own.
+    assert rows[("barrier", None, None, "auto", 0)].peak_busbw is None
 
 
 def test_the_readme_command_runs_the_sweep_and_show_reads_it(tmp_path):

@@ -68,11 +68,13 @@ def test_standard_suite_measures_a_barrier_once_per_configuration_with_no_size()
 def test_a_barrier_over_a_size_sweep_is_one_case_per_other_setting() -> None:
     request = RunRequest(benches=("collectives",),
                          overrides={"op": ("barrier",), "bytes": ("16:1M:x16",),
-                                    "dtype": ("fp32", "bf16")})
+                                    "dtype": ("fp32", "bf16"), "iters": ("10", "20")})
     planned = expand(validate(request, REGISTRY), CPU)
+    # A barrier moves no data: neither its sizes nor its element types make cases.
     assert len(planned) == 2
-    assert {p.case.param_dict["dtype"] for p in planned} == {"fp32", "bf16"}
+    assert {p.case.param_dict["iters"] for p in planned} == {10, 20}
     assert all("bytes" not in p.case.param_dict for p in planned)
+    assert all("dtype" not in p.case.param_dict for p in planned)
     # The measure function is still given every parameter, at its default where unkeyed.
     assert all(p.params["bytes"] == 1 << 20 and p.params["reduce"] == "sum" for p in planned)
 
@@ -198,7 +200,8 @@ def test_an_old_store_is_rekeyed_when_opened(tmp_path: Path) -> None:
         conn.execute("INSERT INTO measurements (run_id, case_key, status, record)"
                      " VALUES (?, ?, ?, ?)",
                      (run_id, record["case"]["key"], "ok", json.dumps(record)))  # type: ignore[index]
-        conn.execute("DELETE FROM migrations WHERE name = '007_case_identity'")
+        conn.execute("DELETE FROM migrations WHERE name IN "
+                     "('007_case_identity', '008_barrier_identity')")
         conn.execute("PRAGMA user_version = 6")
     conn.close()
     new_key = Case.from_dict(record["case"]).key  # type: ignore[arg-type]
@@ -288,3 +291,20 @@ def test_a_reduction_given_for_some_operations_only_is_noted_and_for_none_refuse
                                 overrides={"op": ("broadcast",), "reduce": ("max",)}), REGISTRY)
     with pytest.raises(UserError, match="no collectives case here has it"):
         given_aside(alone, expand(alone, CPU))
+
+
+@pytest.mark.parametrize(("op", "now"), [("bandwidth", "bandwidth"),
+                                         ("first-touch", "transfer_rate"),
+                                         ("cpu-touch", "transfer_rate")])
+def test_unified_memory_names_a_touch_of_one_buffer_a_transfer_rate(op: str, now: str) -> None:
+    """The kernel's bytes read plus written are a bandwidth; a first touch moves its buffer
+    once, so it is a transfer rate; a record stored when both were `bandwidth` reads with
+    today's name."""
+    from accelbench.benchmarks.micro import unified
+
+    assert unified.figure_name(op) == now
+    assert unified.BUFFERS.get(op, 0) == (2 if now == "bandwidth" else 1)
+    case = Case.make("unified-memory", "v", "micro", {"op": op, "size_mib": 64}, "cuda:0")
+    m = Measurement(case, "ok", timings=(_timing((1e-3, 1.1e-3)),),
+                    rates=(Rate("bandwidth", 64 << 20, "B/s"),))
+    assert [r.name for r in Measurement.from_dict(m.to_dict()).rates] == [now]

@@ -87,14 +87,14 @@ def test_zero_copy_and_resident_bandwidth_beside_device_memory_and_the_d2d_copy(
     assert copy.ok and copy.figure("bandwidth").value > 0
 
 
-def test_the_first_gpu_touch_of_managed_memory_is_a_bandwidth_and_a_time(run, gpu):
+def test_the_first_gpu_touch_of_managed_memory_is_a_transfer_rate_and_a_time(run, gpu):
     m = _unified(run)[("first-touch", "managed")]
     if not m.ok:
         pytest.skip(m.reason or "managed memory is not available")
     assert m.details["bytes_per_call"] == BYTES
-    assert m.figure("bandwidth").value > 0 and m.figure("time").value > 0
+    assert m.figure("transfer_rate").value > 0 and m.figure("time").value > 0
     # across the link on a discrete GPU; a share of the one memory on an APU
-    assert m.figure("bandwidth").peak == (_peak(gpu) if _integrated(gpu) else None)
+    assert m.figure("transfer_rate").peak == (_peak(gpu) if _integrated(gpu) else None)
     assert m.details["allocated_with"].endswith("MemAttachGlobal)")
 
 

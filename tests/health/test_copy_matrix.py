@@ -138,7 +138,7 @@ def test_a_slow_link_through_the_copy_kernel_is_named_beside_the_copy_engines() 
                            for a in range(4) for b in range(4) if a != b]
     failed = [f for f in copy_matrix.device_findings(paths, {}) if f.level == FAIL]
     assert [f.subject for f in failed] == ["gpu0-gpu3 (copy kernel)"]
-    assert "copy-kernel bandwidth" in failed[0].rule
+    assert "copy-kernel transfer rate" in failed[0].rule
     assert "35.0 GB/s, 2.57x slower than the median 90.0 GB/s" in failed[0].message
 
 

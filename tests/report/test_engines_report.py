@@ -85,3 +85,26 @@ def test_the_ratio_names_the_figure_it_is_over_when_latency_ranks_the_other_way(
     assert rows["int8"][5].startswith("1.77x")
     assert table.header[5] == "Throughput over eager"
     assert "may rank the engines otherwise" in " ".join(table.notes)
+
+
+def test_a_ratio_over_a_busy_figure_is_ringed_on_the_chart() -> None:
+    """A speed-up over eager rests on two figures: a busy-host engine is ringed, and every
+    bar is when eager itself was measured on a busy host."""
+    import dataclasses
+
+    from accelbench.benchmarks.models.engines.groups import engine_groups
+    from accelbench.benchmarks.models.engines.view import speedup_chart
+
+    busy = {"format_version": 1, "contended": True, "reasons": ["load 9 on 2 cores"]}
+
+    def on_a_busy_host(m):
+        return dataclasses.replace(m, hosts=(busy,))
+
+    quiet = [_m("eager", 0.02), _m("compile", 0.01), _m("onnxruntime", 0.008)]
+    assert all(not s.marked for s in speedup_chart(engine_groups(quiet)[0]).series)
+    one_busy = [quiet[0], on_a_busy_host(quiet[1]), quiet[2]]
+    chart = speedup_chart(engine_groups(one_busy)[0])
+    assert list(chart.series[0].marked) == [chart.categories.index("compile")]
+    assert chart.marked_label
+    eager_busy = [on_a_busy_host(quiet[0]), quiet[1], quiet[2]]
+    assert len(speedup_chart(engine_groups(eager_busy)[0]).series[0].marked) == 3

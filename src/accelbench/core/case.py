@@ -117,7 +117,8 @@ _NO_IMAGE = ("bert-base", "bert-large", "bert-tiny", "gpt2-small", "gpt2-medium"
 _MODEL_INPUTS = (("seq", "model", _NO_SEQ), ("image", "model", _NO_IMAGE))
 NOT_APPLYING_BEFORE: dict[str, tuple[tuple[str, str, tuple[Any, ...]], ...]] = {
     "memory": (("pinned", "op", ("copy", "triad")),),
-    "collectives": (("reduce", "op", _NON_REDUCING), ("bytes", "op", ("barrier",))),
+    "collectives": (("reduce", "op", _NON_REDUCING), ("bytes", "op", ("barrier",)),
+                    ("dtype", "op", ("barrier",))),
     **{name: _MODEL_INPUTS for name in ("train", "train-ddp", "infer", "infer-engine",
                                         "serve")},
 }

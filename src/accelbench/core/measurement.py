@@ -555,12 +555,15 @@ def _per_joule(unit: str) -> str:
 
 # Figures renamed to say how they count bytes, per (benchmark, its `op` or None, name
 # before): a host<->device copy's bytes moved once are a transfer rate, not a bandwidth
-# (which counts bytes read plus written, as STREAM does); the copy matrix's likewise.
+# (which counts bytes read plus written, as STREAM does); the copy matrix's and a managed
+# buffer's first touch likewise.
 _FIGURES_BEFORE = {
     ("memory", "h2d", "bandwidth"): "transfer_rate",
     ("memory", "d2h", "bandwidth"): "transfer_rate",
     ("copy-matrix", None, "min_bandwidth"): "min_transfer_rate",
     ("copy-matrix", None, "median_bandwidth"): "median_transfer_rate",
+    ("unified-memory", "first-touch", "bandwidth"): "transfer_rate",
+    ("unified-memory", "cpu-touch", "bandwidth"): "transfer_rate",
 }
 
 

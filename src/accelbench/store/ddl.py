@@ -375,6 +375,10 @@ def rekey_cases(tx: _Tx) -> None:
 _REKEY: tuple[str, list[Step]] = ("007_case_identity", [rekey_cases])
 MIGRATIONS.append(_REKEY)
 POSTGRES_MIGRATIONS.append(_REKEY)
+# The element type of a barrier (which moves no data) joined those parameters after.
+_REKEY_BARRIER: tuple[str, list[Step]] = ("008_barrier_identity", [rekey_cases])
+MIGRATIONS.append(_REKEY_BARRIER)
+POSTGRES_MIGRATIONS.append(_REKEY_BARRIER)
 
 
 # What a store that has every migration holds: a store missing one of these (dropped by

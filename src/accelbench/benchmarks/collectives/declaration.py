@@ -37,7 +37,8 @@ BENCHMARK = Benchmark(
             # A barrier moves no data: one case, whatever the sizes of its grid.
             only_when=("op", tuple(op for op in OPS if op != "barrier")), outside=UNKEYED,
         ),
-        Param("dtype", "str", "fp32", help="element type", choices=DTYPE_NAMES),
+        Param("dtype", "str", "fp32", help="element type", choices=DTYPE_NAMES,
+              only_when=("op", tuple(op for op in OPS if op != "barrier")), outside=UNKEYED),
         Param("reduce", "str", "sum",
               help="reduction of all-reduce, reduce-scatter and reduce", choices=REDUCE_OPS,
               only_when=("op", REDUCING), outside=UNKEYED),

@@ -42,8 +42,8 @@ from accelbench.core.measurement import CaseResult, Figure
 from accelbench.core.registry import Benchmark
 
 CPU_BYTES, GPU_BYTES = 64 << 20, 256 << 20
-COPY = Metric("copy_bw", "copy bandwidth", "B/s", True)
-KERNEL = Metric("kernel_copy_bw", "copy-kernel bandwidth", "B/s", True)
+COPY = Metric("copy_bw", "copy transfer rate", "B/s", True)
+KERNEL = Metric("kernel_copy_bw", "copy-kernel transfer rate", "B/s", True)
 PEER_GAIN = 1.1  # peer access on must copy at least this much faster than off
 # The figures: bytes copied per second, each counted once (a transfer rate, not STREAM's
 # read + write bandwidth); stored before as min_bandwidth and median_bandwidth.

@@ -116,13 +116,13 @@ def copy_tables(measurements: Iterable[Measurement]) -> list[Table]:
             rows = [(a, *(cell.get((a, b), "") for b in names)) for a in names]
             what = ("CPUs of the row's NUMA node copying in the column's node's memory"
                     if square[0].get("kind") == "host" else "row GPU to column GPU")
-            out.append(Table(f"Copy bandwidth, GB/s: {what}", ("From \\ to", *names), rows,
+            out.append(Table(f"Copy transfer rate, GB/s: {what}", ("From \\ to", *names), rows,
                              [f"{int(square[0]['bytes']) >> 20} MiB per copy; bytes copied "
                               "per second (each is read once and written once)."],
                              numeric=frozenset(range(1, len(names) + 1))))
         others = [p for p in paths if p.get("kind") not in ("host", "d2d")]
         if others:
-            out.append(Table("Copy bandwidth over the other paths, GB/s",
+            out.append(Table("Copy transfer rate over the other paths, GB/s",
                              ("Path", "From", "To", "GB/s", "Memory on"),
                              [(str(p["kind"]), str(p["source"]), str(p["target"]), _gbs(p),
                                str(p.get("placed") or "")) for p in others],

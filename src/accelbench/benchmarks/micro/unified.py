@@ -537,8 +537,14 @@ def record(op: str, kind: str, timing: Timing, buffer_bytes: int,
     if op == "bandwidth" and l2 and moved < 4 * l2:
         warnings.append(f"{moved / MIB:g} MiB moved per call is less than 4x the L2 cache "
                         f"({l2 / MIB:g} MiB): this may measure cache rather than memory")
-    return CaseResult(timing=timing, rates=(Rate("bandwidth", moved, "B/s", peak),),
+    return CaseResult(timing=timing, rates=(Rate(figure_name(op), moved, "B/s", peak),),
                       details=details, warnings=tuple(warnings))
+
+
+def figure_name(op: str) -> str:
+    """The rate's name by how it counts bytes: the kernel's bytes read plus written are a
+    bandwidth (as STREAM counts them); a touch's buffer, moved once, is a transfer rate."""
+    return "bandwidth" if op == "bandwidth" else "transfer_rate"
 
 
 BENCHMARK = Benchmark(

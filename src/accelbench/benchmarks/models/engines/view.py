@@ -145,8 +145,20 @@ def speedup_chart(g: EngineGroup) -> Bars:
     """Each engine's throughput over eager's in one group (model, precision, batch)."""
     labels, values, errors = speedup_series(g)
     return Bars(f"Throughput over eager: {group_title(g).removeprefix('Engines: ')}", labels,
-                [BarSeries("throughput over eager", values, errors)],
+                [BarSeries("throughput over eager", values, errors, untrusted_ratios(g))],
                 ylabel="throughput over eager (x)",
                 caption="Above 1: more throughput than eager. Whiskers: 95% CI of the ratio. "
-                "Missing bars: the engine failed or was skipped.",
-                reference=1.0, horizontal=True)
+                "Missing bars: the engine failed or was skipped. Ringed: the engine or eager "
+                "was measured on a busy host or a throttled device.",
+                reference=1.0, horizontal=True, marked_label="busy host or throttled")
+
+
+def untrusted_ratios(g: EngineGroup) -> list[int]:
+    """The bars of a group's chart whose ratio rests on a figure measured on a busy host
+    or a throttled device: the engine's own, or eager's (which every ratio is over)."""
+    def busy(m: Measurement) -> bool:
+        return m.ok and (m.contended or m.throttled)
+
+    eager = any(busy(r.measurement) for r in g.rows if r.engine == "eager")
+    return [i for i, r in enumerate(g.rows) if r.measurement.ok
+            and (eager or busy(r.measurement))]
