@@ -34,11 +34,11 @@ import os
 import re
 import secrets
 import stat
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from hashlib import sha256
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, Any, BinaryIO
 
 from accelbench.core.measurement import Measurement
 from accelbench.errors import UserError
@@ -266,35 +266,37 @@ class _Folder:
     def read(self, name: str, limit: int) -> bytes | None:
         """The content of the regular file `name` (never through a link, never a FIFO),
         None where there is none or it is larger than `limit` bytes."""
-        try:
-            folder, base = self._place(name)
-            if folder is None:
-                return None
-            fd = os.open(base, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK, dir_fd=folder)
-        except (OSError, UserError):
-            return None
-        with os.fdopen(fd, "rb") as handle:
-            if not stat.S_ISREG(os.fstat(handle.fileno()).st_mode):
+        with self._regular(name) as handle:
+            if handle is None:
                 return None
             data = handle.read(limit + 1)
         return data if len(data) <= limit else None
 
     def content_hash(self, name: str) -> str | None:
         """The hash of the regular file `name`'s content, None where there is none."""
-        try:
-            folder, base = self._place(name)
-            if folder is None:
-                return None
-            fd = os.open(base, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK, dir_fd=folder)
-        except (OSError, UserError):
-            return None
         digest = sha256()
-        with os.fdopen(fd, "rb") as handle:
-            if not stat.S_ISREG(os.fstat(handle.fileno()).st_mode):
+        with self._regular(name) as handle:
+            if handle is None:
                 return None
             for chunk in iter(functools.partial(handle.read, 1 << 20), b""):
                 digest.update(chunk)
         return digest.hexdigest()
+
+    @contextlib.contextmanager
+    def _regular(self, name: str) -> Iterator[BinaryIO | None]:
+        """The regular file `name`, open for reading (never through a link, never a
+        FIFO); None where there is none."""
+        try:
+            folder, base = self._place(name)
+            fd = None if folder is None else os.open(
+                base, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK, dir_fd=folder)
+        except (OSError, UserError):
+            fd = None
+        if fd is None:
+            yield None
+            return
+        with os.fdopen(fd, "rb") as handle:
+            yield handle if stat.S_ISREG(os.fstat(handle.fileno()).st_mode) else None
 
     def remove(self, name: str) -> None:
         path = self.out / name
