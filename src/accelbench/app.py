@@ -28,16 +28,23 @@ from accelbench.errors import UserError
 if TYPE_CHECKING:
     from accelbench.analysis.ab import AbResult
     from accelbench.core.registry import Registry
+    from accelbench.core.request import AbRequest
+    from accelbench.profile.explain_session import Explained, ExplainRequest
+    from accelbench.profile.explain_session import Listener as ExplainListener
     from accelbench.profile.session import ProfileOutcome
     from accelbench.runner.ab import AbListener, AbOutcome
     from accelbench.runner.plan import ValidRequest
     from accelbench.runner.recorder import Listener, Outcome
     from accelbench.runner.resume import Resume
+    from accelbench.runner.tune import Seams as TuneSeams
+    from accelbench.runner.tune import StoredTable
     from accelbench.store import Store, StoredRun
     from accelbench.store.location import StoreLocation
 
-__all__ = ["AbFinished", "Finished", "Profiled", "StoreOnFirstUse", "ab", "prepare", "profile",
-           "profile_ranks", "repeats", "resume", "run", "runs", "stored_request"]
+__all__ = ["AbFinished", "Finished", "Profiled", "StoreOnFirstUse", "Tuned", "ab", "explain",
+           "prepare",
+           "profile", "profile_ranks", "repeats", "resume", "run", "runs", "stored_request",
+           "tune"]
 
 
 @dataclass(frozen=True)
@@ -177,6 +184,63 @@ def ab(request: RunRequest, location: StoreLocation, listener: AbListener | None
                     else default_report_path(store.location.files_dir, f"ab-{outcome.id}"))
             report = write_ab_report(result, path)
         return AbFinished(outcome, result, store.name, report)
+
+
+@dataclass(frozen=True)
+class Tuned:
+    """What `tune` did: the collecting run, the shapes, the table kept (runner.tune),
+    and the A/B of the stack without and with it (None with no A/B)."""
+
+    collected: Outcome
+    gemms: int
+    table: StoredTable
+    ab: AbFinished | None
+
+
+def tune(request: RunRequest, location: StoreLocation, *, python: str | None = None,
+         ab_settings: AbRequest | None = None, tune_timeout: float | None = None,
+         listener: Listener | None = None, ab_listener: AbListener | None = None,
+         argv: Sequence[str] = (), registry: Registry | None = None,
+         seams: TuneSeams | None = None) -> Tuned:
+    """`accelbench tune` (runner.tune): refuse, before anything is stored, where TunableOp
+    has nothing to tune (DeviceError); run the request's cases once under `python` with
+    TunableOp recording their GEMM shapes (an ordinary stored run); tune the shapes in a
+    process of that stack within `tune_timeout`; keep the table beside the store; then,
+    with `ab_settings`, A/B the stack without it (A) and with it (B)."""
+    import dataclasses
+
+    from accelbench.core.request import AB, Stack
+    from accelbench.runner import tune as steps
+    from accelbench.runner.distributed import launched_by_torchrun
+    from accelbench.runner.lifeline import owned_folder
+
+    seams = seams or steps.Seams()
+    if launched_by_torchrun():
+        raise UserError("accelbench tune starts its processes itself: run it outside torchrun")
+    if request.repeat not in (None, 1):
+        raise UserError("tune runs the selection once to collect its GEMMs: leave out --repeat")
+    if ab_settings is not None:
+        _check_report(request)
+    valid = prepare(steps.collection_request(request), registry)
+    gpus = steps.check_tunable(valid.device[0], python, seams.probe)
+    with owned_folder() as work:
+        stack = Stack(python, tuple(steps.collection_env(work).items()))
+        with StoreOnFirstUse(location) as store:
+            collected = steps.collect(valid, store, stack, argv=argv, listener=listener,
+                                      base=seams.workers("collect"))
+        if collected.interrupted:
+            raise KeyboardInterrupt
+        gemms, table = steps.tune_collected(collected, work, request, python, gpus,
+                                            location.files_dir, seams.run_tuner, tune_timeout)
+    if ab_settings is None:
+        return Tuned(collected, gemms, table, None)
+    pair = dataclasses.replace(ab_settings, a=Stack(python, steps.untuned_env()),
+                               b=Stack(python, steps.tuned_env(table)))
+    factory = (None if seams.workers("a") is None
+               else lambda side: seams.workers(side))
+    finished = ab(request.replace(command=AB, ab=pair), location, ab_listener, argv=argv,
+                  registry=registry, worker_factory=factory)
+    return Tuned(collected, gemms, table, finished)
 
 
 def _check_ab(request: RunRequest) -> None:
@@ -327,6 +391,19 @@ def profile(request: RunRequest, location: StoreLocation, *, argv: Sequence[str]
     with Store.open(location, create=True) as opened:
         return Profiled(profile_session(valid, opened, schedule, output, argv=argv),
                         opened.name)
+
+
+def explain(request: ExplainRequest, location: StoreLocation,
+            listener: ExplainListener | None = None) -> Explained:
+    """Why one case of two stored runs differs: the case profiled again under each run's
+    stack, the profiles aligned, the findings stored with the case (profile.explain_session).
+    The store must exist: explaining creates no store."""
+    from accelbench.profile.explain_session import explain as explain_case
+    from accelbench.store import Store
+
+    Store.open(location, create=False).close()  # refused when missing: none is created
+    with Store.open(location, create=True) as store:  # the findings are written to it
+        return explain_case(request, store, location, listener)
 
 
 def profile_ranks(request: RunRequest, location: StoreLocation, print_options: Sequence[str]

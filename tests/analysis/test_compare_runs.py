@@ -209,3 +209,17 @@ def test_compare_bad_input_is_one_line(store_path, capsys, args, fragment) -> No
     assert main(["compare", *args, "--store", str(store_path)]) == EXIT_USAGE
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and err[0].startswith("accelbench: error: ") and fragment in err[0]
+
+
+def test_a_slower_case_of_two_runs_made_here_says_how_to_explain_it(pair, capsys,
+                                                                    monkeypatch) -> None:
+    path, a, b, _ = pair
+    monkeypatch.setattr("accelbench.env.fingerprint.host_name", lambda: "mi300x-01")
+    main(["compare", a, b, "--store", str(path)])
+    out = capsys.readouterr().out
+    assert f"Why it moved: accelbench explain {a} {b} --case " in out
+    assert "'gemm batch=1 dtype=bf16 shape=4096'" in out  # the one that slowed most
+    # Made on another host: explain profiles the case here, so it is not offered.
+    monkeypatch.setattr("accelbench.env.fingerprint.host_name", lambda: "elsewhere")
+    main(["compare", a, b, "--store", str(path)])
+    assert "accelbench explain" not in capsys.readouterr().out

@@ -177,3 +177,12 @@ def test_two_installed_pytorch_releases_are_ab_tested_side_by_side(tmp_path) -> 
 
     assert versions["a"] == torch.__version__ and versions["b"] != versions["a"]
     assert data["cases"][0]["pairs"] >= 2
+
+
+def test_a_slower_case_says_how_to_explain_it(monkeypatch, capsys) -> None:
+    Sides.speed = {"launch": 0.7}
+    run_cli(monkeypatch, *AB)
+    out = capsys.readouterr().out
+    with Store.open(create=False) as store:
+        b = next(r.id for r in store.list_runs() if r.request and r.request["ab"]["side"] == "b")
+    assert f"Why it moved: accelbench explain {b} --case 'launch mode=eager threads=1'" in out

@@ -19,6 +19,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from accelbench.analysis.tuning import tuning_differences, tuning_of
 from accelbench.core.measurement import STATUS_OK, STATUS_SKIPPED, Measurement
 from accelbench.core.request import AbRequest
 from accelbench.core.sequential import (
@@ -59,6 +60,8 @@ class AbCase:
     verdict: PairedVerdict | None
     reason: str = ""  # why not compared
     skipped: bool = False  # skipped on both sides: nothing for a gate to judge
+    # How the GEMM/convolution tuning of the sides differ (analysis.tuning).
+    tuning_differs: tuple[str, ...] = ()
 
     @property
     def outcome(self) -> str:
@@ -70,7 +73,8 @@ class AbCase:
                 "higher_is_better": self.higher_is_better,
                 "a": _finite(self.a_value), "b": _finite(self.b_value),
                 "verdict": self.outcome, "reason": self.reason or None,
-                **(self.verdict.to_dict() if self.verdict is not None else {})}
+                **(self.verdict.to_dict() if self.verdict is not None else {}),
+                "tuning_differs": list(self.tuning_differs)}
 
 
 def pair_values(m: Measurement) -> list[float]:
@@ -120,8 +124,9 @@ def _case(a: Measurement, b: Measurement | None, ab: AbRequest, cases: int,
         return unjudged("no paired processes")
     verdict = judge(values_a[:pairs], values_b[:pairs], higher, ab.min_effect, ab.alpha,
                     final=final, cases=cases)
+    tuning = tuning_differences(tuning_of(a.details), tuning_of(b.details))
     return AbCase(a.case.key, a.case.label, a.case.family, name, unit, higher, _value(a),
-                  _value(b), verdict)
+                  _value(b), verdict, tuning_differs=tuple(tuning))
 
 
 def gate(cases: Sequence[AbCase], fraction: float) -> tuple[list[AbCase], list[AbCase]]:

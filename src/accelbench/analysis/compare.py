@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import math
 from collections import defaultdict
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -30,6 +31,7 @@ from accelbench.analysis.floors import Floors
 from accelbench.analysis.host_speed import CPU, HostShift, host_shift
 from accelbench.analysis.select import CasePattern, RunGroup
 from accelbench.analysis.significance import Difference, RatioEstimate, geometric_mean
+from accelbench.analysis.tuning import tuning_differences, tuning_of
 from accelbench.analysis.values import CaseResults, case_sort_key, collect
 from accelbench.core.units import format_rel
 
@@ -70,6 +72,8 @@ class CaseComparison:
     floors: tuple[NoiseFloor | None, NoiseFloor | None] = (None, None)  # used on A, B
     judged_anyway: tuple[str, ...] = ()  # "contended in A", ... judged on request
     host: HostShift | None = None  # the host's own shift, where it made this inconclusive
+    # How the GEMM/convolution tuning of A and B differ (analysis.tuning): a possible cause.
+    tuning_differs: tuple[str, ...] = ()
 
     @property
     def change(self) -> float:
@@ -124,6 +128,7 @@ class CaseComparison:
             "runs_needed": self.runs_needed,
             "judged_anyway": list(self.judged_anyway),
             "host_shift": self.host.to_dict() if self.host is not None else None,
+            "tuning_differs": list(self.tuning_differs),
         }
 
 
@@ -347,7 +352,14 @@ def compare_case(
                 side_b.floor if side_b.source == "noise floor" else None),
         judged_anyway=tuple(blocked) if judge_anyway else (),
         host=shifted if verdict == INCONCLUSIVE else None,
+        tuning_differs=tuple(tuning_differences(side_tuning(a), side_tuning(b))),
     )
+
+
+def side_tuning(entry: CaseResults) -> Mapping[str, Any] | None:
+    """The tuning the newest measurement a side takes ran under (None if not recorded)."""
+    taken = entry.pooled or entry.ok
+    return tuning_of(taken[-1][1].details) if taken else None
 
 
 def _host_explains(verdict: str, speed: RatioEstimate, host: HostShift | None,

@@ -23,8 +23,8 @@ from __future__ import annotations
 import fnmatch
 import math
 import re
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -33,6 +33,7 @@ from accelbench.analysis import changepoints
 from accelbench.analysis import evidence as ev
 from accelbench.analysis.evidence import NoiseFloor
 from accelbench.analysis.select import CasePattern, parse_case_pattern
+from accelbench.analysis.tuning import tuning_differences, tuning_of
 from accelbench.analysis.values import (
     case_sort_key,
     figure_interval,
@@ -55,6 +56,8 @@ NO_CHANGE = "no change"
 CANNOT_TELL = "cannot tell"
 VERDICTS = (CHANGED, NO_CHANGE, CANNOT_TELL)
 _CASE_KEY = re.compile(r"^[0-9a-f]{16}$")
+# How a change point's tuning phrases name the runs either side of the step.
+_STEP_SIDES = ("the run before", "the run at the step")
 
 
 @dataclass(frozen=True)
@@ -73,6 +76,8 @@ class Point:
     rel_half_width: float = float("nan")  # of the interval, as `show` prints it
     stated: bool = True  # False: the figure states no interval (ci_* are the value)
     ab: str = ""  # a side of an A/B ("A of ID"); empty for any other run
+    # The GEMM/convolution tuning the run's case ran under (env.tuning); None if not kept.
+    tuning: Mapping[str, Any] | None = field(default=None, compare=False, hash=False)
 
     def to_dict(self) -> dict[str, Any]:
         return {"run": self.run_id, "started_at": self.started_at, "host": self.host,
@@ -96,15 +101,21 @@ class ChangePoint:
     # The 95% CI of the speed ratio, the runs after the step over those before it (the
     # test that kept the step); None where there was nothing to weigh it against.
     speed_ci: tuple[float, float] | None = None
+    # How the tuning of the run before the step and the run at it differ: a possible cause.
+    tuning_differs: tuple[str, ...] = ()
 
     def describe(self) -> str:
-        return f"{self.kind} by {abs(self.change) * 100:.1f}% at run {self.run_id}"
+        text = f"{self.kind} by {abs(self.change) * 100:.1f}% at run {self.run_id}"
+        if self.tuning_differs:
+            text += f" (tuning changed there: {', '.join(self.tuning_differs)})"
+        return text
 
     def to_dict(self) -> dict[str, Any]:
         return {"index": self.index, "run": self.run_id, "started_at": self.started_at,
                 "before": self.before, "after": self.after,
                 "change_pct": 100.0 * self.change, "kind": self.kind,
                 "speed_ci": list(self.speed_ci) if self.speed_ci else None,
+                "tuning_differs": list(self.tuning_differs),
                 "description": self.describe()}
 
 
@@ -251,7 +262,7 @@ def _point(run: StoredRun, m: Measurement) -> Point:
                  len(m.samples), m.noisy, m.contended, m.throttled,
                  processes=max(1, len([t for t in m.timings if t.samples])),
                  rel_half_width=float(rel), stated=states_interval(figure),
-                 ab=_ab_side(run.record))
+                 ab=_ab_side(run.record), tuning=tuning_of(m.details))
 
 
 def _ab_side(record: RunRecord) -> str:
@@ -292,8 +303,10 @@ def _series(case: Case, generation_key: str, figure: Figure, points: list[Point]
         if weighed.p_value is not None:
             ci = ((weighed.low, weighed.high) if figure.higher_is_better
                   else (1.0 / weighed.high, 1.0 / weighed.low))
+        tuning = (tuning_differences(points[index - 1].tuning, point.tuning, _STEP_SIDES)
+                  if index else [])
         changes.append(ChangePoint(index, point.run_id, point.started_at, before, after, change,
-                                   IMPROVED if change > 0 else REGRESSED, ci))
+                                   IMPROVED if change > 0 else REGRESSED, ci, tuple(tuning)))
     why = None if changes else _cannot_tell(points, unsure, min_effect, penalty_factor)
     verdict = CHANGED if changes else CANNOT_TELL if why is not None else NO_CHANGE
     return Series(case, generation_key, figure.name, figure.unit, figure.higher_is_better,

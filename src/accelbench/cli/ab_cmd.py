@@ -13,13 +13,13 @@ import sys
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
+from accelbench.cli.ab_printing import AbProgress, print_ab
 from accelbench.cli.options import (
     add_json,
     add_store,
     percentage,
     positive_percentage,
     positive_seconds,
-    print_json,
     probability,
     store_location,
     whole_number,
@@ -33,7 +33,6 @@ from accelbench.cli.request_options import (
 from accelbench.errors import UserError
 
 if TYPE_CHECKING:
-    from accelbench.app import AbFinished
     from accelbench.core.request import RunRequest, Stack
 
 NAME = "ab"
@@ -108,58 +107,5 @@ def run(args: argparse.Namespace) -> int:
     if request.ab.a == request.ab.b:
         print("accelbench: note: A and B are the same stack: an A/A, which tells how often "
               "this machine calls a difference where there is none", file=sys.stderr)
-    finished = ab(request, store_location(args), _Progress(), argv=sys.argv[1:])
+    finished = ab(request, store_location(args), AbProgress(), argv=sys.argv[1:])
     return print_ab(finished, args.json)
-
-
-def print_ab(finished: AbFinished, as_json: bool) -> int:
-    """An A/B as `ab` prints it: its table and gate, where it is stored and reported;
-    with --json all of it and each side's run id. Returns its exit code."""
-    from accelbench.report.ab_tables import ab_tables, gate_lines
-
-    result, outcome = finished.result, finished.outcome
-    gate = result.ab.fail_on_regression
-    code = finished.exit_code(gate)
-    if as_json:
-        data = {**result.to_dict(), "store": finished.store,
-                "report": str(finished.report) if finished.report else None,
-                "rounds_run": outcome.rounds, "elapsed_s": round(outcome.elapsed, 3),
-                "stopped": outcome.stopped, "exit_code": code}
-        if gate is not None:
-            from accelbench.analysis.ab import gate as judge_gate
-
-            regressed, undecided = judge_gate(result.cases, gate)
-            data["fail_on_regression_pct"] = 100 * gate
-            data["regressions"] = [c.label for c in regressed]
-            data["undecided"] = [c.label for c in undecided]
-        print_json(data)
-        return code
-    from accelbench.report.tables import render_rich
-    from accelbench.report.terminal import console
-    from accelbench.report.text import text
-
-    out = console()
-    render_rich(ab_tables(result), out)
-    if gate is not None:
-        for line in gate_lines(gate, result):
-            out.print(text(line))
-    out.print(text(f"{outcome.rounds} round(s) in {outcome.elapsed:.0f} s; stopped: "
-                   f"{outcome.stopped}"))
-    out.print(text(f"Stored in {finished.store} as runs {result.a.record.id} (A) and "
-                   f"{result.b.record.id} (B)"))
-    if finished.report:
-        out.print(text(f"Report: {finished.report}"))
-    return code
-
-
-class _Progress:
-    """A line on stderr per round: how many cases have stopped, and the most time left."""
-
-    def planned(self, cases: int, run_a: str, run_b: str) -> None:
-        print(f"accelbench: A/B of {cases} case(s): runs {run_a} (A) and {run_b} (B)",
-              file=sys.stderr, flush=True)
-
-    def round_done(self, number: int, decided: int, cases: int, elapsed: float,
-                   left: float) -> None:
-        print(f"accelbench: round {number}: {decided} of {cases} case(s) stopped "
-              f"({elapsed:.0f} s; at most ~{left:.0f} s left)", file=sys.stderr, flush=True)

@@ -22,6 +22,7 @@ from accelbench.cli.options import (
 )
 
 if TYPE_CHECKING:
+    from accelbench.analysis.compare import Comparison
     from accelbench.store import StoredRun
 
 NAME = "compare"
@@ -127,6 +128,26 @@ def run(args: argparse.Namespace) -> int:
         if gate is not None:
             for line in gate_lines(gate, regressions, undecided, unjudged, nothing):
                 out.print(line, markup=False)
+        hint = _explain_hint(result)
+        if hint is not None:
+            out.print(hint, markup=False, soft_wrap=True)
     if regressions:
         return EXIT_CASE_FAILED
     return EXIT_INCONCLUSIVE if undecided or unjudged or nothing else 0
+
+
+def _explain_hint(result: Comparison) -> str | None:
+    """How to find out why the case that slowed most moved, where `explain` can: one run
+    a side, both made on this host (it profiles the case again here)."""
+    from accelbench.analysis.compare import SLOWER
+    from accelbench.env.fingerprint import host_name
+    from accelbench.report.explain_tables import explain_hint
+
+    slower = [c for c in result.cases if c.verdict == SLOWER]
+    if not slower or len(result.a.runs) != 1 or len(result.b.runs) != 1:
+        return None
+    a, b = result.a.runs[0].record, result.b.runs[0].record
+    if not a.host == b.host == host_name():
+        return None
+    worst = min(slower, key=lambda c: c.speed.ratio)
+    return explain_hint(a.id, b.id, worst.label)

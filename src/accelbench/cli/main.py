@@ -13,6 +13,7 @@ from accelbench.cli import (
     compare_cmd,
     diagnose_cmd,
     env_cmd,
+    explain_cmd,
     export_cmd,
     generations_cmd,
     history_cmd,
@@ -25,6 +26,7 @@ from accelbench.cli import (
     runs_cmd,
     show_cmd,
     slurm_cmd,
+    tune_cmd,
     validate_cmd,
 )
 from accelbench.core.family import Command
@@ -46,7 +48,7 @@ DEBUG_ENV = "ACCELBENCH_DEBUG"  # set: an unexpected error shows its traceback
 COMMANDS: tuple[Command, ...] = (
     run_cmd, validate_cmd, list_cmd, env_cmd, runs_cmd, show_cmd, report_cmd, publish_cmd,
     export_cmd, profile_cmd, compare_cmd, ab_cmd, generations_cmd, history_cmd, diagnose_cmd,
-    baseline_cmd, merge_cmd, slurm_cmd)
+    baseline_cmd, merge_cmd, slurm_cmd, tune_cmd, explain_cmd)
 
 
 def commands() -> tuple[Command, ...]:

@@ -44,7 +44,7 @@ def run(args: argparse.Namespace) -> int:
     fmt = args.format or format_for(args.output)
     with open_store(args, create=False) as store:
         groups = [select_group(store, ref) for ref in refs]
-        profiles = {r.record.id: store.profiles_for_run(r.record.id)
+        profiles = {r.record.id: store.found_for_run(r.record.id)
                     for g in groups for r in g.runs}
         text = render_groups(groups, fmt, min_effect=args.min_effect / 100, profiles=profiles)
         if args.output == "-":

@@ -29,7 +29,7 @@ def run(args: argparse.Namespace) -> int:
 
     with open_store(args, create=False) as store:
         stored = store.load_run(args.run)
-        profiles = store.profiles_for_run(stored.record.id)
+        profiles = store.found_for_run(stored.record.id)
     if args.request:
         return _print_request(stored)
     if args.json:

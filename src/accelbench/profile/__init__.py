@@ -6,6 +6,9 @@ read it for the user.
 - trace.py, categories.py, intervals.py, operators.py, launches.py, analysis.py: read a
   trace and say where the time went (pure Python, no torch; report/profile.py writes
   it for people);
-- session.py, ranks.py: `accelbench profile` from request to stored run, in this process
-  or on every rank of a torchrun job.
+- session.py: `accelbench profile` from request to stored run, in this process
+  or on every rank of a torchrun job;
+- diff.py, explain.py, sides.py, explain_session.py: `accelbench explain`, a case of two
+  runs profiled again under each run's stack, the two sides' profiles aligned (no torch)
+  and the findings stored; report/explain_tables.py writes them for people.
 """

@@ -23,6 +23,8 @@ def ab_tables(result: AbResult) -> list[Table]:
         verdict = v.verdict
         if v.reason:
             verdict += f": {v.reason}"
+        if case.tuning_differs:
+            verdict += f"; tuning differs: {', '.join(case.tuning_differs)}"
         rows.append((case.label, format_value(case.a_value, case.unit),
                      format_value(case.b_value, case.unit),
                      format_ratio(v.speed, v.speed_low, v.speed_high),
@@ -44,6 +46,10 @@ def ab_tables(result: AbResult) -> list[Table]:
         + (f", {ab.budget:g} s in all" if ab.budget is not None else "") + ".",
         counts + ".",
     ]
+    if any(case.tuning_differs for case in result.cases):
+        notes.insert(-1, "tuning differs: the sides chose GEMM or convolution kernels under "
+                         "different tuning (TunableOp, BLAS back end, hipBLASLt/rocBLAS "
+                         "files, MIOpen find mode), part of what the A/B measured.")
     tables = [Table(
         f"A/B {result.id}: B against A",
         ("Case", "A", "B", f"B/A speed [{100 * (1 - ab.alpha):g}% CS]", "Change", "Pairs",

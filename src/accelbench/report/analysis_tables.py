@@ -43,6 +43,8 @@ def comparison_tables(c: Comparison) -> list[Table]:
                 verdict += f"; ~{case.runs_needed} runs a side would tell"
         for judged in case.judged_anyway:
             verdict += f" ({judged}, judged anyway)"
+        if case.tuning_differs:
+            verdict += f"; tuning differs: {', '.join(case.tuning_differs)}"
         rows.append((
             case.label,
             *((case.figure,) if chosen else ()),
@@ -85,6 +87,11 @@ def comparison_tables(c: Comparison) -> list[Table]:
     if any(case.a.throttled or case.b.throttled for case in c.cases):
         notes.append("throttled: measured while the device throttled (power, thermal or "
                      "clock capping); --exclude-throttled leaves such figures out.")
+    if any(case.tuning_differs for case in c.cases):
+        notes.append("tuning differs: A and B chose GEMM or convolution kernels under "
+                     "different tuning (TunableOp, BLAS back end, hipBLASLt/rocBLAS files, "
+                     "MIOpen find mode), a possible cause of the change; see the tuning page "
+                     "of the docs.")
     counts = c.verdict_counts
     notes.append(", ".join(f"{n} {name}" for name, n in counts.items()) + ".")
     shift = 1 if chosen else 0

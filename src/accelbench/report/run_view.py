@@ -8,8 +8,8 @@ each view turns the run's measurements of its benchmarks into sections. This mod
 knows no family by name. A report holds, in this order: the sections a view puts
 first (what the run checked), the Results (a table per family of every measured case,
 with the charts views add to it), the failures and warnings, the other views' sections
-in the order of the registry, the energy and clocks of the cases with telemetry, and
-the stored profiles.
+in the order of the registry, the energy and clocks of the cases with telemetry, the
+stored profiles, and the explanations of its cases against other runs.
 """
 
 from __future__ import annotations
@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 from accelbench.core.measurement import Measurement
 from accelbench.core.view import BAD, RESULTS, WARN, Section, Table
 from accelbench.report.results import rows
+from accelbench.store.records import StoredExplanation
 
 if TYPE_CHECKING:
     from accelbench.core.registry import Registry
@@ -29,8 +30,9 @@ __all__ = ["Section", "profile_tables", "results_tables", "run_sections"]
 
 def run_sections(measurements: Sequence[Measurement], profiles: Sequence[Any] = (),
                  registry: Registry | None = None) -> list[Section]:
-    """The sections of the report of a run holding `measurements` and `profiles` (the
-    run's StoredProfiles), with the views of `registry` (accelbench's own by default)."""
+    """The sections of the report of a run holding `measurements` and `profiles` (what
+    `Store.found_for_run` gives: its StoredProfiles and StoredExplanations), with the
+    views of `registry` (accelbench's own by default)."""
     from accelbench.analysis.checks import is_check
     from accelbench.report.energy import energy_section
 
@@ -57,9 +59,16 @@ def run_sections(measurements: Sequence[Measurement], profiles: Sequence[Any] = 
     energy = energy_section(measurements)
     if energy is not None:
         sections.append(energy)
-    if profiles:
+    explained = [p for p in profiles if isinstance(p, StoredExplanation)]
+    profiled = [p for p in profiles if not isinstance(p, StoredExplanation)]
+    if profiled:
         sections.append(Section("profiles", "Profiles", tuple(
-            t for p in profiles for t in profile_tables(p.analysis, f"Profile of {p.label}"))))
+            t for p in profiled for t in profile_tables(p.analysis, f"Profile of {p.label}"))))
+    if explained:
+        from accelbench.report.explain_tables import explain_tables
+
+        sections.append(Section("explanations", "Why a case moved (accelbench explain)",
+                                tuple(t for e in explained for t in explain_tables(e.findings))))
     return sections
 
 

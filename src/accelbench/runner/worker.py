@@ -48,6 +48,7 @@ if TYPE_CHECKING:
 
     from accelbench.env.host import HostReport, HostSampler
     from accelbench.env.telemetry import TelemetrySampler
+    from accelbench.env.tuning import CaseTuning
 
 
 def execute_case(
@@ -76,6 +77,7 @@ def execute_case(
                             f"{planned.benchmark.name} does not run on {device.type} devices",
                             started, 0.0)
     faults = gpu_faults.watch(device)
+    tuning = _tuning_before(device)
     sampler = _host_sampler(policy, dist, siblings)
     telemetry = _telemetry_sampler(policy, device)
     with library_warnings() as said:
@@ -84,6 +86,10 @@ def execute_case(
     if said:
         outcome = dataclasses.replace(outcome, details={**outcome.details,
                                                         "library_warnings": said})
+    if tuning is not None:
+        with contextlib.suppress(Exception):  # provenance must never cost the measurement
+            outcome = dataclasses.replace(outcome, details={**outcome.details,
+                                                            "tuning": tuning.finish()})
     if sampler is not None:
         outcome = with_host(outcome, sampler.stop())
     if telemetry is not None:
@@ -137,6 +143,18 @@ def _outcome(planned: PlannedCase, device: DeviceInfo, policy: TimingPolicy,
                                time.perf_counter() - t0,
                                {"traceback": traceback.format_exc(limit=20)})
     return outcome
+
+
+def _tuning_before(device: DeviceInfo) -> CaseTuning | None:
+    """The GEMM/convolution tuning the case starts from (env.tuning), or None if unreadable."""
+    try:
+        import torch
+
+        from accelbench.env.tuning import begin_case
+
+        return begin_case(os.environ, torch, device.type, device.platform, device.index)
+    except Exception:
+        return None
 
 
 def with_host(m: Measurement, report: HostReport) -> Measurement:

@@ -8,7 +8,7 @@ CSV table is a report: `report.csv_table`).
 
 from accelbench.store.export import export_json, load_json
 from accelbench.store.location import StoreLocation, default_store_location, parse_location
-from accelbench.store.records import RunRecord, StoredProfile, StoredRun
+from accelbench.store.records import RunRecord, StoredExplanation, StoredProfile, StoredRun
 from accelbench.store.store import (
     RUN_COMPLETE,
     RUN_FAILED,
@@ -28,6 +28,7 @@ __all__ = [
     "RunRecord",
     "Store",
     "StoreLocation",
+    "StoredExplanation",
     "StoredProfile",
     "StoredRun",
     "default_store_location",

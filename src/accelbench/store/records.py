@@ -106,3 +106,16 @@ class StoredProfile:
     trace_paths: tuple[str, ...]
     analysis: dict[str, Any]
     created_at: float
+
+
+@dataclass(frozen=True)
+class StoredExplanation:
+    """What `accelbench explain` found for one case of two runs (its JSON findings)."""
+
+    id: int
+    run_a: str
+    run_b: str
+    case_key: str
+    label: str
+    findings: dict[str, Any]
+    created_at: float

@@ -44,7 +44,13 @@ from accelbench.store.location import (
     redact_argv,
     redact_request,
 )
-from accelbench.store.records import ResumeEvent, RunRecord, StoredProfile, StoredRun
+from accelbench.store.records import (
+    ResumeEvent,
+    RunRecord,
+    StoredExplanation,
+    StoredProfile,
+    StoredRun,
+)
 
 __all__ = [
     "RUN_COMPLETE", "RUN_FAILED", "RUN_INTERRUPTED", "RUN_RUNNING", "RUN_STATUSES",
@@ -374,7 +380,46 @@ class Store:
             ).fetchone()
         return int(row[0])
 
+    def add_explanation(self, run_a: str, run_b: str, *, case_key: str, label: str,
+                        findings: dict[str, Any], created_at: float | None = None) -> int:
+        """Store what `accelbench explain` found for one case of two runs; its id."""
+        with self._write() as tx:
+            row = tx.execute(
+                "INSERT INTO explanations (run_a, run_b, case_key, label, findings,"
+                " created_at) VALUES (?, ?, ?, ?, ?, ?) RETURNING id",
+                (run_a, run_b, case_key, label, _dumps(findings),
+                 time.time() if created_at is None else created_at),
+            ).fetchone()
+        return int(row[0])
+
     # -- reading ---------------------------------------------------------------------
+
+    def found_for_run(self, ref: str) -> list[StoredProfile | StoredExplanation]:
+        """What was found of a run beyond its measurements, as its reports show it: its
+        profiles, then the explanations of its cases against other runs."""
+        run_id = self.resolve_run(ref)
+        return [*self.profiles_for_run(run_id), *self.explanations([run_id])]
+
+    def explanations(self, run_ids: Sequence[str] | None = None) -> list[StoredExplanation]:
+        """The explanations of which either run is among `run_ids` (None: all), oldest
+        first. A row whose findings do not read is left out: a store from anywhere is
+        untrusted, and one bad row must not hide a report."""
+        rows = self._query("SELECT * FROM explanations ORDER BY id")
+        wanted = None if run_ids is None else set(run_ids)
+        out = []
+        for row in rows:
+            if wanted is not None and row["run_a"] not in wanted and row["run_b"] not in wanted:
+                continue
+            try:
+                findings = json.loads(row["findings"])
+            except ValueError:
+                continue
+            if not isinstance(findings, dict):
+                continue
+            out.append(StoredExplanation(row["id"], row["run_a"], row["run_b"],
+                                         row["case_key"], row["label"], findings,
+                                         row["created_at"]))
+        return out
 
     def profiles_for_run(self, ref: str) -> list[StoredProfile]:
         """The profiles of a run (an id, a unique prefix or "latest"), oldest first."""

@@ -34,7 +34,7 @@ import os
 import re
 import secrets
 import stat
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from hashlib import sha256
 from pathlib import Path
@@ -44,7 +44,7 @@ from accelbench.core.measurement import Measurement
 from accelbench.errors import UserError
 from accelbench.report.site.model import run_href
 from accelbench.report.site.pages import DEFAULT_THRESHOLD, site_pages
-from accelbench.store import RunRecord, Store, StoredRun
+from accelbench.store import RunRecord, Store, StoredExplanation, StoredRun
 from accelbench.version import __version__
 
 MANIFEST = ".accelbench-site.json"
@@ -108,12 +108,14 @@ def publish(store: Store, folder: str | Path, *,
         write_manifest(out, old or {}, complete=False, site=site)
         with site.journal() as journal:
             writer = _Writer(site, old or {}, journal)
-            for page in site_pages(runs, store.name, threshold):
+            explained = store.explanations()
+            for page in site_pages(runs, store.name, threshold, explained):
                 made_from = _hash(f"{digest}\n{page!r}")
                 writer.page(page.path, made_from, functools.partial(render_page, page))
             for record in records:
                 made_from = _hash(f"{__version__}\n{record.id}\n{record.status}\n"
-                                  f"{record.n_ok + record.n_failed + record.n_skipped}")
+                                  f"{record.n_ok + record.n_failed + record.n_skipped}\n"
+                                  f"{_explained(explained, record.id)}")
                 writer.page(run_href(record.id), made_from,
                             functools.partial(_run_page, store, record))
             removed, kept = writer.remove_others()
@@ -122,10 +124,15 @@ def publish(store: Store, folder: str | Path, *,
     return Published(out, writer.written, writer.unchanged, removed, old is None, kept)
 
 
+def _explained(explanations: Sequence[StoredExplanation], run_id: str) -> list[int]:
+    """The explanations a run's page shows: a new one makes the page be written again."""
+    return [e.id for e in explanations if run_id in (e.run_a, e.run_b)]
+
+
 def _run_page(store: Store, record: RunRecord) -> str:
     from accelbench.report.site.render import render_run
 
-    return render_run(store.load_run(record.id), store.profiles_for_run(record.id))
+    return render_run(store.load_run(record.id), store.found_for_run(record.id))
 
 
 def load_runs(store: Store, records: list[RunRecord]) -> list[StoredRun]:

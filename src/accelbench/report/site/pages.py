@@ -66,7 +66,7 @@ from accelbench.report.site.model import (
     heat_map_grid,
     run_href,
 )
-from accelbench.store import StoredRun
+from accelbench.store import StoredExplanation, StoredRun
 
 DEFAULT_THRESHOLD = 0.05
 OVERVIEW, CASES, FLEET, GENERATIONS, REGRESSIONS, AB = (
@@ -89,9 +89,11 @@ class NodeSeries:
 
 
 def site_pages(runs: Sequence[StoredRun], store_name: str,
-               threshold: float = DEFAULT_THRESHOLD) -> list[Page]:
+               threshold: float = DEFAULT_THRESHOLD,
+               explanations: Sequence[StoredExplanation] = ()) -> list[Page]:
     """Every page but the runs' own reports, from `runs` (any order; their measurements,
-    fingerprints not needed)."""
+    fingerprints not needed) and the stored `explanations` of cases (`accelbench
+    explain`)."""
     ordered = sorted(runs, key=lambda r: (r.record.started_at, r.record.id))
     learned = floors_mod.learn((r.record, m) for r in ordered for m in r.measurements)
     by_case = case_series(ordered, threshold)
@@ -99,7 +101,7 @@ def site_pages(runs: Sequence[StoredRun], store_name: str,
              cases_page(by_case)]
     pages += [case_page(key, items) for key, items in by_case.items()]
     pages += [fleet_page(ordered), generations_page(ordered),
-              regressions_page(by_case, threshold), ab_page(ordered)]
+              regressions_page(by_case, threshold, explanations), ab_page(ordered)]
     return pages
 
 
@@ -542,7 +544,41 @@ def steps(by_case: dict[str, list[NodeSeries]]) -> list[Step]:
     return out
 
 
-def regressions_page(by_case: dict[str, list[NodeSeries]], threshold: float) -> Page:
+def regressions_page(by_case: dict[str, list[NodeSeries]], threshold: float,
+                     explanations: Sequence[StoredExplanation] = ()) -> Page:
+    page = _regressions_page(by_case, threshold)
+    explained = explained_grid(explanations)
+    if not explained.rows:
+        return page
+    about = ("What `accelbench explain` found for a case of two runs: the case profiled "
+             "again under each run's stack, the operator whose time per step moved most "
+             "in the direction of the change, and what differs between the two stacks; "
+             "each run's report holds the whole finding and the commands that reproduce "
+             "each side.")
+    return _filtered(replace(page, blocks=(*page.blocks, Block("Explained", about,
+                                                               tables=(explained,)))))
+
+
+def explained_grid(explanations: Sequence[StoredExplanation]) -> Grid:
+    """One row per stored explanation, newest first (a store's findings are untrusted:
+    report.explain_tables reads each value for its type)."""
+    from accelbench.report.explain_tables import digest
+
+    rows = []
+    for e in sorted(explanations, key=lambda e: (-e.created_at, -e.id)):
+        found = digest(e.findings)
+        rows.append(Row((
+            format_timestamp(e.created_at), Link(e.label, case_href(e.case_key)),
+            Link(e.run_a, run_href(e.run_a)), Link(e.run_b, run_href(e.run_b)),
+            found.mover, found.change, found.differs, found.summary),
+            BAD if found.slower else GOOD if found.slower is False else None,
+            Scope(bench=found.benchmark), f"explained:{e.id}"))
+    return Grid("Explained", ("When (UTC)", "Case", "Run A", "Run B", "Largest mover",
+                              "Its change / step", "Stacks differ in", "Finding"),
+                tuple(rows))
+
+
+def _regressions_page(by_case: dict[str, list[NodeSeries]], threshold: float) -> Page:
     rows = []
     for st in steps(by_case):
         s, c = st.item.series, st.change

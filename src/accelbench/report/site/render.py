@@ -17,7 +17,7 @@ from typing import Any
 from accelbench.report import charts
 from accelbench.report.site.model import Page
 from accelbench.report.site.pages import NAV
-from accelbench.store import StoredProfile, StoredRun
+from accelbench.store import StoredExplanation, StoredProfile, StoredRun
 from accelbench.version import __version__
 
 FILTER_LABELS = {"bench": "Benchmark", "node": "Node", "stack": "Stack"}
@@ -42,7 +42,8 @@ def render_page(page: Page) -> str:
         filters=page.filters, labels=FILTER_LABELS, blocks=blocks, version=__version__))
 
 
-def render_run(run: StoredRun, profiles: Sequence[StoredProfile] = ()) -> str:
+def render_run(run: StoredRun,
+               profiles: Sequence[StoredProfile | StoredExplanation] = ()) -> str:
     """The report of one run, as of its end (its start while it runs), with the site's
     navigation at the top."""
     from accelbench.report.html import html_report
