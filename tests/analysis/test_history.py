@@ -305,3 +305,18 @@ def test_real_runs_on_a_busy_host_cannot_tell(tmp_path) -> None:
                           capture_output=True, text=True, timeout=120)
     assert gate.returncode == EXIT_INCONCLUSIVE, gate.stderr
     assert "cannot tell:" in gate.stdout and "no change point" not in gate.stdout
+
+
+def test_a_series_ending_on_a_regression_here_says_how_to_explain_it(history_store, capsys,
+                                                                     monkeypatch) -> None:
+    path, ids, runs = history_store
+    host = next(p.host for s in history(runs, case_matcher("gemm dtype=bf16"))
+                for p in s.points)
+    argv = ["history", "gemm dtype=bf16", "--store", str(path), "--stack", "*6.2*"]
+    monkeypatch.setattr("accelbench.env.fingerprint.host_name", lambda: host)
+    main(argv)
+    before, at = ids[HISTORY_REGRESSED_AT - 1], ids[HISTORY_REGRESSED_AT]
+    assert f"Why it moved: accelbench explain {before} {at} --case " in capsys.readouterr().out
+    monkeypatch.setattr("accelbench.env.fingerprint.host_name", lambda: "elsewhere")
+    main(argv)
+    assert "accelbench explain" not in capsys.readouterr().out

@@ -166,12 +166,16 @@ def test_the_sides_of_an_ab_keep_their_stacks(store, store_path):
 
 def test_tuning_that_differs_is_in_the_findings(store, store_path):
     a = _run(store, _fingerprint(), {GEMM: 2e9},
-             tuning={"tunableop": {"applies": True, "enabled": False}})
+             tuning={"blas": "hipblaslt", "tunableop": {"applies": True, "enabled": False}})
     b = _run(store, _fingerprint(), {GEMM: 1e9},
-             tuning={"tunableop": {"applies": True, "enabled": True}})
+             tuning={"blas": "hipblaslt", "tunableop": {"applies": True, "enabled": True}})
     done = explain(ExplainRequest(a, b, rounds=1), store, parse_location(store_path),
                    profile=FakeProfiles({"a": 100.0, "b": 200.0}))
     assert done.findings["tuning"], done.findings
+    assert done.findings["gemm"]["b"]["backend"] == "hipblaslt through TunableOp"
+    assert done.findings["gemm"]["a"]["backend"] == "hipblaslt"
+    gemm_table = next(t for t in explain_tables(done.findings) if t.title.startswith("GEMMs"))
+    assert ("B", "back end", "hipblaslt through TunableOp", "") in gemm_table.rows
     assert digest(done.findings).differs == "tuning"
 
 

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import argparse
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 from accelbench.cli.options import (
     add_exclude_contended,
@@ -15,6 +17,9 @@ from accelbench.cli.options import (
     print_json,
     whole_number,
 )
+
+if TYPE_CHECKING:
+    from accelbench.analysis.history import Series
 
 NAME = "history"
 HELP = "the series of a case over stored runs of the same stack, and where it changed"
@@ -83,7 +88,27 @@ def run(args: argparse.Namespace) -> int:
         out = console()
         render_rich(history_tables(series), out)
         out.print(history_summary(series), markup=False)
+        for line in _explain_hints(down):
+            out.print(line, markup=False, soft_wrap=True)
     if not args.fail_on_regression:
         return 0
     # A gate passes only on evidence: a series that cannot tell leaves it undecided.
     return EXIT_CASE_FAILED if down else EXIT_INCONCLUSIVE if unsure else 0
+
+
+def _explain_hints(down: Sequence[Series]) -> list[str]:
+    """How to find out why each series that ends on a regression stepped, where `explain`
+    can: both runs either side of the step made on this host."""
+    from accelbench.env.fingerprint import host_name
+    from accelbench.report.explain_tables import explain_hint
+
+    here = host_name()
+    out = []
+    for s in down:
+        step = s.latest_regression
+        if step is None or step.index < 1:
+            continue
+        before, at = s.points[step.index - 1], s.points[step.index]
+        if before.host == at.host == here:
+            out.append(explain_hint(before.run_id, at.run_id, s.case.label))
+    return out

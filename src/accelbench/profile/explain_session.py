@@ -133,6 +133,8 @@ def explain(request: ExplainRequest, store: Store, location: StoreLocation,
         fingerprints={"a": run_a.fingerprint, "b": run_b.fingerprint},
         diff=aligned, repro=repro, profile_runs=profile_runs, ab=ab_id,
         tuning=_tuning(measurement_a, measurement_b))
+    for name, m in (("a", measurement_a), ("b", measurement_b)):
+        out["gemm"][name]["backend"] = _gemm_backend(m)
     out["chosen"] = chosen
     out["folder"] = str(folder)
     _write(folder / "findings.json", out)
@@ -194,6 +196,22 @@ def _tuning(a: Measurement, b: Measurement) -> list[str]:
     from accelbench.analysis.tuning import tuning_differences, tuning_of
 
     return list(tuning_differences(tuning_of(a.details), tuning_of(b.details)))
+
+
+def _gemm_backend(m: Measurement) -> str | None:
+    """The library a side's GEMMs went to, as its case recorded it (env.tuning): the
+    BLAS, and TunableOp where it was on (its table then picks the solution)."""
+    from accelbench.analysis.tuning import tuning_of
+
+    tuning = tuning_of(m.details)
+    if tuning is None:
+        return None
+    blas = tuning.get("blas")
+    shown = str(blas) if isinstance(blas, str) else None
+    tunable = tuning.get("tunableop")
+    if isinstance(tunable, Mapping) and tunable.get("applies") and tunable.get("enabled"):
+        shown = f"{shown or 'BLAS'} through TunableOp"
+    return shown
 
 
 def _write(path: Path, data: Mapping[str, Any]) -> Path:

@@ -126,6 +126,8 @@ def _gemm(found: Any) -> Table | None:
     rows = []
     for side in ("a", "b"):
         data = _mapping(gemm.get(side))
+        if isinstance(data.get("backend"), str):
+            rows.append((side.upper(), "back end", _text(data["backend"]), ""))
         for row in _rows(data.get("operators")):
             rows.append((side.upper(), _text(row.get("name")),
                          f"{_text(row.get('shapes'), '')} {_text(row.get('types'), '')}".strip(),
