@@ -234,3 +234,14 @@ def test_history_says_nothing_where_the_tuning_stayed_or_is_unknown(tunings) -> 
     (step,) = series.change_points
     assert step.tuning_differs == ()
     assert "tuning" not in step.describe()
+
+
+def test_the_sites_regressions_page_says_the_tuning_changed_at_a_step() -> None:
+    from accelbench.report.site.pages import site_pages
+
+    tunings: list[dict[str, Any] | None] = [rocm_tuning()] * 4
+    tunings += [rocm_tuning(enabled=False)] * 4
+    pages = {p.title: p for p in site_pages(_series_runs(LEVELS, tunings), "store")}
+    (steps,) = pages["Regressions"].blocks[0].tables
+    (row,) = steps.rows
+    assert row.cells[-1] == "regressed; tuning changed: TunableOp on in the run before only"

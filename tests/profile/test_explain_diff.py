@@ -131,3 +131,19 @@ def test_a_hostile_name_is_clipped() -> None:
 def test_each_side_needs_a_profile() -> None:
     with pytest.raises(ValueError):
         diff([], [_trace(1, [MM])])
+
+
+def test_the_chance_of_a_separation_where_nothing_moved_is_exact() -> None:
+    from itertools import permutations
+
+    from accelbench.profile.diff import separation_chance
+
+    assert separation_chance(2, 2) == pytest.approx(1 / 3)
+    assert separation_chance(3, 3) == pytest.approx(1 / 10)
+    assert separation_chance(1, 1) == 1.0 and separation_chance(0, 3) == 1.0
+    # Counted over every order of five exchangeable values, two in A and three in B.
+    orders = list(permutations(range(5)))
+    separated = sum(min(o[2:]) > max(o[:2]) or max(o[2:]) < min(o[:2]) for o in orders)
+    assert separation_chance(2, 3) == pytest.approx(separated / len(orders))
+    found = diff([_trace(2, [MM])] * 3, [_trace(2, [MM])] * 3).to_dict()
+    assert found["separation_chance"] == pytest.approx(0.1)

@@ -41,9 +41,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         parser.add_argument(f"--{side}-env", action="append", metavar="NAME=VALUE",
                             help=f"an environment variable set for side {side.upper()}'s "
                             "profiles, over the run's own (repeatable)")
-    parser.add_argument("--rounds", type=whole_number(at_least=1), default=2, metavar="N",
+    parser.add_argument("--rounds", type=whole_number(at_least=1), default=3, metavar="N",
                         help="profiles of each side, in balanced order A B, B A, ... "
-                        "(default 2)")
+                        "(default 3: a change beyond every profile of the other side "
+                        "happens by chance 1 time in 10 where nothing changed)")
     parser.add_argument("--steps", type=positive_int, default=5, metavar="N",
                         help="profiled steps per profile (default 5)")
     parser.add_argument("--warmup", type=non_negative_int, default=2, metavar="N",

@@ -118,7 +118,8 @@ def summary(found: Mapping[str, Any]) -> str:
         text = (f"the largest mover is {largest.get('name')}: "
                 f"{'+' if delta >= 0 else '−'}{format_value(abs(delta), 's')} per step")
         share = largest.get("share_of_change")
-        if isinstance(share, int | float) and math.isfinite(share) and share > 0:
+        if (step.get("consistent") and isinstance(share, int | float)
+                and math.isfinite(share) and share > 0):
             text += f" ({min(share, 9.99):.0%} of the change)"
         ratio = largest.get("ratio")
         if largest.get("only_in") == "b":

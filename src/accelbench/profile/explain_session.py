@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
+from accelbench.core.names import RUN_COMPLETE
 from accelbench.errors import UserError
 from accelbench.profile.sides import SIDES, Profiled, Side
 
@@ -35,7 +36,7 @@ class ExplainRequest:
     case: str | None = None  # a case's key or label text; None: the largest slowdown
     python: Mapping[str, str | None] = field(default_factory=dict)
     env: Mapping[str, tuple[tuple[str, str], ...]] = field(default_factory=dict)
-    rounds: int = 2  # profiles of each side
+    rounds: int = 3  # profiles of each side
     steps: int = 5
     warmup: int = 2
     wait: int = 1
@@ -115,10 +116,10 @@ def explain(request: ExplainRequest, store: Store, location: StoreLocation,
             profiled = run_profile(found[name], requests[name], location, folder,
                                    request.timeout_s)
             profile_runs[name].append(profiled.run_id)
-            if not profiled.traces:
+            if not profiled.traces or profiled.status != RUN_COMPLETE:
                 problem = "; ".join(profiled.problems) or "it wrote no trace"
                 raise UserError(f"the profile of side {name.upper()} (run "
-                                f"{profiled.run_id}) has no trace: {problem}", exit_code=1)
+                                f"{profiled.run_id}) failed: {problem}", exit_code=1)
             try:
                 tables[name].append(step_table(load(profiled.traces[0])))
             except TraceError as e:

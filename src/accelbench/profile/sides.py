@@ -245,20 +245,33 @@ def run_profile(side: Side, request_file: Path, location: StoreLocation, folder:
     except ValueError:
         data = None
     if not isinstance(data, dict) or not isinstance(data.get("run_id"), str):
-        last = (err.strip().splitlines() or [f"exit status {process.returncode}"])[-1]
+        said = err.strip().splitlines()
+        last = (said[-1] if said else f"exit status {process.returncode}"
+                if process.returncode else "it printed no result that reads")
         raise UserError(f"the profile of side {side.name.upper()} failed: {last}",
                         exit_code=1)
     traces = tuple(Path(p) for p in data.get("traces") or () if isinstance(p, str))
-    problems = tuple(str(p) for p in data.get("problems") or ())
-    return Profiled(data["run_id"], traces, str(data.get("status")), problems)
+    problems = [str(p) for p in data.get("problems") or ()]
+    measured = data.get("measurement")
+    if isinstance(measured, dict) and measured.get("status") not in (None, "ok"):
+        problems.insert(0, f"the case {measured.get('status')}: "
+                           f"{measured.get('reason') or 'no reason given'}")
+    return Profiled(data["run_id"], traces, str(data.get("status")), tuple(problems))
 
 
 def _stop(process: subprocess.Popen[str]) -> None:
-    """End the profile's process group (it may have started workers) and reap it."""
+    """End the profile's process group (it may have started workers), reap it and close
+    its pipes."""
     try:
         os.killpg(process.pid, signal.SIGTERM)
         process.wait(timeout=10)
     except (OSError, subprocess.TimeoutExpired):
         with contextlib.suppress(OSError):
             os.killpg(process.pid, signal.SIGKILL)
+    try:
+        process.communicate(timeout=10)
+    except subprocess.TimeoutExpired:  # a straggler holds the pipes: leave them to it
+        for pipe in (process.stdout, process.stderr):
+            if pipe is not None:
+                pipe.close()
         process.wait()

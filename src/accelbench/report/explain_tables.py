@@ -61,8 +61,12 @@ def explain_tables(found: Mapping[str, Any], top: int = TOP) -> list[Table]:
     profiles = _mapping(found.get("profiles"))
     shown_runs = ", ".join(f"{side.upper()}: {', '.join(_texts(profiles.get(side)))}"
                            for side in ("a", "b"))
+    chance = _number(found.get("separation_chance"))
+    odds = (f" (where nothing changed, an operator is so marked by chance 1 time in "
+            f"{1 / chance:.0f})" if chance else "")
     notes.append(f"Times are per profiled step, the median of each side's profiles "
-                 f"({shown_runs}); ✓ marks a change beyond every profile of the other side.")
+                 f"({shown_runs}); ✓ marks a change beyond every profile of the other "
+                 f"side{odds}.")
     tables = [_movers(title, found.get("operators"), notes, top, "Operator")]
     shapes = _rows(found.get("shapes"))
     if shapes:

@@ -588,7 +588,9 @@ def _regressions_page(by_case: dict[str, list[NodeSeries]], threshold: float) ->
             st.item.host, s.generation_key, Link(before.run_id, run_href(before.run_id)),
             Link(c.run_id, run_href(c.run_id)), format_change(c.change),
             f"{format_value(c.before, s.unit)} to {format_value(c.after, s.unit)}",
-            format_ratio(1.0 + c.change, *st.speed_ci), c.kind),
+            format_ratio(1.0 + c.change, *st.speed_ci),
+            c.kind + (f"; tuning changed: {', '.join(c.tuning_differs)}"
+                      if c.tuning_differs else "")),
             BAD if c.change < 0 else GOOD,
             Scope(bench=s.case.benchmark, node=st.item.host, stack=s.generation_key),
             f"{s.case.key}:{st.item.host}:{c.run_id}"))
