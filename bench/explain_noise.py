@@ -3,10 +3,10 @@ in one run of this script, each on two real runs of one case made here:
 
 - `aa`: both runs of the same stack (nothing changed). It counts, over every operator of
   every explanation, how many are marked consistent (beyond every profile of the other
-  side) against the rate expected by chance where nothing changed
-  (`profile.diff.separation_chance`, 1 in 10 with three profiles a side), and how often
-  the step itself is. A rate far above the expected one means the profiles of one
-  process are not exchangeable with the other's (the host drifted between them).
+  side, in time and in share of the step) against the most expected by chance where
+  nothing changed (`profile.diff.separation_chance`, 1 in 10 with three profiles a side),
+  and how often the step itself is (by time alone: a host that drifts between profiles
+  moves it). Target: operators at most at the chance rate.
 - `planted`: run B with oneDNN held to SSE4.1 (`ONEDNN_MAX_CPU_ISA=SSE41`), which slows
   only the convolutions. Target: the largest mover is `aten::mkldnn_convolution`, marked
   consistent, in every repeat.
@@ -87,9 +87,8 @@ def main() -> None:
         stop.set()
         for p in spinners:
             p.join()
-    # Every operator of the run is in the JSON up to its top; count those shown.
-    marked = sum(sum(1 for o in f["operators"] if o["consistent"]) for f in aa)
-    shown = sum(len(f["operators"]) for f in aa)
+    marked = sum(f["operators_consistent"] for f in aa)
+    shown = sum(f["operators_total"] for f in aa)
     expected = aa[0]["separation_chance"]
     steps = sum(1 for f in aa if f["step"]["consistent"])
     print(f"A/A ({args.repeats} explanations of {' '.join(AA_CASE[1:4])}, {args.rounds} "
@@ -99,9 +98,10 @@ def main() -> None:
         print(f"  step B/A {f['step']['ratio']:.3f}  largest mover {largest.get('name')} "
               f"B/A {largest.get('ratio') or float('nan'):.3f} "
               f"{'consistent' if largest.get('consistent') else 'within spread'}")
-    print(f"  operators marked consistent: {marked} of {shown} = {marked / shown:.2f} "
-          f"(by chance where nothing changed: {expected:.2f}; ratio "
-          f"{marked / shown / expected:.2f})")
+    print(f"  operators marked consistent: {marked} of {shown} = {marked / shown:.3f} "
+          f"(at most by chance where nothing changed: {expected:.2f}; ratio "
+          f"{marked / shown / expected:.2f}) -> "
+          f"{'met' if marked / shown <= expected else 'NOT met'}")
     print(f"  step marked consistent: {steps} of {len(aa)} (by chance: {expected:.2f})")
     named = sum(1 for f in planted
                 if (f["largest"] or {}).get("name") == PLANTED_OPERATOR

@@ -147,3 +147,35 @@ def test_the_chance_of_a_separation_where_nothing_moved_is_exact() -> None:
     assert separation_chance(2, 3) == pytest.approx(separated / len(orders))
     found = diff([_trace(2, [MM])] * 3, [_trace(2, [MM])] * 3).to_dict()
     assert found["separation_chance"] == pytest.approx(0.1)
+
+
+def test_a_host_that_ran_one_side_slower_moves_no_operator() -> None:
+    """Every operator 1.3x slower in B (another job, a lower clock): their times separate,
+    their shares of the step do not; the step itself moved."""
+    from accelbench.profile.explain import summary
+
+    relu = ("aten::relu", 50.0, *RELU[2:])
+    slow = [("aten::mm", 130.0, *MM[2:]), ("aten::relu", 65.0, *RELU[2:])]
+    a = [_trace(2, [MM, relu], step_us=1000.0 + d) for d in (0, 5, 10)]
+    b = [_trace(2, slow, step_us=1300.0 + d) for d in (0, 5, 10)]
+    found = diff(a, b)
+    assert found.step.consistent
+    assert not any(m.consistent for m in found.operators)
+    data = found.to_dict()
+    assert data["operators_consistent"] == 0 and data["operators_total"] == 2
+    said = summary({**data, "largest": None})
+    assert "0 of 2 operators moved beyond the profiles' spread" in said
+    assert "the host or a setting of the whole process changed" in said
+
+
+def test_an_operator_that_slowed_beyond_the_hosts_drift_is_still_named() -> None:
+    relu = ("aten::relu", 50.0, *RELU[2:])
+    a = [_trace(2, [MM, relu], step_us=1000.0 + d) for d in (0, 5, 10)]
+    # B: the host 10% slower for everything, and aten::mm three times slower on top.
+    b = [_trace(2, [("aten::mm", 330.0, *MM[2:]), ("aten::relu", 55.0, *RELU[2:])],
+                step_us=1400.0 + d) for d in (0, 5, 10)]
+    found = diff(a, b)
+    largest = found.largest()
+    assert largest is not None and largest.key == "aten::mm" and largest.consistent
+    relu_moved = next(m for m in found.operators if m.key == "aten::relu")
+    assert relu_moved.delta_s > 0 and not relu_moved.consistent  # its share fell

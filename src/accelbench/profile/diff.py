@@ -6,8 +6,10 @@ its children's, as `profile.operators` counts it), keyed by name and by name wit
 input shapes and element types, and every device activity's time by name; all divided
 by the steps, so traces with different step counts compare. A side's figure for a key is
 the median over its traces, and a change is `consistent` only when every trace of one side
-lies beyond every trace of the other: two noisy profiles differ by some percent in every
-operator, and a mover that swaps places between traces is not one. Where nothing changed,
+lies beyond every trace of the other, in time and in its share of the step: two noisy
+profiles differ by some percent in every operator, a mover that swaps places between
+traces is not one, and a host that ran one side's processes slower (another job, a lower
+clock) moves every operator's time but not their shares. Where nothing changed,
 the traces of the two sides are exchangeable and such a separation happens by chance with
 probability 2 / C(n_a + n_b, n_a) (`separation_chance`): 1 in 3 with two traces a side,
 1 in 10 with three, 1 in 35 with four; so it says the change is beyond the profiles'
@@ -130,9 +132,21 @@ def separation_chance(n_a: int, n_b: int) -> float:
     return min(1.0, 2 / math.comb(n_a + n_b, n_a))
 
 
+def separated(a: Sequence[float], b: Sequence[float]) -> int:
+    """+1 where every value of `b` lies above every value of `a`, -1 where below, else 0."""
+    if not a or not b:
+        return 0
+    if min(b) > max(a):
+        return 1
+    if max(b) < min(a):
+        return -1
+    return 0
+
+
 @dataclass(frozen=True)
 class Moved:
-    """One key's time per step on each side (the median over its profiles, and each)."""
+    """One key's time per step on each side (the median over its profiles, and each),
+    with each profile's step time where the key is a part of the step."""
 
     key: str
     a_s: float
@@ -140,6 +154,8 @@ class Moved:
     a_each: tuple[float, ...]
     b_each: tuple[float, ...]
     detail: Mapping[str, Any] = field(default_factory=dict)
+    a_steps: tuple[float, ...] = ()
+    b_steps: tuple[float, ...] = ()
 
     @property
     def delta_s(self) -> float:
@@ -150,11 +166,24 @@ class Moved:
         return self.b_s / self.a_s if self.a_s > 0 else None
 
     @property
+    def shares(self) -> tuple[tuple[float, ...], tuple[float, ...]]:
+        """Each profile's share of its step spent here, A's and B's."""
+        def share(each: Sequence[float], steps: Sequence[float]) -> tuple[float, ...]:
+            return tuple(v / s if s > 0 else 0.0 for v, s in zip(each, steps, strict=False))
+
+        return share(self.a_each, self.a_steps), share(self.b_each, self.b_steps)
+
+    @property
     def consistent(self) -> bool:
-        """Every profile of one side beyond every profile of the other."""
-        if not self.a_each or not self.b_each:
+        """Every profile of one side beyond every profile of the other, in time and, for
+        a part of the step, in its share of the step the same way: a host that ran one
+        side's profiles slower moves every operator's time, not their shares."""
+        way = separated(self.a_each, self.b_each)
+        if way == 0:
             return False
-        return min(self.b_each) > max(self.a_each) or max(self.b_each) < min(self.a_each)
+        if not self.a_steps or not self.b_steps:
+            return True
+        return separated(*self.shares) == way
 
     @property
     def only_in(self) -> str | None:
@@ -165,12 +194,16 @@ class Moved:
         return None
 
     def to_dict(self, step_delta_s: float) -> dict[str, Any]:
-        return {"name": self.key, **self.detail,
-                "a_s_per_step": self.a_s, "b_s_per_step": self.b_s,
-                "delta_s_per_step": self.delta_s, "ratio": self.ratio,
-                "share_of_change": (self.delta_s / step_delta_s
-                                    if step_delta_s and math.isfinite(step_delta_s) else None),
-                "consistent": self.consistent, "only_in": self.only_in}
+        out = {"name": self.key, **self.detail,
+               "a_s_per_step": self.a_s, "b_s_per_step": self.b_s,
+               "delta_s_per_step": self.delta_s, "ratio": self.ratio,
+               "share_of_change": (self.delta_s / step_delta_s
+                                   if step_delta_s and math.isfinite(step_delta_s) else None),
+               "consistent": self.consistent, "only_in": self.only_in}
+        if self.a_steps and self.b_steps:
+            share_a, share_b = self.shares
+            out["share_of_step"] = {"a": _median(share_a), "b": _median(share_b)}
+        return out
 
 
 @dataclass(frozen=True)
@@ -205,6 +238,8 @@ class Diff:
                      "a_each": list(self.step.a_each), "b_each": list(self.step.b_each),
                      "consistent": self.step.consistent},
             "separation_chance": separation_chance(len(self.a), len(self.b)),
+            "operators_total": len(self.operators),
+            "operators_consistent": sum(m.consistent for m in self.operators),
             "operators": [m.to_dict(step) for m in self.operators[:top]],
             "shapes": [m.to_dict(step) for m in self.shapes[:top]],
             "kernels": [m.to_dict(step) for m in self.kernels[:top]],
@@ -228,7 +263,8 @@ def diff(a: Sequence[StepTable], b: Sequence[StepTable]) -> Diff:
             each_a = tuple(t.get(key, 0.0) for t in tables_a)
             each_b = tuple(t.get(key, 0.0) for t in tables_b)
             name, detail = describe(key)
-            rows.append(Moved(name, _median(each_a), _median(each_b), each_a, each_b, detail))
+            rows.append(Moved(name, _median(each_a), _median(each_b), each_a, each_b, detail,
+                              step.a_each, step.b_each))
         rows.sort(key=lambda m: (-direction * m.delta_s, -max(m.a_s, m.b_s), m.key))
         return tuple(rows)
 

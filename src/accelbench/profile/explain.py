@@ -129,6 +129,7 @@ def summary(found: Mapping[str, Any]) -> str:
         if not largest.get("consistent"):
             text += "; not beyond the profiles' spread"
         parts.append(text)
+    parts += _beyond_spread(found, bool(step.get("consistent")))
     differs = [d["label"] for d in found.get("stack", ())
                if isinstance(d, Mapping) and d.get("label")]
     if differs:
@@ -139,6 +140,23 @@ def summary(found: Mapping[str, Any]) -> str:
     if tuning:
         parts.append("tuning differs: " + "; ".join(str(t) for t in tuning[:2]))
     return "; ".join(parts)
+
+
+def _beyond_spread(found: Mapping[str, Any], step_moved: bool) -> list[str]:
+    """How many operators moved beyond the profiles' spread, against how many would by
+    chance where nothing changed; and, where the step moved but none did, what that
+    means."""
+    total, moved = found.get("operators_total"), found.get("operators_consistent")
+    chance = found.get("separation_chance")
+    if (not isinstance(total, int) or not isinstance(moved, int) or total <= 0
+            or not isinstance(chance, int | float)):
+        return []
+    out = [f"{moved} of {total} operators moved beyond the profiles' spread (at most "
+           f"{total * chance:.1f} would by chance where nothing changed)"]
+    if step_moved and moved == 0:
+        out.append("none moved more than the step as a whole: the host or a setting of "
+                   "the whole process changed (clock, threads, other work), not an operator")
+    return out
 
 
 def _ratio(ratio: float) -> str:
