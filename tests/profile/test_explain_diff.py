@@ -3,6 +3,7 @@ and by kernel, the movers in the step's direction, and what counts as consistent
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -15,7 +16,7 @@ TRACES = Path(__file__).parent.parent / "fixtures" / "traces"
 
 
 def _trace(steps: int, ops: list[tuple[str, float, list[Any], list[str]]],
-           kernels: list[tuple[str, float]] = (), step_us: float = 1000.0) -> Any:
+           kernels: Sequence[tuple[str, float]] = (), step_us: float = 1000.0) -> Any:
     """A trace of `steps` profiled steps, each running `ops` (name, self µs, input dims,
     input types) one after another on one thread, and `kernels` (name, µs) on a device."""
     events: list[dict[str, Any]] = []

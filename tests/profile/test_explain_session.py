@@ -10,7 +10,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from tests.fakes import stored_measurement
 
 from accelbench.core.case import Case
 from accelbench.core.measurement import Figure
@@ -20,6 +19,7 @@ from accelbench.profile.explain_session import ExplainRequest, explain
 from accelbench.profile.sides import Profiled, Side, installed_torch
 from accelbench.report.explain_tables import digest, explain_tables
 from accelbench.store import Store, parse_location
+from fakes import stored_measurement
 
 TORCH = installed_torch(None)
 GEMM = Case.make("gemm", "v1", "micro", {"shape": 256, "dtype": "fp32", "batch": 1,
