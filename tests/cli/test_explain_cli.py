@@ -106,3 +106,17 @@ def test_bad_input_is_one_line_before_anything_runs(monkeypatch, capsys, tmp_pat
     assert "expected NAME=VALUE" in capsys.readouterr().err
     assert run_cli(monkeypatch, "explain", "a", "b", "--b", str(tmp_path)) == EXIT_USAGE
     assert "no bin/python in that folder" in capsys.readouterr().err
+
+
+def test_each_profile_says_the_time_left_at_the_pace_so_far(monkeypatch, capsys) -> None:
+    from accelbench.cli import explain_cmd
+
+    clock = iter([100.0, 110.0, 130.0])
+    monkeypatch.setattr("accelbench.cli.explain_cmd.time.monotonic", lambda: next(clock))
+    progress = explain_cmd._Progress()
+    for side, number in (("a", 1), ("b", 1), ("b", 2)):
+        progress.profiling(side, number, 2)
+    lines = capsys.readouterr().err.splitlines()
+    assert lines[0].endswith("side A (1 of 2)")
+    assert lines[1].endswith("(1 of 2; ~30 s left)")  # 10 s each, 3 to go
+    assert lines[2].endswith("(2 of 2; ~30 s left)")  # 15 s each, 2 to go

@@ -17,6 +17,7 @@ from accelbench.cli.ab_printing import AbProgress, print_ab
 from accelbench.cli.options import (
     add_json,
     add_store,
+    env_pairs,
     percentage,
     positive_percentage,
     positive_seconds,
@@ -88,13 +89,7 @@ def _stack(given: str | None, env: Sequence[str] | None, side: str) -> Stack:
     from accelbench.runner.stack import python_of
 
     python = python_of(given, f"--{side}") if given is not None else None
-    values: dict[str, str] = {}
-    for item in env or ():
-        name, sep, value = item.partition("=")
-        if not sep or not name.isidentifier() or not name.isascii():
-            raise UserError(f"--{side}-env {item!r}: expected NAME=VALUE")
-        values[name] = value
-    return Stack(python, tuple(values.items()))
+    return Stack(python, env_pairs(env, f"--{side}-env"))
 
 
 def run(args: argparse.Namespace) -> int:

@@ -5,11 +5,12 @@ from __future__ import annotations
 
 import argparse
 import sys
-from collections.abc import Sequence
+import time
 
 from accelbench.cli.options import (
     add_json,
     add_store,
+    env_pairs,
     non_negative_int,
     positive_int,
     positive_seconds,
@@ -17,7 +18,6 @@ from accelbench.cli.options import (
     store_location,
     whole_number,
 )
-from accelbench.errors import UserError
 
 NAME = "explain"
 HELP = ("why a case got slower (or faster) between two runs: profile it under both stacks "
@@ -65,7 +65,7 @@ def run(args: argparse.Namespace) -> int:
     env: dict[str, tuple[tuple[str, str], ...]] = {}
     for side in ("a", "b"):
         python[side] = _python(getattr(args, side), f"--{side}")
-        env[side] = _env(getattr(args, f"{side}_env"), f"--{side}-env")
+        env[side] = env_pairs(getattr(args, f"{side}_env"), f"--{side}-env")
     request = ExplainRequest(args.run_a, args.run_b, args.case, python, env, args.rounds,
                              args.steps, args.warmup, timeout_s=args.timeout)
     explained = explain(request, store_location(args), _Progress())
@@ -92,22 +92,25 @@ def _python(given: str | None, option: str) -> str | None:
     return python_of(given, option)
 
 
-def _env(items: Sequence[str] | None, option: str) -> tuple[tuple[str, str], ...]:
-    values: dict[str, str] = {}
-    for item in items or ():
-        name, sep, value = item.partition("=")
-        if not sep or not name.isidentifier() or not name.isascii():
-            raise UserError(f"{option} {item!r}: expected NAME=VALUE")
-        values[name] = value
-    return tuple(values.items())
-
-
 class _Progress:
-    """A line on stderr for the case chosen and for each profile started."""
+    """A line on stderr for the case chosen and for each profile started, with the time
+    left at the pace of the profiles so far."""
+
+    def __init__(self) -> None:
+        self._started: float | None = None
+        self._done = 0
 
     def chose(self, label: str, why: str) -> None:
         print(f"accelbench: explaining {label} ({why})", file=sys.stderr, flush=True)
 
     def profiling(self, side: str, number: int, total: int) -> None:
-        print(f"accelbench: profiling side {side.upper()} ({number} of {total})",
+        now = time.monotonic()
+        if self._started is None:
+            self._started = now
+        left = ""
+        if self._done:
+            each = (now - self._started) / self._done
+            left = f"; ~{each * (2 * total - self._done):.0f} s left"
+        print(f"accelbench: profiling side {side.upper()} ({number} of {total}{left})",
               file=sys.stderr, flush=True)
+        self._done += 1

@@ -255,3 +255,17 @@ def parse_overrides(items: Sequence[str] | None) -> dict[str, tuple[str, ...]]:
             raise UserError(f"--param expects NAME=VALUE[,VALUE], got {item!r}")
         out[name.strip()] = (*out.get(name.strip(), ()), text.strip())
     return out
+
+
+def env_pairs(items: Sequence[str] | None, option: str) -> tuple[tuple[str, str], ...]:
+    """`--x-env NAME=VALUE` given again and again, as (name, value) pairs, the last of a
+    name winning; a UserError for one that is not NAME=VALUE."""
+    from accelbench.errors import UserError
+
+    values: dict[str, str] = {}
+    for item in items or ():
+        name, sep, value = item.partition("=")
+        if not sep or not name.isidentifier() or not name.isascii():
+            raise UserError(f"{option} {item!r}: expected NAME=VALUE")
+        values[name] = value
+    return tuple(values.items())
