@@ -17,6 +17,9 @@ EXIT_STORE_AUTH = 6  # the store's database server refused the connection's cred
 EXIT_SCHEDULER = 7  # the batch scheduler (Slurm) refused the job: no such partition, ...
 EXIT_NODES = 8  # the nodes asked for name no node, or a node cannot be used
 EXIT_INCONCLUSIVE = 9  # a gate could not decide: the evidence is too noisy or contended
+# `qualify --prologue/--epilogue`: the checks could not run at all (no device, no store,
+# accelbench itself), so the node was not judged; every other command keeps its code.
+EXIT_NOT_RUN = 10
 EXIT_INTERNAL = 70  # accelbench itself could not work (the worker could not start)
 EXIT_INTERRUPTED = 130  # stopped by the user (Ctrl-C); what was measured is kept
 EXIT_TERMINATED = 143  # stopped by SIGTERM (128 + 15), as by Ctrl-C; what was measured is kept

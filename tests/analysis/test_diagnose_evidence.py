@@ -102,7 +102,7 @@ def test_a_slow_node_is_named_and_busy_neighbours_are_inconclusive(neighbours, t
     drain = tmp_path / "drain.txt"
     code = main(["diagnose", "--store", str(neighbours), "--drain-list", str(drain)])
     assert code == EXIT_CASE_FAILED
-    assert drain.read_text().split() == ["node3"]
+    assert drain.read_text() == "node3 Reason=accelbench:ACCEL_BELOW_BASELINE\n"
     out = capsys.readouterr().out
     assert "1 of 4 nodes fail: node3 (compute)" in out
     assert "2 inconclusive: node1 (compute), node2 (compute)" in out

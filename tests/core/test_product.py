@@ -323,3 +323,12 @@ def test_a_device_stored_before_these_fields_still_loads_and_is_identified_by_na
     assert device.market_name is None and device.compute_units is None
     peaks = lookup(device)
     assert peaks is not None and peaks.name == "AMD Instinct MI250X"
+
+
+def test_an_l40s_is_identified_by_its_cuda_name():
+    device = DeviceInfo(type="cuda", index=0, platform="cuda", name="NVIDIA L40S",
+                        arch="sm_89", memory_bytes=gib(44.99), compute_units=142)
+    found = identify(device)
+    assert found.fit is not None and found.fit.name == "NVIDIA L40S"
+    assert identify(DeviceInfo(type="cuda", index=0, platform="cuda",
+                               name="NVIDIA L40")).fit is None

@@ -20,7 +20,7 @@ from accelbench.cli.main import main
 from accelbench.core.case import Case
 from accelbench.core.measurement import CaseFailed, Measurement, from_result
 from accelbench.errors import EXIT_CASE_FAILED, EXIT_OK, EXIT_USAGE
-from accelbench.slurm.drain import write_drain_list
+from accelbench.slurm.drain import read_drain_list, write_drain_list
 from accelbench.store import Store
 
 NODES = ("gpu-a01", "gpu-a02", "gpu-a03", "gpu-a04")
@@ -37,7 +37,7 @@ def _one_line_error(capsys: pytest.CaptureFixture[str]) -> str:
 @pytest.mark.parametrize(("argv", "fragment"), [
     (["health", "--check", "ecc"], "unknown health check 'ecc' (did you mean gpu-ecc?)"),
     (["health", "--check", ""], "--check: expected a name"),
-    (["validate", "--level", "4"], "--level: invalid choice: 4"),
+    (["validate", "--level", "5"], "--level: invalid choice: 5"),
     (["validate", "--level", "1", "--check", "numerics"],
      "--level chooses the checks: give --level or --check, not both"),
     (["validate", "--check", "pcie"], "unknown check 'pcie'"),
@@ -51,15 +51,17 @@ def test_bad_input_is_one_line(argv, fragment, capsys, tmp_path) -> None:
     assert not store.exists()
 
 
-@pytest.mark.parametrize(("argv", "benches", "seconds"), [
-    ([], None, None),
-    (["--level", "1"], ("health",), None),
-    (["--level", "2"], "suite+copy-matrix+burn-in", 60.0),
-    (["--level", "3"], "suite+copy-matrix+stress", 600.0),
-    (["--level", "3", "--burn", "900"], "suite+copy-matrix+stress", 900.0),
+@pytest.mark.parametrize(("argv", "benches", "seconds", "level"), [
+    ([], None, None, None),
+    (["--level", "1"], ("health", "gate"), None, 1),
+    (["--level", "2"], "suite+copy-matrix+gate+burn-in", 60.0, 2),
+    (["--level", "3"], "suite+copy-matrix+gate+stress", 600.0, 3),
+    (["--level", "3", "--burn", "900"], "suite+copy-matrix+gate+stress", 900.0, 3),
+    (["--level", "4"], "suite+copy-matrix+gate+stress+burn-in", 900.0, 4),
 ])
-def test_a_level_chooses_the_checks_and_the_load(argv, benches, seconds) -> None:
+def test_a_level_chooses_the_checks_and_the_load(argv, benches, seconds, level) -> None:
     from accelbench.benchmarks import REGISTRY
+    from accelbench.benchmarks.qualify.catalog import FIGURES
     from accelbench.cli.main import build_parser
     from accelbench.cli.validate_request import validate_request
     from accelbench.runner.plan import load_suite
@@ -67,12 +69,18 @@ def test_a_level_chooses_the_checks_and_the_load(argv, benches, seconds) -> None
     suite = tuple(load_suite("validate").benchmarks())
     request = validate_request(build_parser().parse_args(["validate", *argv]), REGISTRY)
     if benches is None:
-        assert request.benches == suite and "health" in suite
+        assert request.benches == suite and "health" in suite and "gate" not in suite
     elif isinstance(benches, str):
         assert request.benches == (*suite, *benches.split("+")[1:])
     else:
         assert request.benches == benches
     assert request.values.get("seconds") == (None if seconds is None else (seconds,))
+    # The gate check is asked for every figure at the level: the node's GPU model's
+    # gates decide which are planned.
+    if level is None:
+        assert "figure" not in request.values
+    else:
+        assert request.values["figure"] == FIGURES and request.values["level"] == (level,)
 
 
 @pytest.mark.slow
@@ -165,8 +173,37 @@ def test_diagnose_names_the_unhealthy_node_and_writes_the_drain_list(tmp_path, c
     assert finding["category"] == "health" and finding["rule"] == "health health"
     assert f"{GPU1}" in finding["detail"] and "PCIe x8, both ends support x16" in (
         finding["detail"])
-    assert drain.read_text() == f"{BAD}\n"
+    assert finding["codes"] == node["codes"] == ["ACCEL_PCIE_WIDTH"]
+    assert drain.read_text() == f"{BAD} Reason=accelbench:ACCEL_PCIE_WIDTH\n"
+    assert read_drain_list(drain) == [BAD]
     assert "State=DRAIN" in captured.err
+
+
+def test_diagnose_judges_only_the_findings_of_the_codes_asked(tmp_path, capsys) -> None:
+    store_path, drain = tmp_path / "fleet.sqlite", tmp_path / "drain.txt"
+    _fleet(store_path, tmp_path)
+    # Another code: the narrow link is left out, and no node fails or is drained.
+    assert main(["diagnose", "--store", str(store_path), "--json", "--code", "ACCEL_EDAC_UE",
+                 "ACCEL_ECC_DBE", "--drain-list", str(drain)]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert data["failing"] == [] and drain.read_text() == ""
+    assert any("ACCEL_EDAC_UE, ACCEL_ECC_DBE" in note for note in data["notes"])
+    # Its own code (in any case, ACCEL_ left off): the node fails on it.
+    assert main(["diagnose", "--store", str(store_path), "--json", "--code",
+                 "pcie_width"]) == EXIT_CASE_FAILED
+    assert json.loads(capsys.readouterr().out)["failing"] == [BAD]
+    # The terminal's diagnosis names the failing node's codes.
+    assert main(["diagnose", "--store", str(store_path)]) == EXIT_CASE_FAILED
+    assert f"{BAD} ACCEL_PCIE_WIDTH" in " ".join(capsys.readouterr().out.split())
+
+
+def test_an_unknown_reason_code_is_refused_naming_the_nearest(tmp_path, capsys) -> None:
+    store_path = tmp_path / "fleet.sqlite"
+    _fleet(store_path, tmp_path)
+    assert main(["diagnose", "--store", str(store_path), "--code",
+                 "ACCEL_PCIE_WIDHT"]) == EXIT_USAGE
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "ACCEL_PCIE_WIDHT" in err[0] and "ACCEL_PCIE_WIDTH" in err[0]
 
 
 def _wiring(tmp_path: Path, odd: bool) -> Measurement:
@@ -279,7 +316,14 @@ def test_a_drain_list_keeps_only_plain_host_names(tmp_path) -> None:
     path = tmp_path / "drain.txt"
     written, refused = write_drain_list(path, ["n1", "n1", "n2;rm -rf /", "n3\nn4", "n5"])
     assert written == ["n1", "n5"] and refused == ["n2;rm -rf /", "n3\nn4"]
-    assert path.read_text() == "n1\nn5\n"
+    assert path.read_text() == "n1 Reason=accelbench\nn5 Reason=accelbench\n"
+    # Each line names its node's codes; a code outside the table is never written.
+    write_drain_list(path, ["n1", "n5"], {"n1": ["ACCEL_ECC_DBE", "ACCEL_ECC_DBE",
+                                                 "ACCEL_PCIE_WIDTH"],
+                                          "n5": ['X" ; reboot']})
+    assert path.read_text() == ("n1 Reason=accelbench:ACCEL_ECC_DBE,ACCEL_PCIE_WIDTH\n"
+                                "n5 Reason=accelbench\n")
+    assert read_drain_list(path) == ["n1", "n5"]
 
 
 def test_qualify_runs_the_level_on_each_node(capsys) -> None:

@@ -176,6 +176,15 @@ def test_validation_verdicts(fleet, capsys) -> None:
                   unit="") == 1e-6
 
 
+def test_a_failed_check_carries_its_reason_code_and_a_pass_none(fleet, capsys) -> None:
+    samples = _samples(_export(capsys, "--format", "openmetrics"))
+    reason = "accelbench_check_reason"
+    assert _value(samples, reason, node="gpu-a", check="amp", code="ACCEL_AMP") == 1
+    assert [s.labels["code"] for s in samples if s.name == reason] == ["ACCEL_AMP"]
+    assert not _has(samples, reason, check="numerics")
+    assert not _has(samples, reason, check="torchvision")
+
+
 def test_units_are_base_units_in_the_metric_name() -> None:
     assert metric_unit("FLOP/s") == ("flop_per_second", 1.0)
     assert metric_unit("OP/s") == ("ops_per_second", 1.0)

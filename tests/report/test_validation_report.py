@@ -65,8 +65,8 @@ def test_the_checks_table_gives_error_tolerance_margin_and_reason_failing_first(
     assert table is not None
     first = table.rows[0]
     assert first == ("numerics op=softmax", "fp16", "FAIL", "0.003", "0.001", "-200.0%",
-                     "wrong result: softmax in fp16: 12 of 262144 elements of output outside "
-                     "the tolerance")
+                     "ACCEL_NUMERICS: wrong result: softmax in fp16: 12 of 262144 elements "
+                     "of output outside the tolerance")
     assert table.rows[1][:6] == ("numerics op=matmul", "fp32", "pass", "1e-05", "0.0002", "95.0%")
     determinism = next(r for r in table.rows if r[0] == "determinism op=matmul")
     assert determinism[3:7] == ("0", "0", "-", "")  # exact, and the host's load says nothing

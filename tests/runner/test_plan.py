@@ -141,3 +141,17 @@ def test_a_parameter_that_applies_to_no_planned_case_is_refused_not_dropped():
     at_default = validate(RunRequest(benches=("gemm",), dtypes=("fp32",),
                                   overrides={"fast_accum": ("yes",)}), REGISTRY)
     assert given_aside(at_default, expand(at_default, CPU)) == []
+
+
+def test_cases_a_benchmark_says_do_not_apply_are_left_out_unless_none_would_run():
+    from accelbench.benchmarks.qualify.catalog import FIGURES
+
+    every = RunRequest(command="validate", suite="validate", benches=("gate",),
+                       values={"figure": FIGURES, "level": (1,)})
+    # The CPU's level-1 gates: only their figures are planned.
+    assert [c.params["figure"] for c in expand(validate(every, REGISTRY), CPU)] == [
+        "memory-size", "launch", "gemm-fp32"]
+    # A figure with no gate here, asked for alone, runs: its skip says why.
+    alone = RunRequest(benches=("gate",), overrides={"figure": ("gemm-bf16",)})
+    assert [c.params["figure"] for c in expand(validate(alone, REGISTRY), CPU)] == [
+        "gemm-bf16"]

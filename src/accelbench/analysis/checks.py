@@ -7,17 +7,24 @@ cases checks, as validation and health do): status ok is a pass (a health check'
 warnings are its reason), failed a fail, skipped a skip. Its figures
 `error`, `tolerance` and `margin` (in %) say how close it came
 (benchmarks.validation.verdict writes them; a health check has none).
+
+Each check that failed, and each pass with warnings, carries its reason codes
+(core.reasons, `codes`): a health check's from its findings that decide it (the failing
+ones of a fail, the warning ones of a pass); a check that ran out of time, whose process
+died, or that raised, the run's code for that; else its benchmark's own code.
 """
 
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
 from accelbench.core.measurement import Measurement
 from accelbench.core.names import STATUS_FAILED, STATUS_OK
+from accelbench.core.reasons import BENCH_CODES, BY_CODE, CHECK_ERROR, TIMEOUT, WORKER_LOST
 from accelbench.core.units import MISSING, format_number, format_pct, format_value
 
 VALIDATION = "validation"
@@ -27,6 +34,12 @@ PASS, FAIL, SKIP = "pass", "fail", "skip"
 _RUNNER_PARAMS = ("threads", "backend")
 # Warnings about the host beside a check that times nothing: it was not measured.
 _TIMING_WARNINGS = ("contended", "noisy")
+# How the runner words a case it stopped at its deadline, and one whose process died
+# (runner.supervisor, runner.launcher).
+_TIMED_OUT = "timed out after"
+_LOST = ("worker stopped answering", "worker process crashed", "worker process exited",
+         "ranks exited with code")
+_RANK_LOST = re.compile(r"\brank \d+ (was killed by|exited with code)")
 
 
 @dataclass(frozen=True)
@@ -48,12 +61,20 @@ class CheckResult:
     scope: str = ""
     judged: tuple[str, ...] = ()
     not_judged: tuple[str, ...] = ()
+    codes: tuple[str, ...] = ()  # the reason codes (core.reasons) of a fail or a warning
+    # A health check's findings as stored (subject, level, rule, message, code).
+    findings: tuple[dict[str, Any], ...] = ()
 
     @property
     def shown(self) -> str:
         """The verdict as a table shows it: "pass (load only)" for a partial pass."""
         text = SHOWN[self.verdict]
         return f"{text} ({self.scope})" if self.scope and self.verdict == PASS else text
+
+    @property
+    def coded_reason(self) -> str:
+        """The reason with the check's codes before it: "ACCEL_NUMERICS: error 0.2 ..."."""
+        return coded(self.codes, self.reason)
 
     @property
     def name(self) -> str:
@@ -64,7 +85,8 @@ class CheckResult:
         return {"check": self.check, "subject": self.subject, "precision": self.precision,
                 "verdict": self.verdict, "error": self.error, "tolerance": self.tolerance,
                 "margin_pct": self.margin, "unit": self.unit, "reason": self.reason or None,
-                "case": self.label, "key": self.key,
+                "case": self.label, "key": self.key, "codes": list(self.codes),
+                "findings": [dict(f) for f in self.findings],
                 **({"scope": self.scope, "judged": list(self.judged),
                     "not_judged": list(self.not_judged)} if self.scope else {})}
 
@@ -92,10 +114,66 @@ def check_result(m: Measurement) -> CheckResult:
     reason = m.reason or "; ".join(notes)
     dtype = m.case.dtype
     scope = m.details.get("verdict_scope")
+    verdict = verdict_of(m)
+    found = stored_findings(m)
     return CheckResult(m.case.benchmark, subject, dtype if isinstance(dtype, str) else None,
-                       verdict_of(m), error, tolerance, margin, unit, reason, m.case.label,
+                       verdict, error, tolerance, margin, unit, reason, m.case.label,
                        m.case.key, m.case.family, scope if isinstance(scope, str) else "",
-                       _names(m.details.get("judged")), _names(m.details.get("not_judged")))
+                       _names(m.details.get("judged")), _names(m.details.get("not_judged")),
+                       codes_of(m, verdict, found), found)
+
+
+def coded(codes: Iterable[str], text: str) -> str:
+    """`text` with the reason `codes` before it, as the tables show a fail or a warning."""
+    named = ", ".join(codes)
+    return f"{named}: {text}" if named and text else named or text
+
+
+def stored_findings(m: Measurement) -> tuple[dict[str, Any], ...]:
+    """The findings a check stored in its details (a health check's), each as subject,
+    level, rule, message and code (None for a code outside the table: stored records are
+    not trusted); a record without the fields it needs is left out."""
+    raw = m.details.get("findings") if isinstance(m.details, dict) else None
+    if not isinstance(raw, list):
+        return ()
+    out = []
+    for item in raw:
+        if not isinstance(item, dict) or not all(isinstance(item.get(k), str) for k in
+                                                 ("subject", "level", "rule", "message")):
+            continue
+        code = item.get("code")
+        out.append({"subject": item["subject"], "level": item["level"], "rule": item["rule"],
+                    "message": item["message"],
+                    "code": code if isinstance(code, str) and code in BY_CODE else None})
+    return tuple(out)
+
+
+def codes_of(m: Measurement, verdict: str, found: tuple[dict[str, Any], ...] = ()
+             ) -> tuple[str, ...]:
+    """The reason codes of a check (see the module docstring); none for a skip or a
+    clean pass."""
+    if verdict == SKIP:
+        return ()
+    level = "fail" if verdict == FAIL else "warn"
+    from_findings = [f["code"] for f in found if f["level"] == level and f["code"]]
+    if verdict == PASS:
+        return tuple(dict.fromkeys(from_findings))
+    reason = m.reason or ""
+    codes: list[str] = []
+    if _TIMED_OUT in reason:
+        codes.append(TIMEOUT)
+    elif any(lost in reason for lost in _LOST) or _RANK_LOST.search(reason):
+        codes.append(WORKER_LOST)
+    codes += from_findings
+    events = m.details.get("gpu_events") if isinstance(m.details, dict) else None
+    if isinstance(events, list) and any(isinstance(e, dict) and e.get("level") == "fail"
+                                        for e in events):
+        codes.append("ACCEL_GPU_FAULT")
+    if not codes:
+        traceback = isinstance(m.details, dict) and "traceback" in m.details
+        default = BENCH_CODES.get(m.case.benchmark)
+        codes.append(CHECK_ERROR if traceback or default is None else default)
+    return tuple(dict.fromkeys(codes))
 
 
 def _names(value: Any) -> tuple[str, ...]:

@@ -64,6 +64,7 @@ from accelbench.analysis.evidence import CONTENDED, INCONCLUSIVE, THROTTLED
 from accelbench.analysis.latest import NodeState, node_states
 from accelbench.analysis.rules import Rule
 from accelbench.core.measurement import Figure, Measurement
+from accelbench.core.reasons import CHECK_ERROR
 from accelbench.core.untrusted import short
 from accelbench.errors import UserError
 from accelbench.store import RunRecord, StoredRun
@@ -81,13 +82,30 @@ class Finding:
     off_by: float | None  # how far past the limit, relative to it: 0.16 is 16% short
     detail: str = ""
     run: str | None = None  # the run the judged figure came from; None for a missing case
+    # Its reason codes (core.reasons): a failed check's own; else the code of what
+    # failed (a figure against the baseline, a failed or missing case, odd wiring).
+    codes: tuple[str, ...] = ()
+
+    def __post_init__(self) -> None:
+        if not self.codes:
+            object.__setattr__(self, "codes", (_rule_code(self),))
 
     def to_dict(self) -> dict[str, Any]:
         return {"rule": self.rule, "category": self.category, "compare": self.compare,
                 "case": self.case, "figure": self.figure, "observed": self.observed,
                 "limit": self.limit,
                 "off_by_pct": None if self.off_by is None else 100.0 * self.off_by,
-                "detail": self.detail or None, "run": self.run}
+                "detail": self.detail or None, "run": self.run, "codes": list(self.codes)}
+
+
+def _rule_code(finding: Finding) -> str:
+    if finding.compare == r.STATUS:
+        return "ACCEL_CASE_MISSING" if finding.detail == "missing" else "ACCEL_CASE_FAILED"
+    if finding.compare == "wiring":
+        return "ACCEL_WIRING"
+    if finding.compare == "verdict":
+        return CHECK_ERROR
+    return "ACCEL_BELOW_BASELINE"
 
 
 @dataclass(frozen=True)
@@ -117,6 +135,11 @@ class NodeResult:
         return list(dict.fromkeys(f.category for f in self.findings))
 
     @property
+    def codes(self) -> list[str]:
+        """The reason codes of its failing findings, each once."""
+        return list(dict.fromkeys(c for f in self.findings for c in f.codes))
+
+    @property
     def inconclusive_categories(self) -> list[str]:
         return list(dict.fromkeys(f.category for f in self.inconclusive))
 
@@ -133,7 +156,7 @@ class NodeResult:
         return {"node": self.node, "host": self.host, "run": self.run_id,
                 "runs": list(self.runs), "generation_key": self.generation_key,
                 "checks": self.checks, "verdict": self.verdict, "failed": self.failed,
-                "categories": self.categories,
+                "categories": self.categories, "codes": self.codes,
                 "findings": [f.to_dict() for f in self.findings],
                 "inconclusive": [f.to_dict() for f in self.inconclusive]}
 
@@ -166,6 +189,18 @@ class Diagnosis:
             "notes": self.notes,
             "unmatched_rules": self.unmatched,
         }
+
+
+def with_codes(d: Diagnosis, codes: Collection[str]) -> Diagnosis:
+    """The diagnosis judged on the findings that carry one of `codes` alone: every
+    other finding, failing or inconclusive, is left out (a node with none left passes)."""
+    def kept(found: Sequence[Finding]) -> list[Finding]:
+        return [f for f in found if not set(codes).isdisjoint(f.codes)]
+
+    nodes = [replace(n, findings=kept(n.findings), inconclusive=kept(n.inconclusive))
+             for n in d.nodes]
+    note = f"only findings with the reason code(s) {', '.join(codes)}"
+    return replace(d, nodes=nodes, notes=[*d.notes, note])
 
 
 def unmatched_rules(measurements: Iterable[Measurement], rules: Sequence[Rule]) -> list[str]:
@@ -477,7 +512,7 @@ def check_finding(result: CheckResult, run: str | None = None) -> Finding:
     limit = f"tolerance {tolerance:.3g}" if tolerance is not None else "pass"
     return Finding(f"{result.family} {result.check}", result.family, "verdict", result.label,
                    "error" if error is not None else None, error, limit, off, result.reason,
-                   run)
+                   run, result.codes)
 
 
 def _pattern_matches(rule: Rule, case: BaselineCase) -> bool:

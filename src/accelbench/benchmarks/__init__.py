@@ -14,6 +14,7 @@ from accelbench.benchmarks.health.family import FAMILY as HEALTH
 from accelbench.benchmarks.isolate.family import FAMILY as ISOLATE
 from accelbench.benchmarks.micro.family import FAMILY as MICRO
 from accelbench.benchmarks.models.family import FAMILY as MODELS
+from accelbench.benchmarks.qualify.family import FAMILY as QUALIFY
 from accelbench.benchmarks.scale.family import FAMILY as SCALE
 from accelbench.benchmarks.serving.family import FAMILY as SERVING
 from accelbench.benchmarks.validation.family import FAMILY as VALIDATION
@@ -31,6 +32,9 @@ REGISTRY = Registry.of([
     VALIDATION,
     # Node health (`accelbench health`, `validate --level`): readings judged by rules.
     HEALTH,
+    # Qualification (`accelbench qualify`, `validate --level`): the node's figures
+    # against the gates of its GPU model.
+    QUALIFY,
 ], locator=f"{__name__}:REGISTRY")
 
 __all__ = ["REGISTRY"]

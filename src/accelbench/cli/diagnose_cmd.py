@@ -53,11 +53,22 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         "median)")
     parser.add_argument("--drain-list", type=path_arg, metavar="FILE",
                         help="write the host name of every failing node to FILE, one per "
-                        "line, for `scontrol update NodeName=$(paste -sd, FILE) "
-                        "State=DRAIN` (an empty file when none fails; an inconclusive "
-                        "node is never listed)")
+                        "line with its Slurm drain reason naming its reason codes "
+                        "(`host Reason=accelbench:ACCEL_...`; an empty file when none "
+                        "fails; an inconclusive node is never listed)")
+    parser.add_argument("--code", nargs="+", metavar="CODE",
+                        help="judge only the findings with one of these reason codes "
+                        "(docs/reasons.md): other findings are left out, a node with none "
+                        "left passes")
     add_exclude_contended(parser)
     add_exclude_throttled(parser)
+    parser.add_argument("--by-gpu", action="store_true",
+                        help="instead of judging nodes, follow each GPU by its serial (else "
+                        "UUID) across the nodes it was in: its figures over its runs and "
+                        "where they changed (change points); exit 1 if a GPU's figure of a "
+                        "case ends on a regression")
+    parser.add_argument("--gpu", metavar="KEY",
+                        help="only this GPU (its serial, UUID or key); implies --by-gpu")
     add_store(parser)
     add_json(parser)
 
@@ -80,14 +91,18 @@ def load_baseline(ref: str, store: Any, leave_out: tuple[str, ...] = ()) -> Any:
 
 
 def run(args: argparse.Namespace) -> int:
+    if args.by_gpu or args.gpu is not None:
+        return run_by_gpu(args)
     import sys
 
     from accelbench.analysis.diagnose import diagnose, unmatched_message
     from accelbench.analysis.evidence import CONTENDED, THROTTLED
     from accelbench.analysis.rules import load_rules
     from accelbench.analysis.select import select_runs
+    from accelbench.core.reasons import known_codes
     from accelbench.errors import EXIT_CASE_FAILED, EXIT_INCONCLUSIVE
 
+    codes = known_codes(args.code) if args.code else ()
     rules = load_rules(args.rules)
     leave_out = tuple(mark for mark, asked in ((CONTENDED, args.exclude_contended),
                                                (THROTTLED, args.exclude_throttled)) if asked)
@@ -100,10 +115,17 @@ def run(args: argparse.Namespace) -> int:
                       exclude_throttled=args.exclude_throttled)
     if strict and result.unmatched:
         print(f"accelbench: warning: {unmatched_message(result.unmatched)}", file=sys.stderr)
+    if codes:
+        from accelbench.analysis.diagnose import with_codes
+
+        result = with_codes(result, codes)
     from accelbench.slurm.drain import write_drain
 
-    drain = write_drain(args.drain_list, [n.host for n in result.failing]) if args.drain_list \
-        else None
+    by_host: dict[str, list[str]] = {}
+    for n in result.failing:
+        by_host.setdefault(n.host, []).extend(n.codes)
+    drain = write_drain(args.drain_list, [n.host for n in result.failing], by_host) \
+        if args.drain_list else None
     if args.json:
         print_json({**result.to_dict(), **({"drain": drain} if drain is not None else {})})
     else:
@@ -115,3 +137,32 @@ def run(args: argparse.Namespace) -> int:
     if result.failing:
         return EXIT_CASE_FAILED
     return EXIT_INCONCLUSIVE if result.inconclusive else 0
+
+
+def run_by_gpu(args: argparse.Namespace) -> int:
+    """`diagnose --by-gpu`: each GPU's change points, whichever node it was in."""
+    from accelbench.analysis.gpu_history import load_histories
+    from accelbench.analysis.select import select_runs
+    from accelbench.errors import EXIT_CASE_FAILED, UserError
+
+    judging = [name for name, given in (
+        ("--rules", args.rules is not None), ("--baseline", args.baseline != "fleet"),
+        ("--drain-list", args.drain_list is not None),
+        ("--code", bool(getattr(args, "code", None)))) if given]
+    if judging:
+        raise UserError(f"--by-gpu follows GPUs over time and judges no node: it takes no "
+                        f"{', '.join(judging)}")
+
+    with open_store(args, create=False) as store:
+        run_ids = ({r.record.id for r in select_runs(store, args.runs)} if args.runs
+                   else None)
+        histories = load_histories(store, gpu=args.gpu, run_ids=run_ids)
+    if args.json:
+        print_json({"gpus": [h.to_dict() for h in histories]})
+    else:
+        from accelbench.report.gpu_tables import gpu_history_tables
+        from accelbench.report.tables import render_rich
+        from accelbench.report.terminal import console
+
+        render_rich(gpu_history_tables(histories), console())
+    return EXIT_CASE_FAILED if any(h.regressed for h in histories) else 0

@@ -9,7 +9,8 @@ from accelbench.cli.options import add_store, open_store, path_arg, percentage, 
 
 NAME = "publish"
 HELP = ("write a static site of every stored run (overview, cases over time, fleet, "
-        "generations, regressions, run reports) into a folder, rewriting only what changed")
+        "generations, regressions, GPUs, run reports) into a folder, rewriting only what "
+        "changed")
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:

@@ -25,6 +25,7 @@ from accelbench.cli.options import (
     positive_seconds,
     print_json,
 )
+from accelbench.cli.validate_request import LEVELS
 from accelbench.core.untrusted import is_decimal
 from accelbench.errors import EXIT_CASE_FAILED, EXIT_OK, NodesError, UserError
 
@@ -58,13 +59,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                          help="the suite each node runs (default quick)")
     qualify.add_argument("--validate", action="store_true",
                          help="also run `accelbench validate` on each node")
-    qualify.add_argument("--level", type=int, choices=(1, 2, 3), metavar="N",
+    qualify.add_argument("--level", type=int, choices=LEVELS, metavar="N",
                          help="run `accelbench validate --level N` on each node (1: the "
-                         "node's health; 2: with every check, the copy matrix and a short "
-                         "burn-in; 3: a long burn-in)")
+                         "node's health and configuration gates; 2: with every check, the "
+                         "copy matrix, the GPU model's gates and a short burn-in; 3: a long "
+                         "stress and the power gate; 4: a soak and the training gate)")
     qualify.add_argument("--drain-list", type=path_arg, metavar="FILE",
                          help="with --wait, write the nodes whose job failed to FILE, one "
-                         "per line, for `scontrol update ... State=DRAIN`")
+                         "per line with its drain reason (`host Reason=accelbench:"
+                         "ACCEL_JOB_FAILED`), for `scontrol update ... State=DRAIN`")
     _add_common(qualify)
 
     taken = {"qualify", "scaling", "status"}
@@ -491,7 +494,7 @@ def _drain_failed(path: str, submitted: list[tuple[str, str]], states: list[JobS
     by_id = {job.job_id: job for job in states}
     failed = [node for job_id, node in submitted
               if job_id in by_id and by_id[job_id].finished and not by_id[job_id].succeeded]
-    write_drain(path, failed)
+    write_drain(path, failed, {node: ("ACCEL_JOB_FAILED",) for node in failed})
 
 
 def _report(args: argparse.Namespace, states: list[JobState], finished: bool) -> int:

@@ -7,7 +7,7 @@ from __future__ import annotations
 import argparse
 import difflib
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from accelbench.cli.options import (
     add_device,
@@ -34,13 +34,18 @@ MEMTEST = "memtest"
 HEALTH = "health"
 COPY_MATRIX = "copy-matrix"
 STRESS = "stress"
-# --level, as DCGM's diagnostic levels; each family says which of its checks a level runs
-# (core.family.Family.levels): 1 the node's health only (seconds); 2 that, every check,
-# the copy matrix and a short burn-in (minutes); 3 the same with a long stress (GEMM and
-# memory at once, judged on throttling, clocks and ECC) in place of the burn-in. A level's
-# load runs last, for the seconds given here (or --burn).
-LEVELS = (1, 2, 3)
-LEVEL_LOAD = {2: (BURN_IN, 60.0), 3: (STRESS, 600.0)}
+GATE = "gate"
+# --level, as DCGM's and RVS's levels; each family says which of its checks a level runs
+# (core.family.Family.levels): 1 the node's health and the gates that read the node's
+# configuration (seconds); 2 that, every check, the copy matrix, the figures gated at
+# level 2 (bandwidths, short GEMMs) and a short burn-in (minutes); 3 the same with
+# longer GEMMs, the power under load and a long stress (GEMM and memory at once, judged
+# on throttling, clocks and ECC) in place of the burn-in; 4 all of it with the training
+# gate and a soak: the stress and then the burn-in. A level's loads run last, each for
+# the seconds given here (or --burn).
+LEVELS = (1, 2, 3, 4)
+LEVEL_LOADS: dict[int, tuple[tuple[str, ...], float]] = {
+    2: ((BURN_IN,), 60.0), 3: ((STRESS,), 600.0), 4: ((STRESS, BURN_IN), 900.0)}
 
 
 def add_validate_options(parser: argparse.ArgumentParser) -> None:
@@ -56,11 +61,13 @@ def add_validate_options(parser: argparse.ArgumentParser) -> None:
                         help="multiply every check's tolerance by X, a positive number "
                         "(2 allows twice the error; default 1)")
     parser.add_argument("--level", type=int, choices=LEVELS, metavar="N",
-                        help="how deep, as DCGM's levels: 1 the node's health only (seconds); "
-                        "2 health, every check, the copy matrix and a 60 s burn-in; 3 the "
-                        "same with a 600 s stress (GEMM and memory at once, failing on "
-                        "throttling, a sagging clock or rising ECC) for the burn-in; --burn "
-                        "sets either's length")
+                        help="how deep, as DCGM's and RVS's levels: 1 the node's health and "
+                        "configuration gates (seconds); 2 adds every check, the copy matrix, "
+                        "bandwidths and short GEMMs against the GPU model's gates and a 60 s "
+                        "burn-in; 3 longer GEMMs, the power under load and a 600 s stress "
+                        "(failing on throttling, a sagging clock or rising ECC) for the "
+                        "burn-in; 4 adds the training gate and a soak (900 s stress, then "
+                        "900 s burn-in); --burn sets the loads' length")
     parser.add_argument("--burn", type=positive_seconds, metavar="SECONDS",
                         help="also run the burn-in: sustained GEMM for SECONDS, checked every "
                         "few calls, with the throughput per interval")
@@ -95,13 +102,19 @@ def validate_request(args: argparse.Namespace, registry: Registry) -> RunRequest
         raise UserError("--level chooses the checks: give --level or --check, not both")
     if not checks:
         checks = level_checks(args.level, registry)
-    load, seconds = LEVEL_LOAD.get(args.level or 0, (BURN_IN, None))
+    loads, seconds = LEVEL_LOADS.get(args.level or 0, ((BURN_IN,), None))
     burn = args.burn if args.burn is not None else seconds
-    if burn is not None and load not in checks:
-        checks.append(load)
-    values: dict[str, tuple[float]] = {}
+    if burn is not None:
+        checks.extend(load for load in loads if load not in checks)
+    values: dict[str, tuple[Any, ...]] = {}
     if burn is not None:
         values["seconds"] = (burn,)
+    if GATE in checks:
+        # Every figure: those with no gate for this node's GPU model at the level are
+        # not planned (the gate check's `applies`).
+        figure = registry.get(GATE).param("figure")
+        values["figure"] = tuple(figure.choices or ()) if figure is not None else ()
+        values["level"] = (args.level or 2,)
     if args.tolerance_scale is not None:
         if not any(registry.get(c).param("tolerance_scale") for c in checks):
             raise UserError(f"--tolerance-scale: none of the selected checks "
@@ -127,7 +140,7 @@ def level_checks(level: int | None, registry: Registry) -> list[str]:
     suite = load_suite(SUITE, registry).benchmarks()
     if level is None:
         return suite
-    load = LEVEL_LOAD.get(level, ("", None))[0]
-    named = [name for name in registry.level_checks(level) if name != load]
+    loads = LEVEL_LOADS.get(level, ((), None))[0]
+    named = [name for name in registry.level_checks(level) if name not in loads]
     return sorted(dict.fromkeys(named), key=lambda name: (
         suite.index(name) if name in suite else len(suite)))

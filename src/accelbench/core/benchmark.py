@@ -66,6 +66,9 @@ class Benchmark:
     # Seconds a case may take beyond `timeout_s`, from its parameters: for a case whose
     # length is a parameter (a burn-in of N seconds).
     extra_time: Callable[[Mapping[str, Any]], float] | None = None
+    # Whether a case of these parameters is planned on this device at all (a qualify
+    # gate whose figure has no gate for the device's model): None plans every case.
+    applies: Callable[[Mapping[str, Any], DeviceInfo], bool] | None = None
     # What this benchmark's results add to a run's report: "module:function" entries,
     # each called with the run's measurements of every benchmark naming that entry and
     # returning core.view Sections (see `Registry.views`). Resolved only when a report

@@ -5,8 +5,9 @@ int8), with the 2:4 structured-sparsity figure kept apart. On NVIDIA GPUs fp32 i
 non-tensor FP32 figure (an fp32 GEMM without TF32 runs on the CUDA cores) and fp64 is the
 FP64 tensor-core figure; on AMD GPUs fp32 and fp64 are the matrix-core figures. NVIDIA's
 Hopper datasheets print only the sparse tensor figures ("1/2 lower without sparsity"), so
-the dense ones there are half of them. A figure a datasheet does not give is absent, never
-estimated.
+the dense ones there are half of them. The L40S (Ada) datasheet prints both, and no
+fp64 or int8 figure, so those are absent. A figure a datasheet does not give is absent,
+never estimated.
 
 MI250 and MI250X carry two GCDs per package and PyTorch sees each GCD as a device, so
 `devices_per_package` is 2 there and the per-device figures are half the package's; a
@@ -223,6 +224,14 @@ _PEAKS: tuple[DevicePeaks, ...] = (
         67.0,
         4.8,
         "NVIDIA H200 Tensor Core GPU datasheet",
+    ),
+    DevicePeaks(
+        name="NVIDIA L40S",
+        dense={"fp32": 91.6, "tf32": 183.0, "fp16": 362.05, "bf16": 362.05, "fp8": 733.0},
+        sparse={"tf32": 366.0, "fp16": 733.0, "bf16": 733.0, "fp8": 1466.0},
+        memory_tbs=0.864,
+        source="NVIDIA L40S datasheet (142 SMs; FP32 91.6, TF32 183, BF16/FP16 362.05, FP8 "
+        "733 TFLOP/s dense, twice that with sparsity; 48 GB GDDR6 at 864 GB/s; 350 W)",
     ),
 )
 

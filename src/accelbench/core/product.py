@@ -137,6 +137,7 @@ _BY_NAME = {s.name: s for s in SIGNATURES}
 NVIDIA = frozenset({
     "NVIDIA A100 SXM4 40GB", "NVIDIA A100 SXM4 80GB", "NVIDIA A100 PCIe 40GB",
     "NVIDIA A100 PCIe 80GB", "NVIDIA H100 SXM5", "NVIDIA H100 PCIe", "NVIDIA H200 SXM",
+    "NVIDIA L40S",
 })
 
 # Names as PyTorch or the vendor tool spell them, normalised by _normalise(), to the
@@ -163,6 +164,7 @@ _NAMES: dict[str, tuple[str, ...]] = {
     "h100 80gb hbm3": ("NVIDIA H100 SXM5",),
     "h100 pcie": ("NVIDIA H100 PCIe",),
     "h200": ("NVIDIA H200 SXM",),
+    "l40s": ("NVIDIA L40S",),
 }
 
 # Only one product has each of these architectures, so the architecture decides alone.

@@ -36,7 +36,9 @@ from accelbench.errors import DeviceError, StoreError
 #      nodes of the distributed job the run's cases ran on, their ranks and interconnect
 #      settings: env.cluster; checked by store.record_schema); "threads_source" (how
 #      the CPU thread count of a CPU run's cases was chosen: `--threads N` or the default,
-#      the CPUs the process may use; runner.capacity.threads_source).
+#      the CPUs the process may use; runner.capacity.threads_source); "gpus" (each
+#      visible GPU's UUID, board serial, PCI address and product, by PyTorch index:
+#      env.gpu_identity).
 FORMAT_VERSION = 1
 
 # Environment variables that change what a benchmark measures: library selection and
@@ -315,6 +317,21 @@ def _devices(torch: object, device: DeviceInfo) -> dict[str, Any]:
     }
 
 
+def _gpu_identities(read: Callable[[object, str, Mapping[str, str]], list[dict[str, Any]]]
+                    | None, torch: object, platform: str, environ: Mapping[str, str]
+                    ) -> list[dict[str, Any]]:
+    """Which physical GPUs the visible devices are; [] where that cannot be read (never
+    an error: a run does not depend on it)."""
+    if read is None:
+        from accelbench.env.gpu_identity import read_identities
+
+        read = read_identities
+    try:
+        return list(read(torch, platform, environ))
+    except Exception:
+        return []
+
+
 def _product(device: DeviceInfo) -> dict[str, Any]:
     """What a GPU was identified as, the peak table entry it gets, or why it gets none."""
     found = product.identify(device)
@@ -540,11 +557,14 @@ def collect(
     run: vendor_tools.Runner = vendor_tools.run_tool,
     environ: Mapping[str, str] | None = None,
     wiring: Callable[[str], dict[str, Any]] | None = None,
+    gpus: Callable[[object, str, Mapping[str, str]], list[dict[str, Any]]] | None = None,
 ) -> Fingerprint:
     """Fingerprint the stack for `device` ("auto", "cpu", "cuda", "cuda:1", ...).
 
     `wiring` reads the node's GPU/NIC topology for a platform (default: WIRING_READER),
-    kept under "topology" so that every run says how its node was wired.
+    kept under "topology" so that every run says how its node was wired. `gpus` reads
+    which physical GPUs the visible devices are (default: env.gpu_identity), kept under
+    "gpus" on a GPU platform.
 
     Raises DeviceError when the device asked for is not there.
     """
@@ -575,6 +595,7 @@ def collect(
     }
     if gpu:
         data["product"] = _product(selected)
+        data["gpus"] = _gpu_identities(gpus, torch_module, platform, environ)
         props = _call(_attr(torch_module, "cuda.get_device_properties"), selected.index or 0)
         model = apu.memory_model(props, selected, environ)
         if model is not None:

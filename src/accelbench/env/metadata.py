@@ -13,13 +13,15 @@ from typing import Any
 
 # How a value is written (report.fingerprint): as it is, as a binary size, as a list of
 # names counted ("2 x MI300X"), as a library's {"name", "version"}, or as the nodes of a
-# distributed job (env.cluster: one row for the nodes, then their interconnect settings).
+# distributed job (env.cluster: one row for the nodes, then their interconnect settings),
+# or as the physical GPUs of the visible devices (env.gpu_identity: one row per device).
 VALUE = "value"
 BYTES = "bytes"
 COUNTED = "counted"
 LIBRARY = "library"
 CLUSTER = "cluster"
-KINDS = (VALUE, BYTES, COUNTED, LIBRARY, CLUSTER)
+GPUS = "gpus"
+KINDS = (VALUE, BYTES, COUNTED, LIBRARY, CLUSTER, GPUS)
 
 
 @dataclass(frozen=True)
@@ -50,6 +52,7 @@ KEYS: tuple[MetadataKey, ...] = (
     MetadataKey("device.compute_units", "Multiprocessors (SMs, CUs; WGPs on RDNA)"),
     MetadataKey("device.l2_cache_bytes", "L2 cache", unit="B", kind=BYTES),
     MetadataKey("devices.names", "Devices visible", kind=COUNTED),
+    MetadataKey("gpus", "GPU", kind=GPUS),
     MetadataKey("product.label", "Identified as"),
     MetadataKey("product.identified_by", "Identified by"),
     MetadataKey("product.peaks", "Published peaks"),

@@ -289,6 +289,9 @@ def diagnosis_table(d: Diagnosis) -> Table:
         summary += f"; {len(unsure_nodes)} inconclusive: " + ", ".join(
             f"{n.node} ({', '.join(n.inconclusive_categories)})" for n in unsure_nodes)
     notes = [summary, *(f"baseline: {b.source}" for b in d.baselines), *d.notes]
+    if failing:
+        notes.append("Reason codes (docs/reasons.md): " + "; ".join(
+            f"{n.node} {', '.join(n.codes)}" for n in failing))
     if rows:
         notes.append("Run: the run the judged figure came from (- for a case not measured).")
     if unsure_nodes or any(n.inconclusive for n in failing):

@@ -10,7 +10,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from accelbench.core.units import format_bytes, format_plain
-from accelbench.env.metadata import BYTES, CLUSTER, COUNTED, KEYS, LIBRARY, MetadataKey
+from accelbench.env.metadata import BYTES, CLUSTER, COUNTED, GPUS, KEYS, LIBRARY, MetadataKey
 
 
 def format_library(value: Any) -> str:
@@ -58,6 +58,9 @@ def rows(fingerprint: Mapping[str, Any]) -> list[tuple[str, str]]:
         if meta.kind == CLUSTER and isinstance(value, Mapping):
             result.extend(cluster_rows(meta.label, value))
             continue
+        if meta.kind == GPUS and isinstance(value, list):
+            result.extend(gpu_rows(meta.label, value))
+            continue
         if meta.expand and isinstance(value, Mapping):
             # An empty value is kept here: CUDA_VISIBLE_DEVICES="" hides every GPU.
             result.extend(
@@ -70,6 +73,21 @@ def rows(fingerprint: Mapping[str, Any]) -> list[tuple[str, str]]:
         if text:
             result.append((meta.label, text))
     return result
+
+
+def gpu_rows(label: str, gpus: list[Any]) -> list[tuple[str, str]]:
+    """One row per visible device: which physical GPU it is ("GPU 0": "serial
+    1654923001001, UUID GPU-..., 0000:18:00.0, NVIDIA H100 80GB HBM3")."""
+    out = []
+    for gpu in gpus:
+        if not isinstance(gpu, Mapping):
+            continue
+        parts = [f"{name} {gpu[key]}" for name, key in (("serial", "serial"), ("UUID", "uuid"))
+                 if gpu.get(key)]
+        parts += [str(gpu[key]) for key in ("bus_id", "product") if gpu.get(key)]
+        out.append((f"{label} {format_plain(gpu.get('index'))}",
+                    ", ".join(parts) or "identity not readable"))
+    return out
 
 
 def cluster_rows(label: str, cluster: Mapping[str, Any]) -> list[tuple[str, str]]:

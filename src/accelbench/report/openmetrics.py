@@ -6,10 +6,11 @@ The metrics (the README's `accelbench export` lists them): per node and device, 
 newest run (`accelbench_run_*`); per case, its newest measurement (`accelbench_case_*`),
 each figure of it in a metric named for its unit (`accelbench_figure_*`), and for a
 validation or health check its verdict (`accelbench_validation_check_*`; a health
-check's findings by level in `accelbench_figure_findings`). Label values are stored
-text, written by prometheus-client's escaping; label and metric names are ours only.
-No sample carries a timestamp (node_exporter refuses files that do): the times are
-gauges of their own.
+check's findings by level in `accelbench_figure_findings`) and the reason codes of a
+check that failed or warned (`accelbench_check_reason`, one sample per code). Label
+values are stored text, written by prometheus-client's escaping; label and metric names
+are ours only. No sample carries a timestamp (node_exporter refuses files that do): the
+times are gauges of their own.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from __future__ import annotations
 from collections.abc import Iterator, Sequence
 from typing import TYPE_CHECKING
 
-from accelbench.analysis.checks import PASS, SKIP, is_check, verdict_of
+from accelbench.analysis.checks import PASS, SKIP, codes_of, is_check, stored_findings, verdict_of
 from accelbench.analysis.latest import Latest, LatestCase
 from accelbench.core.names import RUN_STATUSES, STATUSES
 from accelbench.env.metadata import MetadataKey
@@ -144,6 +145,8 @@ def _case_families(cases: Sequence[LatestCase]) -> list[Metric]:
                     "failed (a skipped check has no sample here)", CHECK_LABELS)
     skipped = _gauge("accelbench_validation_check_skipped", "1: the check was skipped",
                      CHECK_LABELS)
+    reasons = _gauge("accelbench_check_reason", "1 for each reason code (docs/reasons.md) "
+                     "of a check that failed or passed with warnings", (*CHECK_LABELS, "code"))
     by_unit: dict[str, GaugeMetricFamily] = {}
     for found in cases:
         m = found.measurement
@@ -159,9 +162,11 @@ def _case_families(cases: Sequence[LatestCase]) -> list[Metric]:
             skipped.add_metric(labels, 1 if verdict == SKIP else 0)
             if verdict != SKIP:
                 passed.add_metric(labels, 1 if verdict == PASS else 0)
+            for code in codes_of(m, verdict, stored_findings(m)):
+                reasons.add_metric([*labels, code], 1)
         _add_figures(found, labels, by_unit, peak)
     return [case_run, measured, case_status, interval,
-            *(by_unit[word] for word in sorted(by_unit)), peak, passed, skipped]
+            *(by_unit[word] for word in sorted(by_unit)), peak, passed, skipped, reasons]
 
 
 def _add_figures(found: LatestCase, labels: list[str],

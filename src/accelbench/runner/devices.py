@@ -54,7 +54,7 @@ def make_flush(device: DeviceInfo) -> Callable[[], Any]:
     import torch
 
     if device.type == "cpu":
-        size = max(2 * _cpu_llc_bytes(), 64 * _MIB)
+        size = max(2 * cpu_llc_bytes(), 64 * _MIB)
     else:
         # Twice L2, and at least 512 MiB: MI300's Infinity Cache sits behind L2.
         size = max(2 * (device.l2_cache_bytes or 0), 512 * _MIB)
@@ -62,7 +62,8 @@ def make_flush(device: DeviceInfo) -> Callable[[], Any]:
     return lambda: buffer.fill_(1.0)
 
 
-def _cpu_llc_bytes() -> int:
+def cpu_llc_bytes() -> int:
+    """The largest cache CPU 0 sees, in bytes (32 MiB where sysfs does not say)."""
     best = 0
     for index in Path("/sys/devices/system/cpu/cpu0/cache").glob("index*"):
         try:

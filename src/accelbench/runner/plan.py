@@ -246,6 +246,10 @@ def expand(valid: ValidRequest, device: DeviceInfo, device_count: int = 1
     planned: dict[tuple[Case, int], PlannedCase] = {}
     for name in names:
         bench = valid.registry.get(name)
+        # Cases the benchmark says do not apply on this device: left out, unless that
+        # leaves it none, when they run to say why (a skip with its reason).
+        aside: dict[tuple[Case, int], PlannedCase] = {}
+        kept = len(planned)
         entries = [e for e in suite.entries if e.bench == name and e.applies_to(device)]
         if not entries and not request.benches:
             continue  # the suite measures it on other devices only
@@ -262,7 +266,11 @@ def expand(valid: ValidRequest, device: DeviceInfo, device_count: int = 1
                 for combo in itertools.product(*(axes[k] for k in keys)):
                     params = bench.resolve(dict(zip(keys, combo, strict=True)))
                     case = bench.case(params, device.torch_device)
-                    planned.setdefault((case, ranks), PlannedCase(bench, case, params, ranks))
+                    into = (planned if bench.applies is None or bench.applies(params, device)
+                            else aside)
+                    into.setdefault((case, ranks), PlannedCase(bench, case, params, ranks))
+        if len(planned) == kept:
+            planned.update(aside)
     return by_worker(list(planned.values()), device)
 
 

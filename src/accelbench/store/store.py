@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import math
 import os
 import secrets
 import time
@@ -35,6 +36,7 @@ from accelbench.core.names import (
 )
 from accelbench.errors import StoreError, UserError
 from accelbench.store import ddl
+from accelbench.store import gpus as gpu_table
 from accelbench.store.backend import Backend, Row, Transaction
 from accelbench.store.location import (
     POSTGRESQL,
@@ -421,6 +423,105 @@ class Store:
                                          row["created_at"]))
         return out
 
+    # -- GPUs ----------------------------------------------------------------------------
+
+    def gpus(self) -> list[gpu_table.StoredGpu]:
+        """Every GPU seen in the store's runs (store.gpus), with the nodes it was seen in
+        and when; the GPU last seen first. A GPU recorded by its UUID alone in some runs
+        (its serial unreadable there: no vendor library) is the GPU recorded with that
+        UUID and a serial in others, under the serial's key."""
+        alias = self._gpu_aliases()
+        spans: dict[tuple[str, str], list[float]] = {}
+        for row in self._query(
+                "SELECT g.gpu_key, g.host, MIN(r.started_at) AS first_seen,"
+                " MAX(r.started_at) AS last_seen, COUNT(DISTINCT g.run_id) AS runs"
+                " FROM run_gpus g JOIN runs r ON r.id = g.run_id GROUP BY g.gpu_key, g.host"):
+            key = alias.get(row["gpu_key"], row["gpu_key"])
+            span = spans.setdefault((key, row["host"]), [math.inf, -math.inf, 0])
+            span[:] = [min(span[0], float(row["first_seen"])),
+                       max(span[1], float(row["last_seen"])), span[2] + int(row["runs"])]
+        stays: dict[str, list[gpu_table.Stay]] = {}
+        for (key, host), (first, last, runs) in spans.items():
+            stays.setdefault(key, []).append(gpu_table.Stay(host, first, last, int(runs)))
+        named: dict[str, tuple[tuple[bool, float], Row]] = {}
+        for row in self._query(
+                "SELECT g.gpu_key, g.uuid, g.serial, g.product, MAX(r.started_at) AS seen"
+                " FROM run_gpus g JOIN runs r ON r.id = g.run_id"
+                " GROUP BY g.gpu_key, g.uuid, g.serial, g.product"):
+            key = alias.get(row["gpu_key"], row["gpu_key"])
+            rank = (row["serial"] is not None, float(row["seen"]))  # with a serial, newest
+            if key not in named or rank > named[key][0]:
+                named[key] = (rank, row)
+        out = [gpu_table.StoredGpu(
+            key, gpu_table.text(named[key][1]["uuid"]), gpu_table.text(named[key][1]["serial"]),
+            gpu_table.text(named[key][1]["product"]),
+            tuple(sorted(found, key=lambda s: (s.first_seen, s.host))))
+            for key, found in stays.items()]
+        out.sort(key=lambda g: (-g.last_seen, g.key))
+        return out
+
+    def _gpu_aliases(self) -> dict[str, str]:
+        """Key -> the key of the same GPU: a key that is a UUID, of a GPU recorded with that
+        UUID and a serial in other runs, -> the serial's key."""
+        rows = self._query("SELECT DISTINCT gpu_key, uuid, serial FROM run_gpus"
+                           " WHERE uuid IS NOT NULL")
+        bare = gpu_table.bare_uuid
+        by_uuid = {bare(r["uuid"]): r["gpu_key"] for r in rows if r["serial"] is not None}
+        return {r["gpu_key"]: by_uuid[bare(r["uuid"])] for r in rows
+                if r["serial"] is None and bare(r["gpu_key"]) == bare(r["uuid"])
+                and by_uuid.get(bare(r["uuid"]), r["gpu_key"]) != r["gpu_key"]}
+
+    def run_gpus(self, run_ids: Sequence[str] | None = None) -> list[gpu_table.RunGpu]:
+        """The GPUs of these runs (None: of every run), by run and device index, each under
+        the key `gpus` lists it by."""
+        alias = self._gpu_aliases()
+        if run_ids is None:
+            out = self._run_gpus("", ())
+        else:
+            ids = sorted(set(run_ids))
+            out = []
+            for start in range(0, len(ids), _IDS_PER_QUERY):
+                chunk = ids[start:start + _IDS_PER_QUERY]
+                out += self._run_gpus(f"WHERE run_id IN ({', '.join('?' for _ in chunk)})",
+                                      chunk)
+        return [dataclasses.replace(g, key=alias[g.key]) if g.key in alias else g for g in out]
+
+    def _run_gpus(self, where: str, params: Sequence[Any]) -> list[gpu_table.RunGpu]:
+        out = []
+        for row in self._query(
+                f"SELECT * FROM run_gpus {where} ORDER BY run_id, device_index", params):
+            key, index = gpu_table.text(row["gpu_key"]), row["device_index"]
+            if key is None or isinstance(index, bool) or not isinstance(index, int) \
+                    or not 0 <= index < gpu_table.MAX_GPUS:
+                continue  # not as written: left out rather than guessed at
+            out.append(gpu_table.RunGpu(
+                row["run_id"], index, key, gpu_table.text(row["uuid"]),
+                gpu_table.text(row["serial"]), gpu_table.text(row["bus_id"]),
+                gpu_table.text(row["host"]) or "", gpu_table.text(row["product"])))
+        return out
+
+    def gpu_measurements(self, keys: str | Sequence[str]
+                         ) -> list[tuple[RunRecord, Measurement]]:
+        """Every measurement of the runs the GPU(s) `keys` were in, oldest run first (each
+        run's result of each case); which of them used which GPU is for
+        analysis.gpu_history to say, with `run_gpus`."""
+        asked = {keys} if isinstance(keys, str) else set(keys)
+        wanted = sorted(asked | {k for k, same in self._gpu_aliases().items() if same in asked})
+        ids: set[str] = set()
+        for start in range(0, len(wanted), _IDS_PER_QUERY):
+            chunk = wanted[start:start + _IDS_PER_QUERY]
+            ids.update(row["run_id"] for row in self._query(
+                "SELECT DISTINCT run_id FROM run_gpus"
+                f" WHERE gpu_key IN ({', '.join('?' for _ in chunk)})", chunk))
+        run_ids = sorted(ids)
+        out: list[tuple[RunRecord, Measurement]] = []
+        for start in range(0, len(run_ids), _IDS_PER_QUERY):
+            chunk = run_ids[start:start + _IDS_PER_QUERY]
+            out += self._measurements_where(
+                f"m.run_id IN ({', '.join('?' for _ in chunk)})", chunk)
+        out.sort(key=lambda pair: (pair[0].started_at, pair[0].id))  # stable: m.id kept
+        return out
+
     def profiles_for_run(self, ref: str) -> list[StoredProfile]:
         """The profiles of a run (an id, a unique prefix or "latest"), oldest first."""
         run_id = self.resolve_run(ref)
@@ -603,7 +704,13 @@ def _insert_run(tx: Transaction, record: RunRecord, fingerprint: dict[str, Any])
     inserted = tx.execute(
         f"INSERT INTO runs ({', '.join(columns)}) VALUES ({', '.join('?' * len(columns))})"
         " ON CONFLICT (id) DO NOTHING", tuple(row[name] for name in columns))
-    return inserted.rowcount == 1
+    if inserted.rowcount != 1:
+        return False
+    gpu_rows = gpu_table.rows_of(record.id, record.host, fingerprint)
+    if gpu_rows:
+        tx.executemany(f"INSERT INTO run_gpus ({', '.join(gpu_table.COLUMNS)})"
+                       f" VALUES ({', '.join('?' * len(gpu_table.COLUMNS))})", gpu_rows)
+    return True
 
 
 def _complete_run(tx: Transaction, stored: StoredRun, status: str, fingerprint_id: str) -> bool:

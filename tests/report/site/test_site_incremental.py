@@ -165,8 +165,9 @@ def test_an_empty_store_makes_a_site_that_says_no_runs_yet(tmp_path) -> None:
     with Store.open(store_path, create=False) as store:
         done = publish(store, out)
     index = (out / "index.html").read_text()
-    assert "No runs yet" in index and done.written == 6  # the six site pages
+    assert "No runs yet" in index and done.written == 7  # the seven site pages
     assert "No runs yet" in (out / "fleet.html").read_text()
+    assert "No GPU identities stored yet" in (out / "gpus.html").read_text()
 
 
 def test_the_site_is_served_on_the_loopback(tmp_path) -> None:

@@ -145,7 +145,7 @@ def _placement(paths: Sequence[CopyPath]) -> list[Finding]:
             out.append(Finding(f"{p.source}->{p.target}", WARN, "memory lands on the NUMA "
                                "node asked (first touch by that node's CPUs)",
                                f"{p.kind} path: memory asked on {asked}, found on {p.placed}",
-                               {"asked": asked, "placed": p.placed}))
+                               {"asked": asked, "placed": p.placed}, "ACCEL_NUMA_PLACEMENT"))
     return out
 
 
@@ -162,7 +162,7 @@ def host_findings(paths: Sequence[CopyPath]) -> list[Finding]:
             "node (slower: a missing or slower DIMM, or a busy node)",
             f"{bw / 1e9:.1f} GB/s in its own memory"
             + (f", {slow:.2f}x slower than the best node" if slow > 1.005 else ""),
-            {"bandwidth": bw, "best": best}))
+            {"bandwidth": bw, "best": best}, "ACCEL_COPY_SLOW"))
     remote = [p for p in paths if p.source != p.target]
     for p in remote:
         out.append(Finding(f"{p.source}->{p.target}", PASS, "remote copies recorded",
@@ -186,7 +186,7 @@ def _named_slow(paths: Sequence[CopyPath], kind: str, metric: Metric) -> list[Fi
                     f"isolate's rule: at least {MIN_SLOWNESS:g}x slower than the median and "
                     "an outlier)", f"{n.what} {n.name}: {n.value / 1e9:.1f} GB/s, "
                     f"{n.slowness:.2f}x slower than the median {n.center / 1e9:.1f} GB/s",
-                    n.to_dict())
+                    n.to_dict(), "ACCEL_COPY_SLOW")
             for n in name_slow(members, pairs, metric, "device")]
 
 
@@ -201,7 +201,8 @@ def _peer_findings(paths: Sequence[CopyPath], peers: dict[tuple[str, str], bool]
                                "reach each other's memory: copies between them are staged "
                                "through host memory (P2P off in the firmware or the IOMMU, "
                                "or ACS on a PCIe switch)",
-                               {"a_to_b": peers.get((a, b)), "b_to_a": peers.get((b, a))}))
+                               {"a_to_b": peers.get((a, b)), "b_to_a": peers.get((b, a))},
+                               "ACCEL_PEER_ACCESS"))
     on = {(p.source, p.target): p.bandwidth for p in paths if p.kind == "d2d"}
     for p in paths:
         if p.kind != "d2d-nopeer" or (p.source, p.target) not in on:
@@ -214,7 +215,7 @@ def _peer_findings(paths: Sequence[CopyPath], peers: dict[tuple[str, str], bool]
             "the driver's staging through host memory",
             f"{with_peer / 1e9:.1f} GB/s with peer access, {without / 1e9:.1f} GB/s "
             f"without ({gain:.2f}x)", {"with_peer": with_peer, "without": without,
-                                       "gain": gain}))
+                                       "gain": gain}, "ACCEL_PEER_ACCESS"))
     return out
 
 
@@ -243,7 +244,7 @@ def device_findings(paths: Sequence[CopyPath], pcie: dict[str, float],
                 f"a device's host link is at most {MIN_SLOWNESS:g}x slower than the median "
                 "device's (judged with three devices or more)",
                 f"{bw / 1e9:.1f} GB/s from its nearest NUMA node{share}",
-                {"bandwidth": bw, "median": center, "pcie_rate": link}))
+                {"bandwidth": bw, "median": center, "pcie_rate": link}, "ACCEL_COPY_SLOW"))
     if not members:
         out.append(Finding("gpus", PASS, "device pairs copied", "one device: no pair to copy "
                            "between", {}))

@@ -27,19 +27,26 @@ class Finding:
     rule: str  # the rule, stated: "any uncorrectable ECC error fails"
     message: str  # what was found, in one line
     reading: Mapping[str, Any] = field(default_factory=dict)  # the values decided on
+    # The reason code (core.reasons) of a finding that warns or fails; a pass has none,
+    # and a finding stored before codes existed reads back with none.
+    code: str | None = None
 
     def __post_init__(self) -> None:
         if self.level not in _ORDER:
             raise ValueError(f"unknown level {self.level!r}")
+        if self.level == PASS and self.code is not None:
+            object.__setattr__(self, "code", None)
 
     def to_dict(self) -> dict[str, Any]:
         return {"subject": self.subject, "level": self.level, "rule": self.rule,
-                "message": self.message, "reading": dict(self.reading)}
+                "message": self.message, "reading": dict(self.reading), "code": self.code}
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> Finding:
+        code = data.get("code")
         return cls(str(data["subject"]), str(data["level"]), str(data["rule"]),
-                   str(data["message"]), dict(data.get("reading") or {}))
+                   str(data["message"]), dict(data.get("reading") or {}),
+                   code if isinstance(code, str) else None)
 
 
 def worst(findings: Iterable[Finding]) -> str:
@@ -48,10 +55,12 @@ def worst(findings: Iterable[Finding]) -> str:
 
 
 def judged(subject: str, rule: str, failed: bool, message: str,
-           reading: Mapping[str, Any] | None = None, *, warn_only: bool = False) -> Finding:
-    """A finding that is FAIL (or WARN with `warn_only`) when `failed`, else PASS."""
+           reading: Mapping[str, Any] | None = None, *, code: str,
+           warn_only: bool = False) -> Finding:
+    """A finding that is FAIL (or WARN with `warn_only`) with reason `code` when
+    `failed`, else PASS (with no code)."""
     level = (WARN if warn_only else FAIL) if failed else PASS
-    return Finding(subject, level, rule, message, dict(reading or {}))
+    return Finding(subject, level, rule, message, dict(reading or {}), code)
 
 
 def conclude(findings: Sequence[Finding], details: dict[str, Any],

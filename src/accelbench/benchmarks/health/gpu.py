@@ -54,6 +54,9 @@ _LINK_NAMES = {"xgmi": "XGMI", "nvlink": "NVLink"}
 _NVML_SLOWDOWNS = frozenset({"HwSlowdown", "SwThermalSlowdown", "HwThermalSlowdown",
                              "HwPowerBrakeSlowdown"})
 _SMU_SLOWDOWN_PREFIXES = ("TEMP_", "VRHOT", "PROCHOT")
+# The slowdowns that are the power brake, not heat.
+_POWER_SLOWDOWNS = frozenset({"HwPowerBrakeSlowdown"})
+_DOWN_CODES = {"xgmi": "ACCEL_XGMI_LINK_DOWN", "nvlink": "ACCEL_NVLINK_DOWN"}
 
 
 # ------------------------------------------------------------------------------ model
@@ -307,16 +310,19 @@ def findings(read: GpuRead) -> dict[str, list[Finding]]:
     }
 
 
-Problem = tuple[str, str]  # (level, what was found)
+Problem = tuple[str, str, str]  # (level, what was found, its reason code)
 
 
 def _combined(subject: str, rule: str, problems: Sequence[Problem], fine: str,
               reading: Mapping[str, Any]) -> Finding:
-    """One finding at the worst problem's level, naming every problem; PASS with `fine`."""
+    """One finding at the worst problem's level, naming every problem, with the code of
+    the first problem at that level; PASS with `fine`."""
     if not problems:
         return Finding(subject, PASS, rule, fine, dict(reading))
-    level = FAIL if any(lvl == FAIL for lvl, _ in problems) else WARN
-    return Finding(subject, level, rule, "; ".join(text for _, text in problems), dict(reading))
+    level = FAIL if any(lvl == FAIL for lvl, _, _ in problems) else WARN
+    code = next(c for lvl, _, c in problems if lvl == level)
+    return Finding(subject, level, rule, "; ".join(text for _, text, _ in problems),
+                   dict(reading), code)
 
 
 def _with_errors(counts: Iterable[EccCount], kind: str) -> dict[str, int]:
@@ -341,18 +347,20 @@ def _ecc(gpu: GpuHealth) -> Finding:
     problems: list[Problem] = []
     uncorrectable = _with_errors(now, "uncorrectable")
     if uncorrectable:
-        problems.append((FAIL, f"uncorrectable ECC errors in {_named(uncorrectable)}"))
+        problems.append((FAIL, f"uncorrectable ECC errors in {_named(uncorrectable)}",
+                         "ACCEL_ECC_DBE"))
     deferred = _with_errors(now, "deferred")
     if deferred:
-        problems.append((FAIL, f"deferred ECC errors in {_named(deferred)}"))
+        problems.append((FAIL, f"deferred ECC errors in {_named(deferred)}", "ACCEL_ECC_DBE"))
     corrected = _with_errors(now, "correctable")
     if corrected:
-        problems.append((WARN, f"corrected ECC errors in {_named(corrected)}"))
+        problems.append((WARN, f"corrected ECC errors in {_named(corrected)}", "ACCEL_ECC_SBE"))
     past = _with_errors(lifetime, "uncorrectable")
     if past and not uncorrectable:
-        problems.append((WARN, f"uncorrectable ECC errors in the lifetime count: {_named(past)}"))
+        problems.append((WARN, f"uncorrectable ECC errors in the lifetime count: {_named(past)}",
+                         "ACCEL_ECC_LIFETIME"))
     if gpu.ecc_enabled is False and gpu.ecc_supported:
-        problems.append((WARN, "ECC is off on a GPU that supports it"))
+        problems.append((WARN, "ECC is off on a GPU that supports it", "ACCEL_ECC_DISABLED"))
     reading = {"ecc_enabled": gpu.ecc_enabled, "ecc_supported": gpu.ecc_supported,
                "counts": {c.label: {"correctable": c.correctable,
                                     "uncorrectable": c.uncorrectable,
@@ -375,15 +383,18 @@ def _pages(gpu: GpuHealth) -> Finding:
     problems: list[Problem] = []
     if pages.unrepairable:
         problems.append((FAIL, f"{pages.unrepairable} bad pages could not be retired "
-                               "(unreservable)"))
+                               "(unreservable)", "ACCEL_RETIRED_PAGES"))
     if pages.remap_failed:
-        problems.append((FAIL, "a row remapping failed"))
+        problems.append((FAIL, "a row remapping failed", "ACCEL_ROW_REMAP_FAILED"))
     if pages.pending:
-        problems.append((WARN, f"{pages.pending} bad pages pending retirement"))
+        problems.append((WARN, f"{pages.pending} bad pages pending retirement",
+                         "ACCEL_PAGES_PENDING"))
     if pages.remap_pending:
-        problems.append((WARN, "a row remapping is pending: reset the GPU"))
+        problems.append((WARN, "a row remapping is pending: reset the GPU",
+                         "ACCEL_PAGES_PENDING"))
     if pages.retirement_pending:
-        problems.append((WARN, "retired pages are pending: reset the GPU"))
+        problems.append((WARN, "retired pages are pending: reset the GPU",
+                         "ACCEL_PAGES_PENDING"))
     return _combined(gpu.subject, PAGES_RULE, problems, _pages_recorded(pages),
                      pages.to_dict())
 
@@ -404,24 +415,25 @@ def _pcie(gpu: GpuHealth) -> Finding:
         return Finding(gpu.subject, PASS, PCIE_RULE, "PCIe link not read")
     problems: list[Problem] = []
     if link.width is not None and link.width_max is not None and link.width < link.width_max:
-        problems.append((FAIL, f"x{link.width} of x{link.width_max} lanes"))
+        problems.append((FAIL, f"x{link.width} of x{link.width_max} lanes",
+                         "ACCEL_PCIE_WIDTH"))
     if link.gen is not None and link.gen_max is not None and link.gen < link.gen_max:
         problems.append(_generation(link.gen, link.gen_max, gpu.utilization_pct))
     if link.replay:
-        problems.append((WARN, f"{link.replay} PCIe replays"))
+        problems.append((WARN, f"{link.replay} PCIe replays", "ACCEL_PCIE_REPLAY"))
     if link.nak_sent or link.nak_received:
         problems.append((WARN, f"PCIe NAKs sent {link.nak_sent or 0}, "
-                               f"received {link.nak_received or 0}"))
+                               f"received {link.nak_received or 0}", "ACCEL_PCIE_REPLAY"))
     reading = {**link.to_dict(), "utilization_pct": gpu.utilization_pct}
     return _combined(gpu.subject, PCIE_RULE, problems, _pcie_state(link), reading)
 
 
 def _generation(gen: int, gen_max: int, busy: float | None) -> Problem:
     if busy is not None and busy >= LOAD_PCT:
-        return FAIL, f"Gen{gen} of Gen{gen_max} under load ({busy:g} % busy)"
+        return FAIL, f"Gen{gen} of Gen{gen_max} under load ({busy:g} % busy)", "ACCEL_PCIE_SPEED"
     at = "utilisation unknown" if busy is None else f"{busy:g} % busy"
     return WARN, (f"Gen{gen} of Gen{gen_max} ({at}): may be the idle power state; "
-                  "run under load")
+                  "run under load"), "ACCEL_PCIE_SPEED"
 
 
 def _pcie_state(link: PcieLink) -> str:
@@ -452,7 +464,8 @@ def _links(gpus: Sequence[GpuHealth]) -> list[Finding]:
         if gpu.link_error_status not in (None, "no_errors"):
             found.append(Finding(f"{gpu.subject} xgmi", WARN, LINK_ERROR_RULE,
                                  f"XGMI error status {gpu.link_error_status}",
-                                 {"link_error_status": gpu.link_error_status}))
+                                 {"link_error_status": gpu.link_error_status},
+                                 "ACCEL_LINK_ERRORS"))
     return found
 
 
@@ -468,7 +481,8 @@ def _link_count(gpu: GpuHealth, active: int, most: int) -> Finding:
     if active < most:
         message += f", where another GPU of the node has {most}"
     return judged(gpu.subject, LINK_COUNT_RULE, active < most, message,
-                  {"active": active, "node_most": most, "links": states})
+                  {"active": active, "node_most": most, "links": states},
+                  code=_down_code(wired[0].kind if wired else ""))
 
 
 def _link_findings(gpu: GpuHealth, link: GpuLink,
@@ -481,13 +495,18 @@ def _link_findings(gpu: GpuHealth, link: GpuLink,
         found.append(judged(
             subject, LINK_DOWN_RULE, True,
             f"missing {kind} link: {link.name} is down, up on {', '.join(peers)}",
-            {**link.to_dict(), "up_on": peers}))
+            {**link.to_dict(), "up_on": peers}, code=_down_code(link.kind)))
     errors = {name: n for name, n in link.errors.items() if n > 0}
     if errors:
         counted = ", ".join(f"{name} {n}" for name, n in errors.items())
         found.append(judged(subject, LINK_ERROR_RULE, True, f"{kind} errors: {counted}",
-                            link.to_dict(), warn_only=True))
+                            link.to_dict(), code="ACCEL_LINK_ERRORS", warn_only=True))
     return found
+
+
+def _down_code(kind: str) -> str:
+    """The reason code of a missing link of `kind`."""
+    return _DOWN_CODES.get(kind, "ACCEL_LINK_DOWN")
 
 
 def _is_slowdown(reason: str) -> bool:
@@ -502,11 +521,14 @@ def _throttle(gpu: GpuHealth) -> Finding:
     others = [r for r in gpu.throttle if not _is_slowdown(r)]
     reading = {"active": list(gpu.throttle)}
     if slow:
+        power = all(r in _POWER_SLOWDOWNS for r in slow)
         return judged(gpu.subject, THROTTLE_RULE, True, f"{', '.join(slow)} active now",
-                      reading, warn_only=True)
+                      reading, code="ACCEL_THROTTLE_POWER" if power else
+                      "ACCEL_THROTTLE_THERMAL", warn_only=True)
     recorded = f" ({', '.join(others)} active, not judged)" if others else ""
     return judged(gpu.subject, THROTTLE_RULE, False,
-                  f"no thermal or hardware slowdown active{recorded}", reading)
+                  f"no thermal or hardware slowdown active{recorded}", reading,
+                  code="ACCEL_THROTTLE_THERMAL")
 
 
 def _versions(gpus: Sequence[GpuHealth]) -> list[Finding]:
@@ -529,7 +551,8 @@ def _version(item: str, by_gpu: Mapping[str, str]) -> Finding:
     else:
         message = f"{item} differs: " + "; ".join(
             f"{version} on {', '.join(subjects)}" for version, subjects in holders.items())
-    return judged(item, VERSIONS_RULE, len(holders) > 1, message, dict(by_gpu), warn_only=True)
+    return judged(item, VERSIONS_RULE, len(holders) > 1, message, dict(by_gpu),
+                  code="ACCEL_VERSION_MISMATCH", warn_only=True)
 
 
 # ------------------------------------------------------------------------------ values

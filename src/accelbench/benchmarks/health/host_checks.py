@@ -41,12 +41,14 @@ def edac(root: str = "/sys") -> Checked:
         if mc.uncorrected:
             out.append(Finding(mc.name, FAIL, "any uncorrected host memory error fails",
                                f"{mc.uncorrected} uncorrected memory errors"
-                               + (f" ({', '.join(bad)})" if bad else ""), reading))
+                               + (f" ({', '.join(bad)})" if bad else ""), reading,
+                               "ACCEL_EDAC_UE"))
         elif mc.corrected:
             out.append(Finding(mc.name, WARN, "corrected host memory errors warn (a DIMM "
                                "that corrects errors is wearing out)",
                                f"{mc.corrected} corrected memory errors"
-                               + (f" ({', '.join(soft)})" if soft else ""), reading))
+                               + (f" ({', '.join(soft)})" if soft else ""), reading,
+                               "ACCEL_EDAC_CE"))
         else:
             out.append(Finding(mc.name, PASS, "no memory errors", "no memory errors", reading))
     return Checked(tuple(out), details)
@@ -74,10 +76,11 @@ def numa(root: str = "/sys", procfs: str = "/proc",
                 f"node{n.node}", FAIL, f"a CPU node with over {MEMORY_IMBALANCE:.0%} less "
                 "memory than the largest is missing memory",
                 f"{(n.memory_bytes or 0) / 2**30:.1f} GiB, the largest node has "
-                f"{largest / 2**30:.1f} GiB", reading))
+                f"{largest / 2**30:.1f} GiB", reading, "ACCEL_NUMA"))
         elif n.cpus and not n.memory_bytes:
             out.append(Finding(f"node{n.node}", WARN, "a node with CPUs has memory",
-                               "CPUs but no memory: every allocation is remote", reading))
+                               "CPUs but no memory: every allocation is remote", reading,
+                               "ACCEL_NUMA"))
         else:
             out.append(Finding(f"node{n.node}", PASS, "memory balanced across CPU nodes",
                                f"{len(n.cpus)} CPUs, {(n.memory_bytes or 0) / 2**30:.1f} GiB",
@@ -87,13 +90,15 @@ def numa(root: str = "/sys", procfs: str = "/proc",
             where = "unknown (firmware gives -1)" if d.numa_node is None else d.numa_node
             out.append(judged(d.address, "a GPU or NIC on a multi-node host has a NUMA node",
                               d.numa_node is None, f"{d.kind} {d.vendor}: NUMA node {where}",
-                              {"numa_node": d.numa_node}, warn_only=True))
+                              {"numa_node": d.numa_node}, code="ACCEL_NUMA_AFFINITY",
+                              warn_only=True))
     if any(d.kind == "gpu" for d in placed) and len(nodes) > 1:
         out.append(judged("kernel", "automatic NUMA balancing is off on a GPU node (AMD's "
                           "MI300X tuning guide: it can stall GPU work while pages move)",
                           bool(balancing), "numa_balancing is "
                           + {True: "on", False: "off", None: "unknown"}[balancing],
-                          {"numa_balancing": balancing}, warn_only=True))
+                          {"numa_balancing": balancing}, code="ACCEL_NUMA_BALANCING",
+                          warn_only=True))
     return Checked(tuple(out), details)
 
 
@@ -132,7 +137,8 @@ def _link_findings(d: sysfs.PciDevice, parent: sysfs.PciDevice | None) -> list[F
     out = []
     if link.width and max_width and link.width < max_width:
         out.append(Finding(subject, FAIL, "a link narrower than both ends support fails",
-                           f"PCIe x{link.width}, both ends support x{max_width}", reading))
+                           f"PCIe x{link.width}, both ends support x{max_width}", reading,
+                           "ACCEL_PCIE_WIDTH"))
     if link.speed_gts and max_speed and link.speed_gts < max_speed:
         idle = d.kind == "gpu"
         out.append(Finding(
@@ -140,7 +146,8 @@ def _link_findings(d: sysfs.PciDevice, parent: sysfs.PciDevice | None) -> list[F
             "a link slower than both ends support fails; on a GPU it warns (GPUs lower the "
             "link speed when idle: read it again under load)" if idle else
             "a link slower than both ends support fails",
-            f"PCIe {link.speed_gts:g} GT/s, both ends support {max_speed:g} GT/s", reading))
+            f"PCIe {link.speed_gts:g} GT/s, both ends support {max_speed:g} GT/s", reading,
+            "ACCEL_PCIE_SPEED"))
     if not out:
         out.append(Finding(subject, PASS, "link at the width and speed both ends support",
                            f"PCIe x{link.width} {link.speed_gts or 0:g} GT/s", reading))
@@ -166,12 +173,13 @@ def _aer(d: sysfs.PciDevice) -> list[Finding]:
     if fatal or nonfatal:
         return [Finding(subject, FAIL, "any uncorrectable PCIe error (AER) fails",
                         f"{fatal} fatal and {nonfatal} non-fatal uncorrectable PCIe errors",
-                        reading)]
+                        reading, "ACCEL_PCIE_AER")]
     if total:
         named = ", ".join(f"{k} {v}" for k, v in corrected.items()
                           if v and k != "TOTAL_ERR_COR")
         return [Finding(subject, WARN, "corrected PCIe errors (AER) warn: the link retries",
-                        f"{total} corrected PCIe errors ({named})", reading)]
+                        f"{total} corrected PCIe errors ({named})", reading,
+                        "ACCEL_PCIE_AER_CE")]
     return [Finding(subject, PASS, "no PCIe errors (AER)", "no PCIe errors", reading)]
 
 
@@ -197,7 +205,7 @@ def _acs(devices: Sequence[sysfs.PciDevice],
             f"ACS control {bridge.acs_control:#06x} above {count} GPUs: peer-to-peer "
             + ("redirected to the root complex" if redirect else "stays in the switch"),
             {"acs_control": bridge.acs_control, "gpus_below": count,
-             "redirect_bits": ACS_REDIRECT}, warn_only=True))
+             "redirect_bits": ACS_REDIRECT}, code="ACCEL_ACS", warn_only=True))
     return out
 
 
@@ -218,7 +226,8 @@ def iommu(root: str = "/sys", procfs: str = "/proc",
         out.append(judged(
             gpu.address, "a GPU's IOMMU group is in passthrough (iommu=pt, as ROCm's "
             "multi-GPU system guide asks): translated DMA slows peer-to-peer and host copies",
-            translated, f"IOMMU domain {kind or 'unknown'}", {"domain": kind}, warn_only=True))
+            translated, f"IOMMU domain {kind or 'unknown'}", {"domain": kind},
+            code="ACCEL_IOMMU", warn_only=True))
     if not gpus:
         out.append(Finding("kernel", PASS, "IOMMU mode recorded", "IOMMU present: "
                            + ", ".join(f"{n} {k}" for k, n in state.group_types.items()),

@@ -26,5 +26,6 @@ def findings(found: Iterable[Event]) -> list[Finding]:
         out.append(Finding(bus_id, level, rule, f"{len(logged)} GPU events since boot: "
                            f"{shown}{more}",
                            {"events": [{"kind": e.kind, "code": e.code, "text": e.text[:200],
-                                        "seconds": e.seconds} for e in logged[:50]]}))
+                                        "seconds": e.seconds} for e in logged[:50]]},
+                           "ACCEL_GPU_FAULT"))
     return out

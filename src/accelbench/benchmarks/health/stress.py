@@ -103,7 +103,7 @@ def judge(series: Series | None, missing: str | None, before: Sequence[Any],
                            f"throttled in {share:.0%} of {len(series.t) if series else 0} "
                            "readings" + (f" (reasons known: {', '.join(reasons[:6])})"
                                          if share > limit and reasons else ""),
-                           {"throttled_share": share}))
+                           {"throttled_share": share}, "ACCEL_THROTTLE"))
     clock = clock_sag(series) if series is not None else None
     clock_limit = params.max_clock_sag
     clock_rule = (f"the GFX clock holds: its last-fifth median at most {clock_limit:.0%} "
@@ -115,12 +115,14 @@ def judge(series: Series | None, missing: str | None, before: Sequence[Any],
         first, last, fell = clock
         out.append(Finding("clock", FAIL if fell > clock_limit else PASS, clock_rule,
                            f"GFX clock {first:.0f} MHz in the first fifth, {last:.0f} MHz in "
-                           "the last", {"first_mhz": first, "last_mhz": last, "sag": fell}))
+                           "the last", {"first_mhz": first, "last_mhz": last, "sag": fell},
+                           "ACCEL_CLOCK_SAG"))
     out += _ecc_findings(before, after)
     max_sag = params.max_sag
     out.append(Finding("throughput", WARN if sag > max_sag else PASS,
                        f"throughput falls at most {max_sag:.0%} from the first interval to "
-                       "the last", f"throughput fell {max(sag, 0.0):.1%}", {"sag": sag}))
+                       "the last", f"throughput fell {max(sag, 0.0):.1%}", {"sag": sag},
+                       "ACCEL_THROUGHPUT_SAG"))
     return out
 
 
@@ -140,7 +142,8 @@ def _ecc_findings(before: Sequence[Any], after: Sequence[Any]) -> list[Finding]:
         out.append(Finding(f"gpu{gpu.index}", level, rule,
                            f"ECC during the stress: {corrected} corrected, {uncorrected} "
                            "uncorrectable", {"corrected": corrected, "uncorrectable": uncorrected,
-                                             "before": list(then), "after": list(now)}))
+                                             "before": list(then), "after": list(now)},
+                           "ACCEL_ECC_DBE" if uncorrected > 0 else "ACCEL_ECC_SBE"))
     return out or [Finding("ecc", PASS, rule, f"{NOT_JUDGED}: no GPU reports ECC counts")]
 
 

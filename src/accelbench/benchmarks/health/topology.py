@@ -237,7 +237,7 @@ def visible_gpus(on_bus: int, runtime: int | None,
                        reading)
     if runtime < on_bus and not hidden:
         return Finding("gpus", FAIL, rule, f"{on_bus} GPUs on PCI, the runtime sees "
-                       f"{runtime}", reading)
+                       f"{runtime}", reading, "ACCEL_GPU_MISSING")
     return Finding("gpus", PASS, rule, f"{on_bus} GPUs on PCI, the runtime sees {runtime}"
                    + (f" ({', '.join(f'{k}={v}' for k, v in hidden.items())})"
                       if hidden else ""), reading)

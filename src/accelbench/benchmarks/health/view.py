@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from typing import Any
 
+from accelbench.analysis.checks import coded, codes_of, stored_findings, verdict_of
 from accelbench.benchmarks.health.findings import FAIL, PASS, WARN, Finding
 from accelbench.core.measurement import Measurement
 from accelbench.core.names import STATUS_OK
@@ -48,9 +49,9 @@ def checks_table(measurements: Sequence[Measurement]) -> Table:
         counts = {lv: sum(f.level == lv for f in found) for lv in (FAIL, WARN, PASS)}
         verdict = (m.details.get("verdict") if m.status == STATUS_OK else None) or (
             FAIL if found and counts[FAIL] else m.status)
-        said = m.reason or "; ".join(
+        said = coded(codes_of(m, verdict_of(m), stored_findings(m)), m.reason or "; ".join(
             f.message if len(found) == 1 else f"{f.subject}: {f.message}"
-            for f in found[:SHOWN_PASSES])
+            for f in found[:SHOWN_PASSES]))
         if len(found) > SHOWN_PASSES and not m.reason:
             said += f"; {len(found) - SHOWN_PASSES} more"
         rows.append((check_of(m), str(verdict), str(counts[FAIL]), str(counts[WARN]),
@@ -67,12 +68,12 @@ def findings_table(measurements: Iterable[Measurement]) -> Table | None:
         for f in sorted(findings_of(m), key=lambda f: _ORDER[f.level]):
             if f.level == PASS:
                 continue
-            rows.append((check_of(m), f.subject, f.level, f.message, f.rule))
+            rows.append((check_of(m), f.subject, f.level, f.code or "", f.message, f.rule))
             styles.append(_STYLES[f.level])
     if not rows:
         return None
     return Table("Health findings that warn or fail",
-                 ("Check", "Subject", "Level", "Found", "Rule"), rows, styles=styles)
+                 ("Check", "Subject", "Level", "Code", "Found", "Rule"), rows, styles=styles)
 
 
 def topology_table(measurements: Iterable[Measurement]) -> Table | None:

@@ -1,7 +1,8 @@
 """The `validation` family: is this stack correct and complete? Its cases are checks,
 which `accelbench validate` runs (every one but the burn-in by default; every one at
 `--level 2`, with a burn-in as the level's load; every one but the burn-in at `--level 3`,
-whose load is the health family's stress)."""
+whose load is the health family's stress; every one at `--level 4`, whose soak is the
+stress and then the burn-in)."""
 
 from accelbench.benchmarks.validation import (
     amp,
@@ -29,4 +30,4 @@ _BUT_BURN_IN = tuple(name for name in _EVERY if name != burn.BENCHMARK.name)
 FAMILY = Family(__package__, BENCHMARKS,
                 summary="numerics, mixed precision, determinism, compile and export, the "
                 "ecosystem libraries, collectives, device memory, burn-in",
-                checks=True, levels={2: _EVERY, 3: _BUT_BURN_IN})
+                checks=True, levels={2: _EVERY, 3: _BUT_BURN_IN, 4: _EVERY})

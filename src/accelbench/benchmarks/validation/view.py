@@ -38,7 +38,7 @@ def checks_table(results: Sequence[CheckResult]) -> Table | None:
         return None
     rows = [(r.name, r.precision or MISSING, r.shown,
              format_figure(r.error, r.unit), format_figure(r.tolerance, r.unit),
-             format_pct(r.margin), r.reason or "") for r in results]
+             format_pct(r.margin), r.coded_reason) for r in results]
     counts = tally(results)
     note = (f"{len(results)} checks: {counts[PASS]} passed, {counts[FAIL]} failed, "
             f"{counts[SKIP]} skipped.")

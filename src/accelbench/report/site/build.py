@@ -5,11 +5,11 @@ what the page was made from and the hash of its content. Publishing again render
 page only when what it is made from changed (a run's report: its id, status, number of
 measurements and the accelbench version, so that the reports of thousands of finished
 runs are not rendered again), writes it only when its content changed, and removes the
-pages of runs and cases the store no longer holds.
+pages of runs, cases and GPUs the store no longer holds.
 
 Nothing outside the folder is ever written or removed, and nothing of the user's in it:
 - every file is reached from the folder's own descriptor without following a symbolic
-  link, and a `runs/` or `cases/` that is a link (or no folder) is refused;
+  link, and a `runs/`, `cases/` or `gpus/` that is a link (or no folder) is refused;
 - a page is removed only when its content is still what publishing wrote (its hash in
   the manifest); one changed since, or a name the manifest should not hold, is left
   alone and reported;
@@ -61,9 +61,10 @@ _MANIFEST_BYTES = 64 << 20
 _TEMPORARY = re.compile(r"^\.publish-[0-9a-z_]+\.tmp$")  # a file being written
 # What a page of a site is called: only such files are ever removed.
 _PAGE = re.compile(r"^(?:[a-z]+\.html|runs/[A-Za-z0-9][A-Za-z0-9._-]*\.html"
-                   r"|cases/[A-Za-z0-9][A-Za-z0-9._-]*\.html)$")
+                   r"|cases/[A-Za-z0-9][A-Za-z0-9._-]*\.html"
+                   r"|gpus/[A-Za-z0-9][A-Za-z0-9._-]*\.html)$")
 _HASH = re.compile(r"^[0-9a-f]{64}$")
-_SUBFOLDERS = ("runs", "cases")
+_SUBFOLDERS = ("runs", "cases", "gpus")
 _SHOWN = 3  # names of pages left alone that the summary shows
 
 
@@ -109,7 +110,8 @@ def publish(store: Store, folder: str | Path, *,
         with site.journal() as journal:
             writer = _Writer(site, old or {}, journal)
             explained = store.explanations()
-            for page in site_pages(runs, store.name, threshold, explained):
+            for page in site_pages(runs, store.name, threshold, explained,
+                                   gpus=store.gpus(), run_gpus=store.run_gpus()):
                 made_from = _hash(f"{digest}\n{page!r}")
                 writer.page(page.path, made_from, functools.partial(render_page, page))
             for record in records:

@@ -22,7 +22,7 @@ from accelbench.core.view import Chart, HeatMap, Table
 @dataclass(frozen=True)
 class Link:
     text: str
-    href: str  # relative to the site's root: "runs/ID.html", "cases/KEY.html"
+    href: str  # relative to the site's root: "runs/ID.html", "cases/KEY.html", "gpus/KEY.html"
 
 
 Cell: TypeAlias = "str | Link"
@@ -116,6 +116,11 @@ def run_href(run_id: str) -> str:
 
 def case_href(case_key: str) -> str:
     return f"cases/{safe_name(case_key)}.html"
+
+
+def gpu_href(gpu_key: str) -> str:
+    """A GPU's page: its key (a serial or UUID, which may hold anything) made safe."""
+    return f"gpus/{safe_name(gpu_key)}.html"
 
 
 # -- tables of the neutral model --------------------------------------------------------

@@ -17,6 +17,8 @@ the command say the same.
   tell about (busy host, throttled device, too noisy, too few runs), with why.
 - A/B: every A/B both of whose runs are stored (`analysis.ab`, as `accelbench ab`
   printed it), newest first.
+- GPUs: every GPU the runs recorded, by serial (else UUID), and a page per GPU with the
+  nodes it has been in and its figures over time (`report.site.gpu_pages`).
 """
 
 from __future__ import annotations
@@ -31,6 +33,7 @@ from accelbench.analysis.checks import FAIL, PASS, SKIP, check_results, tally
 from accelbench.analysis.compare import FASTER, INCONCLUSIVE, SAME, SLOWER, Comparison, compare
 from accelbench.analysis.diagnose import NodeResult, diagnose
 from accelbench.analysis.generations import generations, short_labels
+from accelbench.analysis.gpu_history import gpu_histories
 from accelbench.analysis.history import ChangePoint, Series, history
 from accelbench.analysis.latest import NodeState, node_states
 from accelbench.analysis.rules import load_rules
@@ -50,6 +53,7 @@ from accelbench.core.units import (
     format_value,
 )
 from accelbench.core.view import BAD, GOOD, WARN, HeatMap, Lines, LineSeries
+from accelbench.report.site.gpu_pages import GPUS, gpu_page, gpus_page
 from accelbench.report.site.model import (
     ANY,
     Block,
@@ -67,13 +71,15 @@ from accelbench.report.site.model import (
     run_href,
 )
 from accelbench.store import StoredExplanation, StoredRun
+from accelbench.store.gpus import RunGpu, StoredGpu
 
 DEFAULT_THRESHOLD = 0.05
 OVERVIEW, CASES, FLEET, GENERATIONS, REGRESSIONS, AB = (
     "index.html", "cases.html", "fleet.html", "generations.html", "regressions.html",
     "ab.html")
 NAV = (("Overview", OVERVIEW), ("Cases", CASES), ("Fleet", FLEET),
-       ("Generations", GENERATIONS), ("Regressions", REGRESSIONS), ("A/B", AB))
+       ("Generations", GENERATIONS), ("Regressions", REGRESSIONS), ("A/B", AB),
+       ("GPUs", GPUS))
 HEAT_MAP_NODES = 40  # rows a fleet heat map draws (the table beside it has every node)
 HEAT_MAP_CASES = 40
 _VERDICT_STYLE = {SLOWER: BAD, INCONCLUSIVE: WARN, FASTER: GOOD, SAME: None}
@@ -90,10 +96,12 @@ class NodeSeries:
 
 def site_pages(runs: Sequence[StoredRun], store_name: str,
                threshold: float = DEFAULT_THRESHOLD,
-               explanations: Sequence[StoredExplanation] = ()) -> list[Page]:
+               explanations: Sequence[StoredExplanation] = (), *,
+               gpus: Sequence[StoredGpu] = (), run_gpus: Sequence[RunGpu] = ()
+               ) -> list[Page]:
     """Every page but the runs' own reports, from `runs` (any order; their measurements,
-    fingerprints not needed) and the stored `explanations` of cases (`accelbench
-    explain`)."""
+    fingerprints not needed), the stored `explanations` of cases (`accelbench
+    explain`) and the GPUs the runs were measured on (`Store.gpus`, `Store.run_gpus`)."""
     ordered = sorted(runs, key=lambda r: (r.record.started_at, r.record.id))
     learned = floors_mod.learn((r.record, m) for r in ordered for m in r.measurements)
     by_case = case_series(ordered, threshold)
@@ -102,6 +110,8 @@ def site_pages(runs: Sequence[StoredRun], store_name: str,
     pages += [case_page(key, items) for key, items in by_case.items()]
     pages += [fleet_page(ordered), generations_page(ordered),
               regressions_page(by_case, threshold, explanations), ab_page(ordered)]
+    histories = gpu_histories(gpus, run_gpus, ordered, min_effect=threshold)
+    pages += [_filtered(gpus_page(histories)), *(_filtered(gpu_page(h)) for h in histories)]
     return pages
 
 
@@ -188,7 +198,7 @@ def overview_page(ordered: Sequence[StoredRun], store_name: str,
         for r in check_results(n.run.measurements):
             if r.verdict == FAIL:
                 checks.append(Row((record.host, record.generation_key, r.name,
-                                   r.precision or MISSING, r.reason or MISSING,
+                                   r.precision or MISSING, r.coded_reason or MISSING,
                                    Link(record.id, run_href(record.id))),
                                   BAD, replace(scope, bench=r.check), f"{record.id}:{r.key}"))
         if n.comparison is not None and n.previous is not None:

@@ -62,7 +62,8 @@ def templates_digest() -> str:
     folder = resources.files("accelbench.report.site").joinpath("templates")
     text = "".join(sorted(f.read_text("utf-8") for f in folder.iterdir()
                           if f.name.endswith(".j2")))
-    return sha256(f"{__version__}\n{text}".encode()).hexdigest()
+    # The navigation is part of every page: a new entry in it renders them again.
+    return sha256(f"{__version__}\n{NAV!r}\n{text}".encode()).hexdigest()
 
 
 @functools.lru_cache(maxsize=1)
