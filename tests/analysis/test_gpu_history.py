@@ -150,6 +150,8 @@ GATE = Case.make("gate", "1", "qualify", {"figure": "gemm-bf16", "level": 2}, "c
 NODE_A = [f"16549230020{i:02d}" for i in range(8)]
 NODE_B = [f"16549230030{i:02d}" for i in range(8)]
 GATED = NODE_A[5]  # device 5 of node-a for 12 runs, then device 3 of node-b
+SPARE = "1654923004000"  # GATED's place in node-a after it moved
+LEVEL = {s: 700.0 + 10 * i for i, s in enumerate([*NODE_A, *NODE_B, SPARE])}  # TFLOP/s
 
 
 def _gate(values: list[float], status: str = "ok") -> Measurement:
@@ -159,26 +161,27 @@ def _gate(values: list[float], status: str = "ok") -> Measurement:
     figures += [Figure("gpu0-gpu1", 300.0, "GB/s"), Figure("node", 400.0, "GB/s"),
                 Figure("failed", 0.0, "findings", higher_is_better=False),
                 Figure("passed", float(len(values)), "findings")]
-    return stored_measurement(GATE, status, figures=tuple(figures))
+    # A failed gate judged its figures: its findings are stored with them.
+    judged = {"findings": [{"subject": "gpu3", "level": "fail", "rule": "gemm-bf16 ≥ 552",
+                            "message": "below the gate", "code": "ACCEL_GEMM_BELOW_GATE"}]}
+    return stored_measurement(GATE, status, figures=tuple(figures),
+                              details=judged if status == "failed" else {})
 
 
 def make_gated(path: Path, seed: int = 7) -> None:
     """24 runs of the bf16 GEMM gate two days apart on node-a and node-b, each GPU at its
     own level (its serial's, whichever device it is); GATED moves from device 5 of node-a
     to device 3 of node-b after 12 runs and is 20% slower from run 16 on. A last gate on
-    node-b fails (GATED below the gate): it adds no point."""
+    node-b fails, judging GATED below its gate: its figures are points all the same."""
     rng = np.random.default_rng(seed)
-    level = {s: 700.0 + 10 * i for i, s in enumerate(NODE_A + NODE_B + ["1654923004000"])}
     with Store.open(path) as store:
         for i in range(25):
             at = START + 2 * i * DAY
-            node_a = list(NODE_A) if i < 12 else [*NODE_A[:5], "1654923004000", *NODE_A[6:]]
+            node_a = list(NODE_A) if i < 12 else [*NODE_A[:5], SPARE, *NODE_A[6:]]
             node_b = list(NODE_B) if i < 12 else [*NODE_B[:3], GATED, *NODE_B[4:]]
             for host, serials, when in (("node-a", node_a, at), ("node-b", node_b, at + 60)):
-                values = [level[s] * (0.8 if s == GATED and i >= 16 else 1.0)
+                values = [LEVEL[s] * (0.8 if s == GATED and i >= 16 else 1.0)
                           * (1 + 0.004 * rng.standard_normal()) for s in serials]
-                if i == 24 and host == "node-b":
-                    values[3] *= 0.5
                 _add(store, host, serials, when,
                      [_gate(values, "failed" if i == 24 and host == "node-b" else "ok")])
 
@@ -193,10 +196,10 @@ def test_a_gate_case_gives_each_gpu_its_own_figure_and_a_moved_gpus_fall_names_i
     (series,) = gated.series
     assert series.case.key == GATE.key and series.figure == PER_GPU
     assert series.unit == "TFLOP/s" and series.higher_is_better
-    # Its own figure in every run, as gpu5 of node-a, then gpu3 of node-b; the failed gate
-    # of the last run is no point.
-    assert [p.host for p in series.points] == ["node-a"] * 12 + ["node-b"] * 12
-    assert [round(p.value, -1) for p in series.points] == [750.0] * 16 + [600.0] * 8
+    # Its own figure in every run, as gpu5 of node-a, then gpu3 of node-b; the last run's
+    # gate failed on it, and its figure is a point all the same.
+    assert [p.host for p in series.points] == ["node-a"] * 12 + ["node-b"] * 13
+    assert [round(p.value, -1) for p in series.points] == [LEVEL[GATED]] * 16 + [600.0] * 9
     (change,) = series.change_points
     assert change.kind == REGRESSED and change.index == 16
     assert change.change == pytest.approx(-0.2, abs=0.02)
@@ -211,10 +214,11 @@ def test_a_gate_case_gives_each_gpu_its_own_figure_and_a_moved_gpus_fall_names_i
         assert s.figure == PER_GPU and s.unit == "TFLOP/s"
         if key != GATED:
             assert not h.findings, key
-            level = {p.value // 50 for p in s.points}
-            assert len(level) == 1, key
+            assert all(p.value == pytest.approx(LEVEL[key], rel=0.03) for p in s.points), key
+            assert float(np.median([p.value for p in s.points])) == pytest.approx(
+                LEVEL[key], rel=0.005), key
     assert len(histories[NODE_A[0]].series[0].points) == 25
-    assert len(histories[NODE_B[0]].series[0].points) == 24
+    assert len(histories[NODE_B[0]].series[0].points) == 25
 
 
 def test_diagnose_by_gpu_names_the_gpu_whose_gate_figure_fell(tmp_path, capsys) -> None:

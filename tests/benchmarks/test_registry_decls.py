@@ -107,18 +107,20 @@ def test_every_suite_asks_only_for_declared_benchmarks_and_valid_values(suite_na
 
 
 def test_every_benchmark_is_in_the_full_suite_and_every_check_in_validate() -> None:
-    measuring = {b.name for b in BENCHES if b.family not in ("validation", "health")}
-    checks = {b.name for b in BENCHES if b.family in ("validation", "health")}
+    families = ("validation", "health", "qualify")
+    measuring = {b.name for b in BENCHES if b.family not in families}
+    checks = {b.name for b in BENCHES if b.family in families}
     assert set(load_suite("full").benchmarks()) == measuring
-    # The burn-in, the copy matrix and the stress run only when asked for (`accelbench
-    # validate --burn SECONDS`, `--level 2` and `--level 3`).
+    # The burn-in, the copy matrix, the stress and the gates run only when asked for
+    # (`accelbench validate --burn SECONDS`, `--level N`, `accelbench qualify`).
     assert set(load_suite("validate").benchmarks()) == checks - {
-        "burn-in", "copy-matrix", "stress"}
+        "burn-in", "copy-matrix", "stress", "gate"}
     assert set(load_suite("health").benchmarks()) == {"health"}
 
 
 def test_the_docs_name_every_benchmark_with_its_family() -> None:
-    tables = page("benchmarks.md") + page("validation.md") + page("health.md")
+    tables = (page("benchmarks.md") + page("validation.md") + page("health.md")
+              + page("qualify.md"))
     rows = re.findall(r"^\| (`[^|]+`) \| (\w+) \|", tables, re.M)
     documented = {name: family for names, family in rows
                   for name in re.findall(r"`([^`]+)`", names)}

@@ -10,7 +10,7 @@ from typing import Any
 from accelbench.env.fingerprint import collect
 from accelbench.env.gpu_identity import FIELDS, read_identities
 from fakes import no_vendor_tools
-from health.gpu_fakes import FakeAmdSmi, FakeNvml, Handle, importer_of, load_node
+from gpu_fakes import FakeAmdSmi, FakeNvml, Handle, importer_of, load_node
 
 H100_SERIALS = [f"16549230010{i:02d}" for i in range(1, 9)]
 H100_BUSES = [24, 42, 58, 93, 154, 171, 186, 219]

@@ -14,7 +14,7 @@ from accelbench.benchmarks.health.gpu import read_gpus
 from accelbench.benchmarks.qualify import figures
 from accelbench.core.device import DeviceInfo
 from accelbench.env.pcie import Link
-from health.gpu_fakes import FakeAmdSmi, FakeNvml, importer_of, load_node
+from gpu_fakes import FakeAmdSmi, FakeNvml, importer_of, load_node
 
 
 def gpu_node(monkeypatch, device: DeviceInfo, node: str, *, library: bool = True,

@@ -30,7 +30,7 @@ from accelbench.core.measurement import CaseSkipped
 from accelbench.core.telemetry import GFX_CLOCK_MHZ, POWER_W, THROTTLE, Series
 from accelbench.core.timing import PerfCounterClock, TimingPolicy
 from accelbench.env.pcie import Link
-from health.gpu_fakes import FakeAmdSmi, FakeNvml, importer_of, load_node
+from gpu_fakes import FakeAmdSmi, FakeNvml, importer_of, load_node
 
 pytestmark = pytest.mark.torch_api
 

@@ -185,3 +185,20 @@ def test_the_prologue_line_says_when_the_gpu_model_has_no_gates() -> None:
     line = command.one_line_verdict(1, "ws1", [skipped], [], 5.0)
     assert line.startswith("accelbench qualify level 1: PASS on ws1 (")
     assert "no gates for 'NVIDIA GeForce RTX 4090': not judged against gates; 5.0 s)" in line
+
+
+@pytest.mark.slow
+def test_a_gate_this_cpu_cannot_meet_fails_the_prologue_with_its_code(tmp_path) -> None:
+    """A failure never exits 0: a site gate no CPU meets fails the node, by name."""
+    store, site = tmp_path / "results.sqlite", tmp_path / "site-gates.yaml"
+    site.write_text("format: 1\nmodels:\n  - model: cpu\n    vendor: cpu\n"
+                    "    sources: {site: 'a gate no CPU meets'}\n    gates:\n"
+                    "      - {figure: gemm-fp32, min: 1000000, unit: TFLOP/s, level: 1,"
+                    " source: site, basis: impossible}\n")
+    result = subprocess.run(
+        [sys.executable, "-m", "accelbench", "qualify", "--prologue", "--device", "cpu",
+         "--gates", str(site), "--store", str(store)], capture_output=True, text=True,
+        timeout=600, check=False)
+    assert result.returncode == EXIT_CASE_FAILED, result.stdout + result.stderr
+    (line,) = result.stdout.strip().splitlines()
+    assert " FAIL on " in line and ": ACCEL_GEMM_BELOW_GATE cpu (" in line

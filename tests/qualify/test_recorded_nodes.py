@@ -6,6 +6,7 @@ a node's measurements would be."""
 from __future__ import annotations
 
 from dataclasses import replace
+from typing import Any
 
 import pytest
 from qualify_nodes import gpu_node
@@ -31,7 +32,7 @@ CPU = DeviceInfo(type="cpu", index=None, platform="cpu", name="AMD EPYC 7B13")
 CONFIGURATION = ("memory-size", "pcie-gen", "pcie-width", "links-up")
 
 
-def _judge(device: DeviceInfo, figure: str, level: int = 2) -> tuple[str, list[dict]]:
+def _judge(device: DeviceInfo, figure: str, level: int = 2) -> tuple[str, list[dict[str, Any]]]:
     """The verdict of one gate case and its findings."""
     ctx = CaseContext(device, PerfCounterClock(), TimingPolicy())
     params = GateParams(figure=figure, level=level, budget=0.0, settle=0.0)
@@ -43,7 +44,7 @@ def _judge(device: DeviceInfo, figure: str, level: int = 2) -> tuple[str, list[d
     return str(result.details["verdict"]), result.details["findings"]
 
 
-def _failing(findings: list[dict]) -> list[tuple[str, str]]:
+def _failing(findings: list[dict[str, Any]]) -> list[tuple[str, str]]:
     return [(f["subject"], f["code"]) for f in findings if f["level"] == "fail"]
 
 

@@ -13,10 +13,14 @@ A case that measures every GPU of its node at once (the qualify family's `gate`,
 cuda:0) names each GPU's own figure `gpu<N>`, N the device index: such a measurement
 belongs instead to each recorded device N it has a `gpuN` figure for, with that figure as
 its headline (named `gpu` in the series, whichever index the GPU had in each run), and to
-no other device, the one it ran on included. Its other figures (a pair of GPUs,
-`gpu0-gpu1`; the node, `node`; the counts of findings) belong to no GPU. As in
-`accelbench history`, only measurements that ended ok count: a gate case that failed (a
-GPU below its gate) adds no point to any GPU of that run.
+no other device: the device it ran on gets its own figure, not the case's headline, and
+alone keeps the case's telemetry (only its point can be marked throttled). Its other
+figures (a pair of GPUs, `gpu0-gpu1`; the node, `node`; the counts of findings) belong to
+no GPU. As in `accelbench history`, only measurements that ended ok count, with one
+exception: a check that failed by judging what it measured (a gate case with a GPU below
+its gate: its findings are stored) measured every GPU all the same, so each GPU's figure
+is a point, the one below its gate too. A check that failed for any other reason (timed
+out, crashed) adds none.
 
 For each GPU, each case is a series as `accelbench history` makes it (one case, benchmark
 version and stack; `analysis.history` with its change points, minimum effect and noise
@@ -40,6 +44,7 @@ from accelbench.analysis.history import DEFAULT_MIN_EFFECT, REGRESSED, ChangePoi
 from accelbench.analysis.values import case_sort_key
 from accelbench.core.device import parse_device_spec
 from accelbench.core.measurement import Measurement
+from accelbench.core.names import STATUS_FAILED, STATUS_OK
 from accelbench.errors import UserError
 from accelbench.store import Store, StoredRun
 from accelbench.store.gpus import RunGpu, StoredGpu
@@ -150,8 +155,15 @@ def per_gpu_figures(m: Measurement, recorded: Collection[int]
             # it ran on alone.
             found[index] = replace(m, measured=(replace(figure, name=PER_GPU),), rates=(),
                                    timings=(), time_name="",
-                                   telemetry=m.telemetry if index in ran_on else ())
+                                   telemetry=m.telemetry if index in ran_on else (),
+                                   **_measured_all_the_same(m))
     return per_gpu, found
+
+
+def _measured_all_the_same(m: Measurement) -> dict[str, Any]:
+    """A check that failed by its verdict on what it measured counts as measured."""
+    judged = isinstance(m.details, dict) and isinstance(m.details.get("findings"), list)
+    return {"status": STATUS_OK, "reason": None} if m.status == STATUS_FAILED and judged else {}
 
 
 def gpu_histories(
@@ -175,12 +187,13 @@ def gpu_histories(
             continue
         used: dict[str, list[Measurement]] = {}
         for m in run.measurements:
-            if not m.ok or m.primary is None:
-                continue
             has_per_gpu, each = per_gpu_figures(m, recorded)
             if has_per_gpu:
                 for index, mine in each.items():
-                    used.setdefault(recorded[index], []).append(mine)
+                    if mine.ok:
+                        used.setdefault(recorded[index], []).append(mine)
+                continue
+            if not m.ok or m.primary is None:
                 continue
             for index in devices_of(m, recorded):
                 used.setdefault(recorded[index], []).append(m)

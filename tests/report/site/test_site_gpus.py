@@ -25,7 +25,9 @@ START = 1.79e9
 
 
 def _run(store: Store, host: str, serials: list[str], index: int, started: float,
-         value: float) -> str:
+         value: float, gate: list[float] | None = None) -> str:
+    """A run with a kernel's figure `value` on device `index`; with `gate`, a gate case of
+    the qualify family on cuda:0 instead, measuring `gate[N]` on each device N."""
     fingerprint = {"format_version": 1, "platform": "cuda", "host": {"hostname": host},
                    "device": {"name": "NVIDIA H100 80GB HBM3", "type": "cuda"},
                    "gpus": [{"index": i, "key": s, "uuid": f"GPU-{s}", "serial": s,
@@ -37,10 +39,16 @@ def _run(store: Store, host: str, serials: list[str], index: int, started: float
                              device=f"cuda:{index}", suite="quick", argv=["run"], host=host,
                              accelbench_version="0.1.0", started_at=started)
     figure = Figure("throughput", value, "FLOP/s", True, None, value * 0.995, value * 1.005)
-    store.add_measurement(run_id, stored_measurement(
-        Case.make("kern", "k1", "synthetic", {"shape": 1024, "dtype": "bf16"},
-                  f"cuda:{index}"),
-        "ok", samples=(0.001,) * 5, figures=(figure,), started_at=started))
+    if gate is not None:
+        store.add_measurement(run_id, stored_measurement(
+            Case.make("gate", "1", "qualify", {"figure": "gemm-bf16", "level": 2}, "cuda:0"),
+            "ok", figures=tuple(Figure(f"gpu{i}", v, "TFLOP/s") for i, v in enumerate(gate)),
+            started_at=started))
+    else:
+        store.add_measurement(run_id, stored_measurement(
+            Case.make("kern", "k1", "synthetic", {"shape": 1024, "dtype": "bf16"},
+                      f"cuda:{index}"),
+            "ok", samples=(0.001,) * 5, figures=(figure,), started_at=started))
     store.finish_run(run_id, "complete", finished_at=started + 60)
     return run_id
 
@@ -111,3 +119,28 @@ def test_publishing_again_rewrites_only_the_gpu_pages_that_changed(tmp_path) -> 
         publish(store, out)
     assert stayer.stat().st_mtime_ns == stayer_before
     assert mover.read_text() != mover_before
+
+
+def test_a_gpu_page_shows_its_own_figure_of_a_gate_over_every_gpu(tmp_path) -> None:
+    """A gate measures every GPU of its node from cuda:0: MOVER's page has its own figure,
+    as device 1 of node-a and then device 3 of node-b, and its fall."""
+    store_path = tmp_path / "results.sqlite"
+    node_b = ["B0", "B1", "B2", MOVER]
+    with Store.open(store_path) as store:
+        for i in range(16):
+            wobble = 1 + 0.002 * ((i * 5) % 3 - 1)
+            mine = 700.0 * wobble * (0.8 if i >= 10 else 1.0)
+            if i < 8:
+                _run(store, "node-a", [STAYER, MOVER], 0, START + i * DAY, 0.0,
+                     gate=[650.0 * wobble, mine])
+            else:
+                _run(store, "node-b", node_b, 0, START + i * DAY, 0.0,
+                     gate=[650.0 * wobble] * 3 + [mine])
+    out = tmp_path / "site"
+    with Store.open(store_path, create=False) as store:
+        publish(store, out)
+    text = _cells((out / gpu_href(MOVER)).read_text())
+    assert (f"GPU {MOVER} (now in node-b, before in node-a): gate figure=gemm-bf16 level=2 "
+            "fell 20.0% from") in text
+    assert "700 TFLOP/s" in text and "560 TFLOP/s" in text and "650 TFLOP/s" not in text
+    assert "fell" not in _cells((out / gpu_href(STAYER)).read_text())

@@ -16,7 +16,7 @@ from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
-FIXTURES = Path(__file__).resolve().parent.parent / "fixtures" / "health"
+FIXTURES = Path(__file__).resolve().parent / "fixtures" / "health"
 
 AMD_NODES = ("mi300x-healthy", "mi300x-uncorrectable-ecc", "mi300x-xgmi-link-down")
 NVIDIA_NODES = ("h100-sxm-healthy", "h100-sxm-pcie-downgraded")
