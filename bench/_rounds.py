@@ -1,10 +1,13 @@
-"""Shared by the bench scripts: alternate two measurements and print their ratio."""
+"""Shared by the bench scripts: alternate two measurements and print their ratio; keep
+the cores busy beside them."""
 
 from __future__ import annotations
 
+import contextlib
+import multiprocessing
 import statistics
-from collections.abc import Callable
-from typing import TYPE_CHECKING
+from collections.abc import Callable, Iterator
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from accelbench.core.context import DistInfo
@@ -61,3 +64,24 @@ def measured(planned: PlannedCase, device: DeviceInfo, policy: TimingPolicy, fig
         raise SystemExit(f"accelbench's {planned.case.benchmark} case failed: "
                          f"{measurement.reason or f'no {figure} figure'}")
     return value.value, measurement
+
+
+def _spin(stop: Any) -> None:
+    while not stop.is_set():
+        pass
+
+
+@contextlib.contextmanager
+def spinning(processes: int) -> Iterator[None]:
+    """`processes` processes each spinning a core for as long as the block runs."""
+    stop = multiprocessing.Event()
+    spinners = [multiprocessing.Process(target=_spin, args=(stop,), daemon=True)
+                for _ in range(processes)]
+    for p in spinners:
+        p.start()
+    try:
+        yield
+    finally:
+        stop.set()
+        for p in spinners:
+            p.join()

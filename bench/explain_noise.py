@@ -19,13 +19,14 @@ from __future__ import annotations
 
 import argparse
 import json
-import multiprocessing
 import os
 import subprocess
 import sys
 import tempfile
 from pathlib import Path
 from typing import Any
+
+from _rounds import spinning
 
 AA_CASE = ["--bench", "infer", "-p", "model=bert-tiny", "--device", "cpu"]
 PLANTED_CASE = ["--bench", "infer", "-p", "model=resnet-tiny", "-p", "batch=1",
@@ -61,32 +62,17 @@ def explained(store: Path, case: list[str], rounds: int, env_b: dict[str, str] |
                                       "--json")))
 
 
-def spin(stop: Any) -> None:
-    while not stop.is_set():
-        pass
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--rounds", type=int, default=3, help="profiles of each side")
     parser.add_argument("--busy", type=int, default=0, help="spinning processes beside")
     args = parser.parse_args()
-    stop = multiprocessing.Event()
-    spinners = [multiprocessing.Process(target=spin, args=(stop,), daemon=True)
-                for _ in range(args.busy)]
-    for p in spinners:
-        p.start()
-    try:
-        with tempfile.TemporaryDirectory() as folder:
-            store = Path(folder) / "results.sqlite"
-            aa = [explained(store, AA_CASE, args.rounds, None) for _ in range(args.repeats)]
-            planted = [explained(store, PLANTED_CASE, args.rounds, PLANTED_ENV)
-                       for _ in range(args.repeats)]
-    finally:
-        stop.set()
-        for p in spinners:
-            p.join()
+    with spinning(args.busy), tempfile.TemporaryDirectory() as folder:
+        store = Path(folder) / "results.sqlite"
+        aa = [explained(store, AA_CASE, args.rounds, None) for _ in range(args.repeats)]
+        planted = [explained(store, PLANTED_CASE, args.rounds, PLANTED_ENV)
+                   for _ in range(args.repeats)]
     marked = sum(f["operators_consistent"] for f in aa)
     shown = sum(f["operators_total"] for f in aa)
     expected = aa[0]["separation_chance"]

@@ -17,22 +17,17 @@ what it judged.
 from __future__ import annotations
 
 import argparse
-import multiprocessing
 import os
 import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
-from typing import Any
+
+from _rounds import spinning
 
 TARGET_S = 30.0
 TARGET_HEADROOM = 3.0
-
-
-def spin(stop: Any) -> None:
-    while not stop.is_set():
-        pass
 
 
 def prologue(store: Path) -> tuple[float, int, str]:
@@ -71,23 +66,14 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--busy", type=int, default=0, help="spinning processes beside")
     args = parser.parse_args()
-    stop = multiprocessing.Event()
-    spinners = [multiprocessing.Process(target=spin, args=(stop,), daemon=True)
-                for _ in range(args.busy)]
-    for p in spinners:
-        p.start()
     results = []
-    try:
+    with spinning(args.busy):
         for _ in range(args.repeats):
             with tempfile.TemporaryDirectory() as folder:
                 store = Path(folder) / "results.sqlite"
                 seconds, code, line = prologue(store)
                 results.append((seconds, code, line, headrooms(store) if code in (0, 1)
                                 else {}))
-    finally:
-        stop.set()
-        for p in spinners:
-            p.join()
     print(f"qualify --prologue on the CPU, {args.repeats} repeats, {args.busy} spinning "
           "process(es) beside:")
     for seconds, code, line, rooms in results:

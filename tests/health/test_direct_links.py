@@ -7,7 +7,6 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from gpu_fakes import FakeAmdSmi, FakeNvml, importer_of, load_node
 
 from accelbench.benchmarks.health import sysfs, topology
 from accelbench.benchmarks.health.findings import conclude
@@ -15,6 +14,7 @@ from accelbench.benchmarks.health.gpu_nvidia import nvlink_pairs
 from accelbench.benchmarks.health.view import topology_table
 from accelbench.core.case import Case
 from accelbench.core.measurement import from_result
+from gpu_fakes import FakeAmdSmi, FakeNvml, importer_of, load_node
 
 NIC = "0000:1f:00.0"
 

@@ -7,14 +7,6 @@ import json
 from typing import Any
 
 import pytest
-from gpu_fakes import (
-    AMD_NODES,
-    NVIDIA_NODES,
-    FakeAmdSmi,
-    FakeNvml,
-    importer_of,
-    load_node,
-)
 
 from accelbench.benchmarks.health.findings import FAIL, PASS, WARN, Finding
 from accelbench.benchmarks.health.gpu import (
@@ -27,6 +19,14 @@ from accelbench.benchmarks.health.gpu import (
     PcieLink,
     findings,
     read_gpus,
+)
+from gpu_fakes import (
+    AMD_NODES,
+    NVIDIA_NODES,
+    FakeAmdSmi,
+    FakeNvml,
+    importer_of,
+    load_node,
 )
 
 

@@ -8,7 +8,6 @@ import ast
 from pathlib import Path
 
 import pytest
-from gpu_fakes import AMD_NODES, NVIDIA_NODES
 from sysfs_tree import GEN4, GPU0, GPU1, GPU2, SWITCH_DOWN, Node, acs_config, gpu_node
 from test_gpu_health import gpu, read_node
 
@@ -18,6 +17,7 @@ from accelbench.benchmarks.health.findings import FAIL, PASS, WARN, Finding, con
 from accelbench.benchmarks.health.gpu import EccCount, GpuLink, MemoryPages, findings
 from accelbench.core.reasons import BY_CODE
 from accelbench.env.kernel_log import Event
+from gpu_fakes import AMD_NODES, NVIDIA_NODES
 
 HEALTH = Path(__file__).parents[2] / "src" / "accelbench" / "benchmarks" / "health"
 

@@ -202,3 +202,15 @@ def test_a_gate_this_cpu_cannot_meet_fails_the_prologue_with_its_code(tmp_path) 
     assert result.returncode == EXIT_CASE_FAILED, result.stdout + result.stderr
     (line,) = result.stdout.strip().splitlines()
     assert " FAIL on " in line and ": ACCEL_GEMM_BELOW_GATE cpu (" in line
+
+
+def test_a_prologue_that_breaks_inside_is_not_run_not_failed(monkeypatch, capsys) -> None:
+    def breaks(args):
+        raise RuntimeError("the worker could not start\nsecond line")
+
+    monkeypatch.setattr(command, "_qualify", breaks)
+    assert main(["qualify", "--epilogue"]) == EXIT_NOT_RUN
+    out = capsys.readouterr()
+    assert out.out.startswith("accelbench qualify level 2: NOT RUN on ")
+    assert out.err.strip() == ("accelbench qualify: could not run: unexpected RuntimeError: "
+                               "the worker could not start")

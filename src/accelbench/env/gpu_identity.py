@@ -28,6 +28,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from accelbench.env.bindings import quietly
+from accelbench.env.pcie import sysfs_address
 from accelbench.env.telemetry.amd import pci_device
 from accelbench.env.telemetry.guard import Importer, load_binding
 from accelbench.env.telemetry.sources import AMD, NVIDIA, DeviceAddress, visible_index
@@ -216,13 +217,7 @@ def _text(value: object) -> str | None:
 def _nvml_bus_id(value: object) -> str | None:
     """NVML's "00000000:18:00.0" as sysfs spells it: "0000:18:00.0"."""
     text = _text(value)
-    if text is None:
-        return None
-    parts = text.split(":")
-    if len(parts) == 3:
-        with contextlib.suppress(ValueError):
-            return f"{int(parts[0], 16):04x}:{parts[1]}:{parts[2]}".lower()
-    return text.lower()
+    return None if text is None else sysfs_address(text)
 
 
 def _bus_id(pci: tuple[int, int, int] | None) -> str | None:

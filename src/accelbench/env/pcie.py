@@ -18,6 +18,7 @@ cross, and the rating says which link it is against.
 
 from __future__ import annotations
 
+import contextlib
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -151,3 +152,12 @@ def _int(path: Path) -> int | None:
 def _gts(text: str | None) -> float | None:
     match = _GT_S.search(text or "")
     return float(match[1]) if match else None
+
+
+def sysfs_address(bus_id: str) -> str:
+    """A PCI address as sysfs spells it: NVML's "00000000:18:00.0" is "0000:18:00.0"."""
+    parts = bus_id.split(":")
+    if len(parts) == 3:
+        with contextlib.suppress(ValueError):
+            return f"{int(parts[0], 16):04x}:{parts[1]}:{parts[2]}".lower()
+    return bus_id.lower()

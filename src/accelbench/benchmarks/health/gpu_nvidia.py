@@ -11,12 +11,12 @@ many links (`nvlink_pairs` states the rule).
 
 from __future__ import annotations
 
-import contextlib
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 from accelbench.benchmarks.health.vendor_session import read_with
+from accelbench.env.pcie import sysfs_address
 from accelbench.env.telemetry.guard import (
     Guard,
     Importer,
@@ -305,10 +305,4 @@ def _count(value: object) -> int | None:
 def _bus_id(value: object) -> str | None:
     """NVML's "00000000:18:00.0" as sysfs spells it: "0000:18:00.0"."""
     text = _text(value)
-    if text is None:
-        return None
-    parts = text.split(":")
-    if len(parts) == 3:
-        with contextlib.suppress(ValueError):
-            return f"{int(parts[0], 16):04x}:{parts[1]}:{parts[2]}".lower()
-    return text.lower()
+    return None if text is None else sysfs_address(text)

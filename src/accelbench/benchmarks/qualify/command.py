@@ -100,8 +100,11 @@ def run(args: argparse.Namespace) -> int:
     started = time.monotonic()
     try:
         return _qualify(args)
-    except UserError as exc:
-        print(f"accelbench qualify: could not run: {exc}", file=sys.stderr)
+    except Exception as exc:  # a scheduler tells "not judged" from "failed" by the code
+        from accelbench.core.untrusted import clip
+
+        said = exc if isinstance(exc, UserError) else f"unexpected {type(exc).__name__}: {exc}"
+        print(f"accelbench qualify: could not run: {clip(said)}", file=sys.stderr)
         print(f"accelbench qualify level {_level(args)}: NOT RUN on {_host()} "
               f"({time.monotonic() - started:.1f} s)")
         return EXIT_NOT_RUN

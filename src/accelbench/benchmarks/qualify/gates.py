@@ -470,7 +470,7 @@ def init_yaml(models: Sequence[ModelGates], level: int) -> str:
         entry["gates"] = [_gate_entry(g) for g in chosen]
         entries.append(entry)
     head = (
-        "# A site's gates for accelbench (qualify --gates FILE, validate --gates FILE).\n"
+        "# A site's gates for accelbench: `qualify --gates FILE`, or ACCELBENCH_GATES=FILE.\n"
         "# Each gate replaces accelbench's gate of the same model, figure, link and size;\n"
         "# a gate with `remove: true` (and only its figure, link and size) drops one; a\n"
         "# new model or figure is added. Change a threshold and say why in `basis`, and\n"
