@@ -5,11 +5,13 @@
 #      does); offline, nothing is installed: accelbench runs from src/ with python3's
 #      PyTorch and packages, plus any wheels from --wheelhouse, and the packages missing
 #      are listed (bench/gpu_packages.py): a missing optional one skips only what needs it;
-#   2. run the GPU tests: pytest -m gpu tests/gpu (the node's health and copy matrix
-#      among them, tests/gpu/test_gpu_node_health.py, with the figures expected on an H200);
-#   3. read the node's health (`accelbench health`: ECC, retired pages, PCIe and NVLink or
-#      XGMI links, throttling, firmware, the host's EDAC, NUMA, PCIe and IOMMU) into the
-#      store;
+#   2. run the GPU tests: pytest -m gpu tests/gpu tests/qualify (the node's health and
+#      copy matrix among them, tests/gpu/test_gpu_node_health.py, with the figures expected
+#      on an H200, and every qualification figure of every GPU);
+#   3. qualify the node at level 1 (`accelbench qualify --prologue`: its health, as
+#      `accelbench health` reads it, and its GPU model's configuration gates) into the
+#      store, then measure every figure its model has a level-2 gate for (GEMM per
+#      precision, memory, host and peer links, all-reduce, launch), briefly, against it;
 #   4. run the quick suite on the GPU into the store;
 #   5. print each headline figure beside plain PyTorch measured now and the range expected
 #      for the device, and the energy counter against the power integrals on a 2 s and a
@@ -242,10 +244,17 @@ run_step() {
   esac
 }
 
-run_step "GPU tests (pytest -m gpu)" 210 "$out/pytest.log" \
-  "$py" -m pytest -m gpu tests/gpu -q -p no:cacheprovider
-run_step "node health" 60 "$out/health.log" \
-  "$py" -m accelbench health --device cuda --store "$store" --no-report
+run_step "GPU tests (pytest -m gpu)" 240 "$out/pytest.log" \
+  "$py" -m pytest -m gpu tests/gpu tests/qualify -q -p no:cacheprovider
+run_step "qualify level 1" 45 "$out/prologue.log" \
+  "$py" -m accelbench qualify --prologue --device cuda --store "$store"
+# Every figure the GPU model has a gate for at level 2, each briefly and unrested: the
+# shipped gates met (or not) by a real GPU.
+figures="$("$py" -c 'from accelbench.benchmarks.qualify.catalog import FIGURES
+print(",".join(FIGURES))')"
+run_step "gates at level 2" 90 "$out/gates.log" \
+  "$py" -m accelbench run --bench gate -p "figure=$figures" -p level=2 -p budget=0.5 \
+  -p settle=0 --device cuda --store "$store" --no-report
 # The quick suite may take what is left but the reference's 75 s. Its headline cases
 # (GEMM, memory, launch) come first: stopped by its limit, it still stores them.
 quick_cap=$((deadline - SECONDS - 75))
@@ -260,9 +269,11 @@ run_step "figures beside plain PyTorch" 150 "$out/reference.log" \
 detail() {  # the line of a log that says how a step went
   case "$1" in
     0) tail -n 1 "$out/pytest.log" 2>/dev/null || true ;;
-    1) grep -E '^[0-9]+ checks: ' "$out/health.log" 2>/dev/null | tail -n 1 || true ;;
-    2) grep -E '^[0-9]+ cases, ' "$out/quick.log" 2>/dev/null | tail -n 1 || true ;;
-    3) grep -E '^GPU figures: ' "$out/reference.log" 2>/dev/null | tail -n 1 || true ;;
+    1) grep -E '^accelbench qualify level 1: ' "$out/prologue.log" 2>/dev/null | tail -n 1 \
+         || true ;;
+    2) grep -E '^[0-9]+ cases, ' "$out/gates.log" 2>/dev/null | tail -n 1 || true ;;
+    3) grep -E '^[0-9]+ cases, ' "$out/quick.log" 2>/dev/null | tail -n 1 || true ;;
+    4) grep -E '^GPU figures: ' "$out/reference.log" 2>/dev/null | tail -n 1 || true ;;
   esac
 }
 
