@@ -132,7 +132,7 @@ def test_isolate_across_three_hosts_names_the_slowed_one(cluster: Cluster, nodes
                                                          tmp_path: Path) -> None:
     nodes[2].slow()  # the last test of the module: the link stays slow
     out, context = _submit(cluster, tmp_path, "isolate", "3", "--device", "cpu", "--bytes",
-                           "16K", "--latency-bytes", "8", "--samples", "3", "--iters", "1",
+                           "16K", "--latency-bytes", "8", "--samples", "5", "--iters", "2",
                            "--warmup", "1", "--no-report")
     # isolate exits 1 on the node that names a node, so the job fails, and so does the
     # wait. The job's exit code is srun's, the highest of its tasks': 1, or 143 where
