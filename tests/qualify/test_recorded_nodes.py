@@ -154,3 +154,14 @@ def test_a_compute_partition_is_held_to_its_share(monkeypatch) -> None:
     # 552 TFLOP/s of the whole GPU, an eighth of it for one CPX partition.
     assert [f["reading"]["threshold"] for f in findings] == [69.0, 69.0]
     assert _failing(findings) == [("gpu1", "ACCEL_GEMM_BELOW_GATE")]
+
+
+def test_a_figure_whose_work_comes_out_wrong_fails_with_that_code(monkeypatch) -> None:
+    def wrong(ctx, name, *, seconds, size_mib=None):
+        raise CaseFailed("wrong result: gpu6's bf16 GEMM is 3% off the float64 reference")
+
+    monkeypatch.setattr(figures, "measure", wrong)
+    verdict, findings = _judge(MI300X, "gemm-bf16")
+    assert verdict == "fail"
+    assert _failing(findings) == [("node", "ACCEL_NUMERICS")]
+    assert "gpu6's bf16 GEMM" in findings[0]["message"]

@@ -27,8 +27,9 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from accelbench.benchmarks.health.findings import FAIL, PASS, Finding, conclude
+from accelbench.benchmarks.health.findings import FORMAT as FINDINGS_FORMAT
 from accelbench.benchmarks.qualify import catalog
-from accelbench.core.measurement import CaseResult, CaseSkipped, Figure
+from accelbench.core.measurement import CaseFailed, CaseResult, CaseSkipped, Figure
 from accelbench.core.params import Param
 from accelbench.core.registry import Benchmark
 
@@ -50,6 +51,12 @@ _BUDGET = {1: 1.0, 2: 3.0, 3: 10.0, 4: 10.0}
 _POWER_BUDGET = {1: 30.0, 2: 30.0, 3: 120.0, 4: 300.0}
 _TRAIN_BUDGET = {1: 10.0, 2: 10.0, 3: 20.0, 4: 60.0}
 _SETTLE_GPU_S = 10.0
+# The code of a figure whose checked work came out wrong, by the figure's first word.
+_WRONG_RESULT = {"gemm": "ACCEL_NUMERICS", "train": "ACCEL_NUMERICS",
+                 "memory": "ACCEL_MEMTEST", "h2d": "ACCEL_COPY_MISMATCH",
+                 "d2h": "ACCEL_COPY_MISMATCH", "dma": "ACCEL_COPY_MISMATCH",
+                 "peer": "ACCEL_COPY_MISMATCH", "allreduce": "ACCEL_COLLECTIVE"}
+_WRONG_OTHER = "ACCEL_CHECK_ERROR"
 
 
 @dataclass(frozen=True)
@@ -111,9 +118,17 @@ def measure(ctx: CaseContext, params: GateParams) -> CaseResult:
     seconds = budget_s(params.figure, params.level, params.budget)
     # One reading per message size the gates name (all-reduce), else one.
     # A figure read from the system takes no time; the measurer is given a nominal second.
-    readings = {size: figures.measure(ctx, params.figure, seconds=seconds or 1.0,
-                                      size_mib=size)
-                for size in dict.fromkeys(g.size_mib for g in gates)}
+    try:
+        readings = {size: figures.measure(ctx, params.figure, seconds=seconds or 1.0,
+                                          size_mib=size)
+                    for size in dict.fromkeys(g.size_mib for g in gates)}
+    except CaseFailed as wrong:  # the work is checked before it is timed, and was wrong
+        found = [Finding("node", FAIL, "a figure's work gives the known result before it is "
+                         "timed", str(wrong), {"figure": params.figure},
+                         code=_WRONG_RESULT.get(params.figure.split("-")[0], _WRONG_OTHER))]
+        raise CaseFailed(str(wrong), details={"findings_format": FINDINGS_FORMAT,
+                                              "findings": [f.to_dict() for f in found],
+                                              "verdict": FAIL, "gates": chosen}) from None
     found = [f for gate in gates for f in judge(gate, readings[gate.size_mib])]
     details = {"gates": chosen, "model": model.model, "level": params.level,
                "budget_s": seconds, "settle": settled,
