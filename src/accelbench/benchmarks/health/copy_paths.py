@@ -92,8 +92,9 @@ def host_path(torch: ModuleType, ctx: CaseContext, cpus: Sequence[int], node: in
     return CopyPath("host", f"node{node}", f"node{memory_node}", nbytes, timing.samples, where)
 
 
-def _synced(torch: ModuleType, devices: Sequence[int],
-            fn: Callable[[], None]) -> Callable[[], None]:
+def synced(torch: ModuleType, devices: Sequence[int],
+           fn: Callable[[], None]) -> Callable[[], None]:
+    """fn, then every GPU in `devices` synchronised: work timed by the host clock."""
     def call() -> None:
         fn()
         for d in devices:
@@ -105,7 +106,7 @@ def device_path(torch: ModuleType, ctx: CaseContext, src_dev: int, dst_dev: int,
                 nbytes: int) -> CopyPath:
     src = pattern(torch, nbytes, f"cuda:{src_dev}")
     dst = torch.zeros(nbytes, dtype=torch.uint8, device=f"cuda:{dst_dev}")
-    call = _synced(torch, (src_dev, dst_dev), lambda: dst.copy_(src, non_blocking=True))
+    call = synced(torch, (src_dev, dst_dev), lambda: dst.copy_(src, non_blocking=True))
     call()
     check_arrived(torch, f"gpu{src_dev} to gpu{dst_dev}", dst, src.to(dst.device))
     return CopyPath("d2d", f"gpu{src_dev}", f"gpu{dst_dev}", nbytes, ctx.time(call).samples)
@@ -125,7 +126,7 @@ def kernel_path(torch: ModuleType, ctx: CaseContext, src_dev: int, dst_dev: int,
                            device=f"cuda:{src_dev}") % 251).to(torch.int32)
     src = padded.view(rows, _ROW_INTS + _PAD_INTS)[:, :_ROW_INTS]
     dst = torch.zeros(rows, _ROW_INTS, dtype=torch.int32, device=f"cuda:{dst_dev}")
-    call = _synced(torch, (src_dev, dst_dev), lambda: dst.copy_(src, non_blocking=True))
+    call = synced(torch, (src_dev, dst_dev), lambda: dst.copy_(src, non_blocking=True))
     call()
     check_arrived(torch, f"gpu{src_dev} to gpu{dst_dev} (copy kernel)", dst,
                   src.contiguous().to(dst.device))
@@ -157,7 +158,7 @@ def both_ways(torch: ModuleType, ctx: CaseContext, a: int, b: int, nbytes: int) 
         with torch.cuda.stream(sb):
             yb.copy_(xb, non_blocking=True)
 
-    call = _synced(torch, (a, b), issue)
+    call = synced(torch, (a, b), issue)
     call()
     check_arrived(torch, f"gpu{a} and gpu{b} both ways", ya, xa.to(ya.device))
     return CopyPath("d2d-bidir", f"gpu{a}", f"gpu{b}", 2 * nbytes, ctx.time(call).samples)
@@ -172,14 +173,14 @@ def host_device_path(torch: ModuleType, ctx: CaseContext, node: int, cpus: Seque
     where = None if placed is None else ",".join(f"node{n}" for n in sorted(set(placed)))
     gpu = torch.zeros(nbytes, dtype=torch.uint8, device=f"cuda:{device}")
     if to_device:
-        call = _synced(torch, (device,), lambda: gpu.copy_(host, non_blocking=True))
+        call = synced(torch, (device,), lambda: gpu.copy_(host, non_blocking=True))
         call()
         check_arrived(torch, f"node{node} to gpu{device}", gpu, host.to(gpu.device))
         return CopyPath("h2d", f"node{node}", f"gpu{device}", nbytes, ctx.time(call).samples,
                     where)
     gpu.copy_(host)
     back = torch.zeros(nbytes, dtype=torch.uint8).pin_memory()
-    call = _synced(torch, (device,), lambda: back.copy_(gpu, non_blocking=True))
+    call = synced(torch, (device,), lambda: back.copy_(gpu, non_blocking=True))
     call()
     check_arrived(torch, f"gpu{device} to node{node}", back, host)
     return CopyPath("d2h", f"gpu{device}", f"node{node}", nbytes, ctx.time(call).samples, where)
@@ -199,7 +200,7 @@ def all_to_all(torch: ModuleType, ctx: CaseContext, devices: Sequence[int],
             with torch.cuda.stream(streams[pair]):
                 dst[pair].copy_(src[pair[0]], non_blocking=True)
 
-    call = _synced(torch, devices, issue)
+    call = synced(torch, devices, issue)
     call()
     for a, b in pairs:
         check_arrived(torch, f"gpu{a} to gpu{b} (all at once)", dst[(a, b)],

@@ -20,6 +20,7 @@ are in the details.
 
 from __future__ import annotations
 
+import functools
 import os
 import time
 from collections.abc import Mapping
@@ -84,10 +85,22 @@ def site_file() -> str | None:
 
 
 def gates_of(device: DeviceInfo) -> tuple[ModelGates | None, str]:
-    """The gates of `device`'s model (shipped and the site's), and what chose them."""
+    """The gates of `device`'s model (shipped and the site's), and what chose them: read
+    once per site file as it is now, though the planner asks for every figure."""
+    site = site_file()
+    try:
+        stamp = os.stat(site).st_mtime_ns if site else None
+    except OSError:
+        stamp = None  # reading it says what is wrong
+    return _gates_of(device, site, stamp)
+
+
+@functools.lru_cache(maxsize=16)
+def _gates_of(device: DeviceInfo, site: str | None, stamp: int | None
+              ) -> tuple[ModelGates | None, str]:
     from accelbench.benchmarks.qualify.gates import load_gates, select
 
-    return select(device, load_gates(site_file()))
+    return select(device, load_gates(site))
 
 
 def judged_gates(model: ModelGates, figure: str, level: int) -> tuple[Gate, ...]:

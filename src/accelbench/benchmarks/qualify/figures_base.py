@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import os
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -113,17 +113,6 @@ def on_device(index: int) -> Iterator[None]:
 
     with torch.cuda.device(index):
         yield
-
-
-def synced(devices: Sequence[int], fn: Any) -> Any:
-    """fn, then every GPU in `devices` synchronised: work timed by the host clock."""
-    import torch
-
-    def call() -> None:
-        fn()
-        for d in devices:
-            torch.cuda.synchronize(d)
-    return call
 
 
 def pci_addresses(count: int) -> dict[int, str | None]:

@@ -24,7 +24,6 @@ from accelbench.benchmarks.qualify.figures_base import (
     pair_subject,
     pci_addresses,
     share_of,
-    synced,
 )
 from accelbench.core.context import CaseContext
 from accelbench.core.measurement import CaseFailed, CaseSkipped
@@ -95,7 +94,7 @@ def both_ways(torch: Any, ctx: CaseContext, cpus: tuple[int, ...], index: int,
     """Host to GPU `index` and back at once, each on a stream of its own; (seconds per
     call, bytes per call counting both directions, where the host memory was found)."""
     from accelbench.benchmarks.health import numa_place
-    from accelbench.benchmarks.health.copy_paths import check_arrived, pattern
+    from accelbench.benchmarks.health.copy_paths import check_arrived, pattern, synced
 
     with numa_place.pinned(cpus):
         source = pattern(torch, nbytes, "cpu").pin_memory()
@@ -113,7 +112,7 @@ def both_ways(torch: Any, ctx: CaseContext, cpus: tuple[int, ...], index: int,
         with torch.cuda.stream(down):
             back.copy_(outbound, non_blocking=True)
 
-    call = synced((index,), issue)
+    call = synced(torch, (index,), issue)
     call()
     check_arrived(torch, f"host to gpu{index} (both ways)", inbound, source.to(device))
     check_arrived(torch, f"gpu{index} to host (both ways)", back, source)
@@ -192,6 +191,8 @@ def allreduce(ctx: CaseContext, figure: str, seconds: float,
     import torch
     import torch.cuda.nccl as nccl
 
+    from accelbench.benchmarks.health.copy_paths import synced
+
     devices = _need_gpus(ctx, figure, 2)
     count = max(1, round((size_mib or ALLREDUCE_MIB) * MIB) // 4)
     tensors = [torch.full((count,), float(i + 1), dtype=torch.float32, device=f"cuda:{i}")
@@ -199,7 +200,7 @@ def allreduce(ctx: CaseContext, figure: str, seconds: float,
     if not nccl.is_available(tensors):
         raise CaseSkipped("this PyTorch cannot run NCCL (RCCL) on these tensors")
     n = len(devices)
-    call = synced(devices, lambda: nccl.all_reduce(tensors))
+    call = synced(torch, devices, lambda: nccl.all_reduce(tensors))
     call()
     due = n * (n + 1) / 2
     for i, t in zip(devices, tensors, strict=True):
