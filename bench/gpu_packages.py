@@ -37,7 +37,7 @@ TEST_PACKAGES = ("pytest", "pytest-timeout", "hypothesis")
 LEFT_OUT = {
     "telemetry": "no power, energy or clock readings from that vendor's GPUs",
     "onnx": "the ONNX Runtime cases are skipped",
-    "serving": "the serving scenarios are skipped",
+    "serving": "the serving scenarios and the LLM serving cases (serve-llm) are skipped",
     "quant": "int8 on GPUs is skipped",
     "diffusion": "the diffusion UNet case is skipped",
     "postgres": "no PostgreSQL store",

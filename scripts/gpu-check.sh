@@ -12,7 +12,8 @@
 #      `accelbench health` reads it, and its GPU model's configuration gates) into the
 #      store, then measure every figure its model has a level-2 gate for (GEMM per
 #      precision, memory, host and peer links, all-reduce, launch), briefly, against it;
-#   4. run the quick suite on the GPU into the store;
+#   4. serve a 1B LLaMA under eight concurrent streams (serve-llm), then run the quick
+#      suite on the GPU into the store;
 #   5. print each headline figure beside plain PyTorch measured now and the range expected
 #      for the device, and the energy counter against the power integrals on a 2 s and a
 #      10 s window (bench/gpu_reference.py), then a summary of every step.
@@ -255,6 +256,12 @@ print(",".join(FIGURES))')"
 run_step "gates at level 2" 90 "$out/gates.log" \
   "$py" -m accelbench run --bench gate -p "figure=$figures" -p level=2 -p budget=0.5 \
   -p settle=0 --device cuda --store "$store" --no-report
+# One small LLM serving case: a 1B LLaMA with random weights on transformers' continuous
+# batching, its output checked against eager PyTorch, eight streams at once.
+run_step "LLM serving (serve-llm)" 60 "$out/serving.log" \
+  "$py" -m accelbench run --bench serve-llm -p model=llama-1b -p dtype=bf16 \
+  -p requests=32 -p concurrency=8 -p input_len=256 -p output_len=64 \
+  -p slo=ttft:500ms,tpot:50ms --device cuda --store "$store" --no-report
 # The quick suite may take what is left but the reference's 75 s. Its headline cases
 # (GEMM, memory, launch) come first: stopped by its limit, it still stores them.
 quick_cap=$((deadline - SECONDS - 75))

@@ -20,6 +20,9 @@ EXIT_INCONCLUSIVE = 9  # a gate could not decide: the evidence is too noisy or c
 # `qualify --prologue/--epilogue`: the checks could not run at all (no device, no store,
 # accelbench itself), so the node was not judged; every other command keeps its code.
 EXIT_NOT_RUN = 10
+# A serving engine's endpoint cannot be reached, refuses the connection, or is not an
+# OpenAI-compatible server (the `llm` family's engines, by URL or started here).
+EXIT_ENDPOINT = 11
 EXIT_INTERNAL = 70  # accelbench itself could not work (the worker could not start)
 EXIT_INTERRUPTED = 130  # stopped by the user (Ctrl-C); what was measured is kept
 EXIT_TERMINATED = 143  # stopped by SIGTERM (128 + 15), as by Ctrl-C; what was measured is kept
@@ -70,6 +73,13 @@ class DeviceError(UserError):
     """The requested device does not exist or is not usable."""
 
     exit_code = EXIT_DEVICE
+
+
+class EndpointError(UserError):
+    """A serving engine's endpoint is unreachable, refuses, or does not speak the OpenAI
+    API; or an engine accelbench starts never became ready."""
+
+    exit_code = EXIT_ENDPOINT
 
 
 class Terminated(KeyboardInterrupt):

@@ -237,3 +237,21 @@ def test_a_counter_too_short_to_check_says_so_in_the_table() -> None:
     energy = summarize(_step_series(2.0, (1.0, 2.0)))  # a 1 s window of 1 s averages
     assert energy.counter_suspect is None and energy.energy_j == pytest.approx(700.0)
     assert counter_cell(energy).endswith("unchecked")
+
+
+@pytest.mark.parametrize("values", [(3.0, 1.0, 2.0), (4.0, 1.0, 3.0, 2.0)])
+def test_a_measured_figure_keeps_the_interval_of_its_median_process(values) -> None:
+    """Merged over processes, a measured figure with its own interval (a serving case's
+    TTFT mean) is the median, within the interval of the process(es) it came from."""
+    from accelbench.core.measurement import Figure
+
+    parts = [Measurement(CASE, "ok", timings=(Timing((1.0,), 1, 0, "load"),),
+                         measured=(Figure("ttft_mean", v, "s", False, low=v - 0.1 * v,
+                                          high=v + 0.1 * v),))
+             for v in values]
+    merged = merge_processes(parts).figure("ttft_mean")
+    assert merged is not None and merged.low is not None and merged.high is not None
+    assert merged.low <= merged.value <= merged.high
+    middle = sorted(values)[(len(values) - 1) // 2: len(values) // 2 + 1]
+    assert merged.low == pytest.approx(min(middle) * 0.9)
+    assert merged.high == pytest.approx(max(middle) * 1.1)

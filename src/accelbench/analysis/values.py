@@ -32,7 +32,7 @@ import numpy as np
 
 from accelbench.core.between import geometric_mean
 from accelbench.core.case import Case
-from accelbench.core.measurement import Figure, Measurement
+from accelbench.core.measurement import PER_CALL_NAMES, Figure, Measurement
 from accelbench.store import StoredRun
 
 
@@ -78,7 +78,8 @@ def matching_figure(m: Measurement, pattern: str) -> Figure | None:
 def follows_time(m: Measurement, name: str) -> bool:
     """Whether figure `name` of `m` varies with each sample's time per call."""
     return (name == m.time_name or any(r.name == name for r in m.rates)
-            or name == ENERGY_PER_CALL or name.endswith(PER_JOULE_SUFFIX))
+            or name == ENERGY_PER_CALL or name.endswith(PER_JOULE_SUFFIX)
+            or name in {f"energy_per_{unit}" for unit in PER_CALL_NAMES.values()})
 
 
 def process_values(m: Measurement, figure: Figure | None = None) -> np.ndarray:

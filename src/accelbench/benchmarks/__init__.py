@@ -12,6 +12,7 @@ from __future__ import annotations
 from accelbench.benchmarks.collectives.family import FAMILY as COLLECTIVES
 from accelbench.benchmarks.health.family import FAMILY as HEALTH
 from accelbench.benchmarks.isolate.family import FAMILY as ISOLATE
+from accelbench.benchmarks.llm.family import FAMILY as LLM
 from accelbench.benchmarks.micro.family import FAMILY as MICRO
 from accelbench.benchmarks.models.family import FAMILY as MODELS
 from accelbench.benchmarks.qualify.family import FAMILY as QUALIFY
@@ -28,6 +29,8 @@ REGISTRY = Registry.of([
     # Training at scale: FSDP2, tensor and pipeline parallelism, a 2-D mesh.
     SCALE,
     SERVING,
+    # LLM serving engines under load: TTFT, TPOT, ITL, goodput at an SLO.
+    LLM,
     # Validation checks (`accelbench validate`): pass, fail or skip, with the error found.
     VALIDATION,
     # Node health (`accelbench health`, `validate --level`): readings judged by rules.

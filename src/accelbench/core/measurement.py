@@ -61,10 +61,18 @@ FORMAT_VERSION = 3
 # details[HOST_SPEED]: the host's speed spread beside a CPU case (see above); a value at
 # or beyond MAX_HOST_SPEED_SD is not a speed spread but a damaged record, and is ignored.
 HOST_SPEED = "host_speed"
+# details[PER_CALL]: what one timed call of the case is, where it is a unit of work
+# rather than a call (a serving engine's seconds per output token); its energy figure is
+# then also named after it.
+PER_CALL = "per_call"
+PER_CALL_NAMES = {"output token": "token"}
+# details[EXIT_CODE] of a failed case: the exit code of the user's error it failed on.
+EXIT_CODE = "exit_code"
 MAX_HOST_SPEED_SD = 1.0
 
 __all__ = [
-    "FORMAT_VERSION", "HOST_SPEED", "STATUS_FAILED", "STATUS_OK", "STATUS_SKIPPED", "CaseFailed",
+    "EXIT_CODE", "FORMAT_VERSION", "HOST_SPEED", "PER_CALL", "PER_CALL_NAMES", "STATUS_FAILED",
+    "STATUS_OK", "STATUS_SKIPPED", "CaseFailed",
     "CaseResult", "CaseSkipped", "Figure", "Measurement", "Rate", "from_result",
     "merge_processes", "not_measured",
 ]
@@ -349,6 +357,11 @@ class Measurement:
 
         out.append(Figure("energy_per_call", per_call(self.rates[0].over if self.rates
                                                        else "median"), "J", False))
+        # A case whose "call" is one unit of work (an LLM engine's output token) names it.
+        unit = self.details.get(PER_CALL)
+        if isinstance(unit, str) and unit in PER_CALL_NAMES:
+            out.append(Figure(f"energy_per_{PER_CALL_NAMES[unit]}", out[-1].value,
+                              f"J/{PER_CALL_NAMES[unit]}", False))
         out += [Figure(f"{r.name}_per_joule", r.amount / per_call(r.over), _per_joule(r.unit),
                        True) for r in self.rates if per_call(r.over) > 0]
         return out
@@ -674,10 +687,21 @@ def _case_warnings(m: Measurement, policy: TimingPolicy | None) -> list[str]:
 
 
 def _median_figure(values: Sequence[Figure | None], like: Figure) -> Figure:
-    finite = [f.value for f in values if f is not None and math.isfinite(f.value)]
+    """The median over the processes; a figure that states its own interval keeps the
+    interval of the process it came from (of the two middle ones, both together), so the
+    value always lies within it."""
+    finite = sorted((f for f in values if f is not None and math.isfinite(f.value)),
+                    key=lambda f: f.value)
     if not finite:
         return like
-    return replace(like, value=float(statistics.median(finite)))
+    middle = finite[(len(finite) - 1) // 2: len(finite) // 2 + 1]
+    value = float(statistics.median(f.value for f in finite))
+    lows = [f.low for f in middle if f.low is not None]
+    highs = [f.high for f in middle if f.high is not None]
+    if len(lows) != len(middle) or len(highs) != len(middle):
+        return replace(like, value=value, low=None, high=None) if like.low is not None \
+            or like.high is not None else replace(like, value=value)
+    return replace(like, value=value, low=min(lows), high=max(highs))
 
 
 def not_measured(

@@ -95,6 +95,9 @@ class Lines:
     byte_ticks: bool = False  # the x axis is a size in bytes, ticked at powers of two
     dates: bool = False  # x is a Unix time, ticked as dates (UTC)
     marked_label: str = ""  # the legend's name of the series' marked points
+    # Also drawn on the published site's fleet page, from the newest run of its
+    # benchmark on each stack (a chart that compares configurations, not one run's detail).
+    site: bool = False
 
 
 @dataclass(frozen=True)

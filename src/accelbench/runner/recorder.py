@@ -18,7 +18,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Protocol
 
-from accelbench.core.measurement import Measurement
+from accelbench.core.measurement import EXIT_CODE, Measurement
 from accelbench.core.names import RUN_COMPLETE, RUN_FAILED, RUN_INTERRUPTED, STATUS_FAILED
 from accelbench.env.fingerprint import host_name
 from accelbench.errors import (
@@ -120,7 +120,13 @@ class Outcome:
     def exit_code(self) -> int:
         if self.interrupted:
             return EXIT_TERMINATED if self.terminated else EXIT_INTERRUPTED
-        return EXIT_CASE_FAILED if self.failed else EXIT_OK
+        failed = self.failed
+        # Cases that failed on a user's error (an engine's endpoint unreachable) each say
+        # its exit code; where every failure says the same one, the run exits with it.
+        codes = {m.details.get(EXIT_CODE) for m in failed}
+        if len(codes) == 1 and isinstance(code := codes.pop(), int) and code > EXIT_CASE_FAILED:
+            return code
+        return EXIT_CASE_FAILED if failed else EXIT_OK
 
 
 class RunRecorder:

@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 from accelbench.core.context import CaseContext, DistInfo
 from accelbench.core.device import DeviceInfo
 from accelbench.core.measurement import (
+    EXIT_CODE,
     STATUS_FAILED,
     STATUS_SKIPPED,
     CaseFailed,
@@ -29,6 +30,7 @@ from accelbench.core.measurement import (
     not_measured,
 )
 from accelbench.core.timing import SOLO, Coordinator, TimingPolicy, noise_warnings
+from accelbench.errors import UserError
 from accelbench.runner import gpu_faults
 from accelbench.runner.library_log import library_warnings
 from accelbench.runner.messages import (
@@ -138,6 +140,9 @@ def _outcome(planned: PlannedCase, device: DeviceInfo, policy: TimingPolicy,
     except CaseFailed as exc:
         outcome = not_measured(case, STATUS_FAILED, str(exc), started, time.perf_counter() - t0,
                                exc.details, exc.figures)
+    except UserError as exc:  # a user's error (an engine unreachable): its own exit code
+        outcome = not_measured(case, STATUS_FAILED, str(exc), started, time.perf_counter() - t0,
+                               {EXIT_CODE: exc.exit_code})
     except Exception as exc:  # any error in a case is that case's failure, not the run's
         outcome = not_measured(case, STATUS_FAILED, describe_error(exc), started,
                                time.perf_counter() - t0,

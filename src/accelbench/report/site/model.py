@@ -16,7 +16,7 @@ from hashlib import sha256
 from typing import TypeAlias
 
 from accelbench.core.units import MISSING, format_value
-from accelbench.core.view import Chart, HeatMap, Table
+from accelbench.core.view import Chart, HeatMap, Lines, Table
 
 
 @dataclass(frozen=True)
@@ -147,6 +147,23 @@ def heat_map_grid(chart: HeatMap) -> Grid:
         rows.append(Row((label, *cells), "bad" if label in chart.marked else None))
     return Grid(chart.title, ("", *across), tuple(rows),
                 frozenset(range(1, len(across) + 1)))
+
+
+def lines_grid(chart: Lines) -> Grid:
+    """The table of what a line chart draws: a row per point, with the chart's name of
+    its marked points and its hover text where the chart has them."""
+    tipped = any(s.tips for s in chart.series)
+    marks = any(s.marked for s in chart.series)
+    rows = []
+    for s in chart.series:
+        for j, (x, y) in enumerate(zip(s.x, s.y, strict=False)):
+            mark = (chart.marked_label or "marked") if j in s.marked else MISSING
+            tip = s.tips[j] if j < len(s.tips) and s.tips[j] else MISSING
+            rows.append(Row((s.name, format_value(x, ""), format_value(y, ""),
+                             *((mark,) if marks else ()), *((tip,) if tipped else ()))))
+    header = ("Line", chart.xlabel, chart.ylabel, *(("Mark",) if marks else ()),
+              *(("Point",) if tipped else ()))
+    return Grid(chart.title, header, tuple(rows), frozenset({1, 2}))
 
 
 def choices(values: Sequence[str]) -> tuple[str, ...]:

@@ -10,7 +10,9 @@ the command say the same.
   (`analysis.history` over each node's runs, as `accelbench history KEY --host NODE`).
 - Fleet: each node's figures over its stack's fleet median (`analysis.diagnose` with the
   default rules, as `accelbench diagnose`), and the matrices that views draw as heat maps
-  (the pairs of `isolate`), from the newest run of each benchmark that has them.
+  (the pairs of `isolate`), from the newest run of each benchmark that has them, and
+  the line charts views mark for the site (`Lines.site`: a serving engine's throughput
+  against per-user speed), from the newest run of each benchmark on each stack.
 - Generations: the generations chart of every suite measured on more than one stack.
 - Regressions: every step `history` finds of at least the threshold, newest first, with
   the interval of the step from the runs either side of it; then the series it cannot
@@ -68,6 +70,7 @@ from accelbench.report.site.model import (
     choices,
     grid_of,
     heat_map_grid,
+    lines_grid,
     run_href,
 )
 from accelbench.store import StoredExplanation, StoredRun
@@ -416,6 +419,7 @@ def fleet_page(ordered: Sequence[StoredRun]) -> Page:
         "Nodes with a finding are in red."),
         plots=tuple(p for p in plots if p is not None), anchor="median"))
     blocks += _matrix_blocks(ordered)
+    blocks += _site_chart_blocks(ordered)
     notes = tuple(diagnosis.notes)
     return _filtered(Page(FLEET, "Fleet", tuple(blocks), notes))
 
@@ -499,6 +503,35 @@ def _matrix_blocks(ordered: Sequence[StoredRun]) -> list[Block]:
                 f"{bench}.", plots=plots, tables=tuple(grid_of(t) for t in section.tables),
                 scope=Scope(bench=bench, node=record.host, stack=record.generation_key),
                 anchor=f"matrix-{len(blocks) + 1}"))
+    return blocks
+
+
+def _site_chart_blocks(ordered: Sequence[StoredRun]) -> list[Block]:
+    """The line charts views mark for the site (`Lines.site`: configurations compared,
+    such as throughput against latency over loads), from the newest run of each
+    benchmark on each stack, with the tables of their section."""
+    from accelbench.report.run_view import run_sections
+
+    newest: dict[tuple[str, str], StoredRun] = {}
+    for run in ordered:
+        for bench in {m.case.benchmark for m in run.measurements if m.ok}:
+            newest[(bench, run.record.generation_key)] = run
+    blocks: list[Block] = []
+    for (bench, stack), run in sorted(newest.items()):
+        chosen = tuple(m for m in run.measurements if m.case.benchmark == bench)
+        for section in run_sections(chosen):
+            shown = [c for c in section.charts if isinstance(c, Lines) and c.site]
+            if not shown:
+                continue
+            record = run.record
+            plots = tuple(Plot(c.title, lines_grid(c), c, caption=c.caption) for c in shown)
+            blocks.append(Block(
+                f"{section.title}: {bench} on {stack}",
+                f"{section.about} From run {record.id} on {record.host}, the newest with "
+                f"{bench} on this stack.", plots=plots,
+                tables=tuple(grid_of(t) for t in section.tables),
+                scope=Scope(bench=bench, node=record.host, stack=stack),
+                anchor=f"chart-{len(blocks) + 1}"))
     return blocks
 
 

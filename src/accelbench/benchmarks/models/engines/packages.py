@@ -17,6 +17,7 @@ EXTRAS = {
     "onnxscript": ("onnxscript", "pip install 'accelbench[onnx]'"),
     "torchao": ("torchao", "pip install 'accelbench[quant]'"),
     "mlperf_loadgen": ("mlcommons-loadgen", "pip install 'accelbench[serving]'"),
+    "aiohttp": ("aiohttp", "pip install 'accelbench[serving]'"),
     "diffusers": ("diffusers", "pip install 'accelbench[diffusion]'"),
 }
 

@@ -1,0 +1,183 @@
+"""`accelbench run --bench serve-llm` end to end on the CPU: a real engine serving a tiny
+random-weight LLaMA, a null engine by URL for sweeps and faults, and what the store keeps
+(figures with intervals, never the prompts' text), the exit code of an unreachable
+endpoint, and a started server stopped when accelbench is."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import psutil
+import pytest
+
+from accelbench.errors import EXIT_CASE_FAILED, EXIT_ENDPOINT, EXIT_TERMINATED
+
+pytestmark = pytest.mark.slow
+
+SMALL = ["-p", "requests=10", "-p", "concurrency=2", "-p", "input_len=8", "-p", "output_len=6",
+         "-p", "slo=ttft:5s,tpot:1s"]
+PROMPT_TEXT = re.compile(rb"(w\d+ ){6}")
+
+
+def _accelbench(*args: str, timeout: float = 300) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "accelbench", *args], capture_output=True,
+                          text=True, timeout=timeout, env={**os.environ, "CI": "true"})
+
+
+def _measurements(store: Path) -> list[dict[str, Any]]:
+    shown = _accelbench("show", "--store", str(store), "--json")
+    assert shown.returncode == 0, shown.stderr
+    runs = json.loads(shown.stdout)["runs"]
+    return [m for run in runs for m in run["measurements"]]
+
+
+def _figures(m: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    return {f["name"]: f for f in m["figures"]}
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+class _NullEngine:
+    """The null engine in its own process (so that `die` ends that process alone)."""
+
+    def __init__(self, *args: str) -> None:
+        self.process = subprocess.Popen(
+            [sys.executable, "-m", "accelbench.benchmarks.llm.nullserver", "--port", "0",
+             *args], stdout=subprocess.PIPE, text=True)
+        assert self.process.stdout is not None
+        self.url = self.process.stdout.readline().strip()
+        assert self.url.startswith("http://127.0.0.1:"), self.url
+
+    def __enter__(self) -> _NullEngine:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.process.terminate()
+        self.process.wait(10)
+        if self.process.stdout is not None:
+            self.process.stdout.close()
+
+
+@pytest.mark.torch_api  # also on the oldest PyTorch supported (scripts/test-floor.sh)
+def test_a_tiny_llama_served_in_process(tmp_path: Path) -> None:
+    store = tmp_path / "runs.db"
+    done = _accelbench("run", "--bench", "serve-llm", "--device", "cpu", *SMALL,
+                       "--store", str(store), "--no-report")
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    (m,) = _measurements(store)
+    assert m["status"] == "ok"
+    figures = _figures(m)
+    for name in ("output_tokens", "goodput", "ttft_p99", "tpot_p50", "itl_p90", "e2e_mean",
+                 "tokens_per_user", "requests"):
+        assert figures[name]["value"] > 0, name
+    assert figures["failed"]["value"] == 0
+    mean = figures["ttft_mean"]
+    assert mean["low"] is not None and mean["low"] <= mean["value"] <= mean["high"]
+    assert m["figures"][0]["name"] == "output_tokens"  # the headline
+    details = m["details"]
+    assert details["canary"]["ok"] and not details["canary"]["skipped"]
+    assert details["engine"]["name"] == "inprocess"
+    assert details["requests_measured"] == 10 and details["requests_failed"] == 0
+    assert details["token_counts"] == ["usage"]
+    # Nothing of the prompts' or the outputs' text is stored.
+    assert "texts" not in details
+    assert not PROMPT_TEXT.search(store.read_bytes())
+
+
+def test_a_sweep_by_url_finds_the_knee_and_draws_the_front(tmp_path: Path) -> None:
+    store, report = tmp_path / "runs.db", tmp_path / "report.html"
+    with _NullEngine("--delay", "0.002") as engine:
+        done = _accelbench("run", "--bench", "serve-llm", "--device", "cpu", *SMALL,
+                           "-p", "engine=url", "-p", f"url={engine.url}", "-p", "canary=false",
+                           "-p", "sweep=concurrency=1,2", "--store", str(store),
+                           "--report", str(report))
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    (m,) = _measurements(store)
+    points = m["details"]["sweep"]
+    assert [p["load"] for p in points] == [1, 2]
+    assert all(p["meets_slo"] for p in points)
+    assert _figures(m)["knee_concurrency"]["value"] == 2
+    assert m["details"]["engine"]["url"] == engine.url
+    html = report.read_text()
+    assert "token/s per user" in html.lower() or "tokens per user" in html.lower()
+
+
+def test_an_unreachable_endpoint_exits_11_and_is_stored(tmp_path: Path) -> None:
+    store = tmp_path / "runs.db"
+    url = f"http://127.0.0.1:{_free_port()}"
+    done = _accelbench("run", "--bench", "serve-llm", "--device", "cpu", *SMALL,
+                       "-p", "engine=url", "-p", f"url={url}", "--store", str(store),
+                       "--no-report")
+    assert done.returncode == EXIT_ENDPOINT, done.stdout[-2000:] + done.stderr[-2000:]
+    (m,) = _measurements(store)
+    assert m["status"] == "failed"
+    assert url in m["reason"] and "\n" not in m["reason"]
+    assert "Traceback" not in done.stderr
+
+
+def test_a_dying_engine_fails_its_case_and_the_others_are_kept(tmp_path: Path) -> None:
+    store = tmp_path / "runs.db"
+    with _NullEngine() as good, _NullEngine("--fault", "die") as dying:
+        done = _accelbench("run", "--bench", "serve-llm", "--device", "cpu", *SMALL,
+                           "-p", "engine=url", "-p", "canary=false",
+                           "-p", f"url={good.url},{dying.url}", "--store", str(store),
+                           "--no-report")
+    assert done.returncode == EXIT_CASE_FAILED, done.stdout[-2000:] + done.stderr[-2000:]
+    by_url = {m["case"]["params"]["url"]: m for m in _measurements(store)}
+    assert by_url[good.url]["status"] == "ok"
+    failed = by_url[dying.url]
+    assert failed["status"] == "failed" and failed["reason"]
+    assert "Traceback" not in failed["reason"]
+
+
+@pytest.mark.server
+def test_a_started_server_is_stopped_with_accelbench(tmp_path: Path) -> None:
+    """SIGTERM to accelbench while `transformers serve` serves its case: the run stops
+    as interrupted (143) and the server process is gone."""
+    process = subprocess.Popen(
+        [sys.executable, "-m", "accelbench", "run", "--bench", "serve-llm", "--device", "cpu",
+         "-p", "engine=transformers-serve", "-p", "requests=2000", "-p", "concurrency=2",
+         "-p", "output_len=64", "--store", str(tmp_path / "runs.db"), "--no-report"],
+        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+        env={**os.environ, "CI": "true"})
+    try:
+        server = _wait_for_server(process, deadline=time.monotonic() + 240)
+        process.send_signal(signal.SIGTERM)
+        _, err = process.communicate(timeout=120)
+        assert process.returncode == EXIT_TERMINATED, err[-2000:]
+        server.wait(60)  # raises psutil.TimeoutExpired if it outlives accelbench
+        assert not server.is_running() or server.status() == psutil.STATUS_ZOMBIE
+    finally:
+        if process.poll() is None:
+            process.kill()
+
+
+def _wait_for_server(accelbench: subprocess.Popen[str], deadline: float) -> psutil.Process:
+    """The `transformers serve` process below accelbench, once it serves the load."""
+    while time.monotonic() < deadline:
+        if accelbench.poll() is not None:
+            pytest.fail(f"accelbench ended first: {accelbench.returncode}")
+        for child in psutil.Process(accelbench.pid).children(recursive=True):
+            try:
+                command = " ".join(child.cmdline())
+                serving = any(c.status == psutil.CONN_ESTABLISHED
+                              for c in child.net_connections())
+            except psutil.Error:
+                continue
+            if "transformers" in command and " serve " in f"{command} " and serving:
+                return child
+        time.sleep(0.5)
+    pytest.fail("no transformers serve process served the load in time")
