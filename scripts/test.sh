@@ -77,7 +77,7 @@ static_log=$(mktemp)
 (set -euo pipefail; static_checks) >"$static_log" 2>&1 &
 static=$!
 suite=0
-.venv/bin/python -m pytest "${parallel[@]}" "$@" || suite=$?
+.venv/bin/python -m pytest "${parallel[@]}" --durations=40 "$@" || suite=$?
 if ! wait "$static"; then
   cat "$static_log"
   echo "test.sh: the type check or the documentation build failed (above)" >&2

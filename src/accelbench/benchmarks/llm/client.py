@@ -213,8 +213,8 @@ def token_counter(tokenizer: str | None) -> Counter | None:
 class _Exchange:
     """What one request has left so far (mutable while it streams; `record` freezes it)."""
 
-    __slots__ = ("chunks", "end", "error", "index", "keep_text", "parts", "scheduled",
-                 "sent", "usage", "warmup")
+    __slots__ = ("chunks", "end", "error", "index", "keep_text", "on_first", "parts",
+                 "scheduled", "sent", "usage", "warmup")
 
     def __init__(self, index: int, warmup: bool, scheduled: float | None,
                  keep_text: bool) -> None:
@@ -226,6 +226,7 @@ class _Exchange:
         self.usage: dict[str, Any] | None = None
         self.end: float | None = None
         self.error: str | None = None
+        self.on_first: Callable[[], None] | None = None  # told as the first token arrives
 
     def record(self, counter: Counter | None) -> RequestRecord:
         sent = self.sent if self.sent is not None else math.nan
@@ -270,6 +271,8 @@ def _piece(ex: _Exchange, payload: bytes, now: float) -> bool:
                 if not isinstance(text, str):
                     raise TypeError(text)
                 ex.chunks.append(now)
+                if ex.on_first is not None and len(ex.chunks) == 1:
+                    ex.on_first()
                 if ex.keep_text:
                     ex.parts.append(text)
         usage = obj.get("usage")
@@ -364,13 +367,17 @@ def open_session(plan: LoadPlan) -> aiohttp.ClientSession:
 async def stream_request(session: aiohttp.ClientSession, plan: LoadPlan, index: int,
                          prompt: str, max_tokens: int, t0: float, warmup: bool, *,
                          scheduled: float | None = None, counter: Counter | None = None,
+                         on_first_token: Callable[[], None] | None = None,
                          ) -> tuple[RequestRecord, str]:
     """Stream one request of `plan`'s kind; its record (times from `t0`, a
     time.perf_counter value) and its output text. Never raises for the request's own
     failures (they are the record's error). `scheduled` defaults to the send time;
-    `counter` to the plan's tokenizer (when the engine sends no usage)."""
+    `counter` to the plan's tokenizer (when the engine sends no usage); `on_first_token`
+    is called the moment the first piece of output text is read (LoadGen's first-token
+    callback)."""
     counter = counter if counter is not None else token_counter(plan.tokenizer)
     ex = _Exchange(index, warmup, scheduled, keep_text=True)
+    ex.on_first = on_first_token
     try:
         headers = plan.headers()
     except ValueError as exc:

