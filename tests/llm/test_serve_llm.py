@@ -132,7 +132,7 @@ def test_loadgen_server_runs_beside_the_familys_own_load(tmp_path: Path) -> None
     assert loadgen["target_qps"] == 20
     for name in ("ttft_p50", "tpot_p50"):
         ours, theirs = figures[name]["value"], figures[f"loadgen_{name}"]["value"]
-        assert 0 < theirs and 0 < ours
+        assert theirs > 0 and ours > 0
 
 
 def test_an_unreachable_endpoint_exits_11_and_is_stored(tmp_path: Path) -> None:
