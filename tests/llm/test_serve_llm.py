@@ -117,13 +117,14 @@ def test_a_sweep_by_url_finds_the_knee_and_draws_the_front(tmp_path: Path) -> No
 
 def test_loadgen_server_runs_beside_the_familys_own_load(tmp_path: Path) -> None:
     """With loadgen=true the same engine, prompts and SLO also go through MLPerf LoadGen's
-    Server scenario with token latencies: its TTFT and TPOT beside the family's own."""
+    Server scenario with token latencies: its TTFT and TPOT beside the family's own; with
+    keep_text=true the first requests' text is stored."""
     store = tmp_path / "runs.db"
     with _NullEngine("--delay", "0.002") as engine:
         done = _accelbench("run", "--bench", "serve-llm", "--device", "cpu", *SMALL,
                            "-p", "engine=url", "-p", f"url={engine.url}", "-p", "canary=false",
-                           "-p", "rate=20", "-p", "loadgen=true", "--store", str(store),
-                           "--no-report")
+                           "-p", "rate=20", "-p", "loadgen=true", "-p", "keep_text=true",
+                           "--store", str(store), "--no-report")
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     (m,) = _measurements(store)
     figures = _figures(m)
@@ -133,6 +134,11 @@ def test_loadgen_server_runs_beside_the_familys_own_load(tmp_path: Path) -> None
     for name in ("ttft_p50", "tpot_p50"):
         ours, theirs = figures[name]["value"], figures[f"loadgen_{name}"]["value"]
         assert theirs > 0 and ours > 0
+    # keep_text asked for the first requests' text: prompts of the model's words, and the
+    # null engine's output.
+    texts = m["details"]["texts"]
+    assert 1 <= len(texts) <= 8
+    assert all(len(t["prompt"].split()) == 8 and t["output"].split()[0] == "w0" for t in texts)
 
 
 def test_an_unreachable_endpoint_exits_11_and_is_stored(tmp_path: Path) -> None:
@@ -222,3 +228,47 @@ def test_vllm_started_for_the_case(tmp_path: Path) -> None:
     assert m["details"]["canary"]["skipped"]  # dummy weights: nothing to compare with
     assert _figures(m)["output_tokens"]["value"] > 0
     assert m["details"]["token_counts"] == ["usage"]
+
+
+def test_a_started_server_that_dies_mid_load_fails_the_case_with_why(tmp_path: Path) -> None:
+    """A server accelbench started that exits during a load: the case fails saying so,
+    with the exit code and the end of the server's log."""
+    import functools
+
+    from accelbench.benchmarks.llm import declaration
+    from accelbench.benchmarks.llm.engines import endpoint as endpoints
+    from accelbench.benchmarks.llm.engines.server import ManagedServer, free_port
+    from accelbench.benchmarks.llm.metrics import SLO
+    from accelbench.benchmarks.llm.params import ServeLLMParams
+    from accelbench.core.measurement import CaseFailed
+
+    port = free_port()
+    command = [sys.executable, "-m", "accelbench.benchmarks.llm.nullserver", "--port",
+               str(port), "--fault", "die", "--delay", "0.01"]
+    params = ServeLLMParams(
+        model="llama-tiny", engine="transformers-serve", dtype="fp32", api="completions",
+        requests=6, warmup=1, concurrency=2, rate=0.0, burstiness=1.0, ramp_up=0.0,
+        input_len="8", output_len="8", shared_prefix=0, slo="ttft:1s", sweep="",
+        request_timeout=30.0, stall_timeout=10.0, ready_timeout=30.0, canary=False,
+        keep_text=False)
+    with ManagedServer(command, port=port, log_path=tmp_path / "server.log",
+                       ready_timeout=30) as server:
+        endpoint = endpoints.Endpoint(url=server.url, model="null", name="null",
+                                      version="0", died=functools.partial(endpoints._exited,
+                                                                          server))
+        assert endpoint.died() is None
+        with pytest.raises(CaseFailed) as failed:
+            declaration._run_load(
+                _NoTiming(),  # type: ignore[arg-type]
+                params, endpoint, declaration._Prompts(params, endpoint),
+                SLO.parse("ttft:1s"), 1, 2, 0.0, {"engine": endpoint.info()})
+    reason = str(failed.value)
+    assert reason.startswith("the engine died during the load: ")
+    assert "exited with code" in reason
+    assert failed.value.details["engine"]["name"] == "null"
+
+
+class _NoTiming:
+    """The case context a load reads: only its hook for the timed window, absent here."""
+
+    on_timed = None
