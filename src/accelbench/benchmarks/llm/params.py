@@ -15,7 +15,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from accelbench.core.params import DEFAULT, UNKEYED, Param
+from accelbench.core.params import DEFAULT, Param
 
 INPROCESS, TRANSFORMERS_SERVE, VLLM, URL = "inprocess", "transformers-serve", "vllm", "url"
 ENGINES = (INPROCESS, TRANSFORMERS_SERVE, VLLM, URL)
@@ -97,8 +97,8 @@ class ServeLLMParams:
     loadgen: bool = False
     url: str = ""
     served_model: str = ""
-    api_key_env: str = ""
-    engine_python: str = ""
+    api_key_env: str | None = None
+    engine_python: str | None = None
     engine_args: str = ""
 
 
@@ -159,9 +159,9 @@ PARAMS = (
           help="the running server's base URL (engine=url)"),
     Param("served_model", "str", "", only_when=_URL_ONLY, outside=DEFAULT,
           help="the model name to request (engine=url; '': the one it lists)"),
-    Param("api_key_env", "str", "", only_when=_URL_ONLY, outside=UNKEYED,
+    Param("api_key_env", "str", "", only_when=_URL_ONLY,
           help="environment variable holding the server's API key (never stored)"),
-    Param("engine_python", "str", "", only_when=_STARTED_ONLY, outside=UNKEYED, grid=False,
+    Param("engine_python", "str", "", only_when=_STARTED_ONLY, grid=False,
           help="interpreter of the engine's own environment ('': this one)"),
     Param("engine_args", "str", "", only_when=_STARTED_ONLY, outside=DEFAULT, grid=False,
           help="extra options for the started server, as on its command line"),
