@@ -226,9 +226,10 @@ def _sweep(ctx: CaseContext, params: ServeLLMParams, endpoint: Endpoint, prompts
     chosen = runs[points.index(knee)] if knee is not None else runs[0]
     details.update(chosen.details())
     figures = list(chosen.figures)
-    if knee is not None and math.isfinite(knee.load):
-        unit = "request/s" if loads.kind == "rate" else "request"
-        figures.append(Figure(f"knee_{loads.kind}", knee.load, unit))
+    if knee is not None:
+        if math.isfinite(knee.load):  # a rate of "all at once" is no figure
+            unit = "request/s" if loads.kind == "rate" else "request"
+            figures.append(Figure(f"knee_{loads.kind}", knee.load, unit))
     else:
         chosen.warnings.append(f"no load of the sweep met the SLO ({params.slo}); figures of "
                                f"the lowest, {loads.kind} {loads.loads[0]:g}")

@@ -24,6 +24,7 @@ from accelbench.benchmarks.llm.sweep import (
     meets_slo,
     pareto,
 )
+from accelbench.core.case import label_value
 from accelbench.core.measurement import Measurement
 from accelbench.core.units import MISSING, axis_scale, format_value
 from accelbench.core.view import BAD, GOOD, WARN, Lines, LineSeries, Section, Table
@@ -139,7 +140,7 @@ def case_table(m: Measurement) -> Table:
         notes.append("No load met the SLO.")
     kinds = {p.kind for p in points}
     load = LOAD_HEADER[points[0].kind] if len(kinds) == 1 else "Load"
-    return Table(m.case.label, (load, *HEADER), rows, notes=notes,
+    return Table(_title(m), (load, *HEADER), rows, notes=notes,
                  numeric=frozenset(range(len(HEADER) + 1)), styles=styles)
 
 
@@ -265,3 +266,12 @@ def _tip(name: str, p: SweepPoint) -> str:
             f"{format_value(f[DEVICE_AXIS], 'token/s')} per device, TTFT {SLO_PERCENTILE} "
             f"{MISSING if ttft is None else format_value(ttft, 's')}; "
             + ("meets the SLO" if p.meets_slo else "misses the SLO"))
+
+
+def _title(m: Measurement) -> str:
+    """The case as the results table names it: the parameters it shows (those left at a
+    quiet default, such as timeouts, are not)."""
+    if not m.case.shown:
+        return m.case.label
+    return " ".join([m.case.benchmark,
+                     *(f"{k}={label_value(v)}" for k, v in m.case.shown_params)])
