@@ -12,6 +12,7 @@ highest that still meets the SLO.
 
 from __future__ import annotations
 
+import importlib
 from dataclasses import dataclass
 from typing import Any
 
@@ -28,36 +29,32 @@ APIS = ("completions", "chat")
 DTYPES = ("fp32", "bf16", "fp16")
 
 
-def _lengths(text: Any) -> str | None:
-    from accelbench.benchmarks.llm.workload import Lengths
+@dataclass(frozen=True)
+class _ParsedBy:
+    """A parameter check that parses the text with `entry` ("module:attribute", imported
+    when first checked): its ValueError's line is the problem. A class rather than a
+    closure: a case's parameters travel to its worker process pickled."""
 
-    try:
-        Lengths.parse(str(text))
-    except ValueError as exc:
-        return str(exc)
-    return None
+    entry: str
+    empty_ok: bool = False
 
-
-def _slo(text: Any) -> str | None:
-    from accelbench.benchmarks.llm.metrics import SLO
-
-    try:
-        SLO.parse(str(text))
-    except ValueError as exc:
-        return str(exc)
-    return None
-
-
-def _sweep(text: Any) -> str | None:
-    if not str(text):
+    def __call__(self, text: Any) -> str | None:
+        if self.empty_ok and not str(text):
+            return None
+        module, _, name = self.entry.partition(":")
+        parse: Any = importlib.import_module(module)
+        for part in name.split("."):
+            parse = getattr(parse, part)
+        try:
+            parse(str(text))
+        except ValueError as exc:
+            return str(exc)
         return None
-    from accelbench.benchmarks.llm.sweep import parse_sweep
 
-    try:
-        parse_sweep(str(text))
-    except ValueError as exc:
-        return str(exc)
-    return None
+
+_lengths = _ParsedBy("accelbench.benchmarks.llm.workload:Lengths.parse")
+_slo = _ParsedBy("accelbench.benchmarks.llm.metrics:SLO.parse")
+_sweep = _ParsedBy("accelbench.benchmarks.llm.sweep:parse_sweep", empty_ok=True)
 
 
 def _url(text: Any) -> str | None:
