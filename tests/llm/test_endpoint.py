@@ -265,10 +265,19 @@ def test_a_port_that_does_not_speak_http_is_an_endpoint_error() -> None:
     listener = socket.create_server(("127.0.0.1", 0))
     port = listener.getsockname()[1]
 
+    listener.settimeout(0.1)
+    stop = threading.Event()
+
     def garble() -> None:
-        for _ in range(2):
-            connection, _ = listener.accept()
+        # answers every connection with a banner until told to stop; how many
+        # connections the probe makes is its own business
+        while not stop.is_set():
+            try:
+                connection, _ = listener.accept()
+            except TimeoutError:
+                continue
             with connection:
+                connection.settimeout(5)
                 connection.recv(1024)
                 connection.sendall(b"SSH-2.0-OpenSSH_9.6\r\n")
 
@@ -279,4 +288,6 @@ def test_a_port_that_does_not_speak_http_is_an_endpoint_error() -> None:
             probe(f"http://127.0.0.1:{port}", timeout=5)
         assert "\n" not in str(e.value)
     finally:
+        stop.set()
+        thread.join(timeout=10)
         listener.close()
