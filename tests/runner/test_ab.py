@@ -91,9 +91,10 @@ def test_identical_stacks_are_decided_same_and_stored_as_two_linked_runs(store_p
 
 
 def test_pairs_run_back_to_back_in_alternating_order(store_path) -> None:
-    _ab(store_path, _request(max_rounds=4, min_effect=0.0))  # min effect 0: never "same"
+    # min effect 0: never "same" (hopeless from three pairs on, as nothing differs)
+    _ab(store_path, _request(max_rounds=4, min_effect=0.0))
     rounds = [Sides.asked[i:i + 6] for i in range(0, len(Sides.asked), 6)]
-    assert len(rounds) == 4
+    assert len(rounds) == 3
     for number, asked in enumerate(rounds):
         for offset, bench in enumerate(("a", "b", "c")):
             pair = asked[2 * offset:2 * offset + 2]
@@ -247,9 +248,37 @@ def test_a_case_too_noisy_for_the_rounds_left_stops_early_as_inconclusive(store_
     (case,) = finished.result.cases
     assert case.outcome == INCONCLUSIVE
     verdict = _verdict(case)
-    assert verdict.pairs == 5  # FUTILE_AFTER, far below max_rounds
-    assert verdict.pairs_needed is None or verdict.pairs_needed > 40
+    # hopeless even at half its noise: from HOPELESS_AFTER (3) pairs on, before the
+    # FUTILE_AFTER (5) rule would have stopped it
+    assert 3 <= verdict.pairs < 5
+    assert verdict.pairs_needed is None or verdict.pairs_needed > 80
     assert finished.outcome.stopped == "done"
+
+
+def test_a_noisy_case_that_more_rounds_could_decide_is_not_stopped_at_three_pairs() -> None:
+    from accelbench.core.request import AbRequest
+    from accelbench.runner.ab import _Case, _decided
+
+    class Part:
+        def __init__(self, value: float) -> None:
+            from accelbench.core.measurement import Figure
+
+            self.primary = Figure("throughput", value, "item/s", True)
+
+    class Planned:
+        class benchmark:
+            distributed = False
+
+    ab = AbRequest(max_rounds=20, min_effect=0.05)
+    # ±3% between pairs: about 8 pairs decide it, within max_rounds
+    case = _Case(Planned())  # type: ignore[arg-type]
+    parts: Any = {"a": [Part(1.0), Part(1.0), Part(1.0)],
+                  "b": [Part(1.03), Part(0.97), Part(1.0)]}
+    case.parts = parts
+    assert not _decided(case, ab, cases=1)
+    # ±40%: hopeless within 20 rounds even were its noise half that
+    parts["b"] = [Part(1.5), Part(0.7), Part(1.0)]
+    assert _decided(case, ab, cases=1)
 
 
 def test_the_time_left_is_the_rounds_left_at_the_pace_so_far_within_the_budget() -> None:
@@ -259,3 +288,86 @@ def test_the_time_left_is_the_rounds_left_at_the_pace_so_far_within_the_budget()
     assert _left(AbRequest(max_rounds=10, budget=100.0), 2, 60.0, done=False) == 40.0
     assert _left(AbRequest(max_rounds=10, budget=50.0), 2, 60.0, done=False) == 0.0
     assert _left(AbRequest(max_rounds=10), 2, 60.0, done=True) == 0.0
+
+
+def test_a_benchmark_with_a_protocol_of_its_own_is_paired_in_sequence_unpinned(
+        store_path) -> None:
+    from ab_fakes import FakeStackWorker
+    from accelbench.core.sequential import IN_SEQUENCE, IN_TURNS, PAIRING
+    from accelbench.report.ab_tables import ab_tables
+
+    turns: list[tuple[str, object]] = []
+
+    class TakingTurns(FakeStackWorker):
+        """A worker that can be sent a case and asked later, as real ones are."""
+
+        def send(self, message: Any) -> None:
+            turns.append((message.planned.case.benchmark, message.turns))
+            self._reply = self.ask(message, 5.0)
+
+        def ready(self) -> bool:
+            return True
+
+        def receive(self, timeout: float) -> Any:
+            return self._reply
+
+    registry = Registry([Benchmark("a", "micro", "test", "test_ab:_noop", ()),
+                         Benchmark("own", "micro", "test", "test_ab:_noop", (),
+                                   interleaves=False)])
+    request = _request(benches=("a", "own"), max_rounds=3).replace(no_report=True)
+    finished = app.ab(request, parse_location(store_path), registry=registry,
+                      worker_factory=lambda side: lambda env: TakingTurns(side, env))
+    assert {bench for bench, spec in turns} == {"a"}  # "own" was asked, one after the other
+    assert all(spec is not None for _, spec in turns)
+    asked_own = [side for side, bench in Sides.asked if bench == "own"]
+    assert len(asked_own) == 2 * finished.result.cases[1].verdict.pairs  # type: ignore[union-attr]
+    pairing = {c.label.split()[0]: c.pairing for c in finished.result.cases}
+    assert pairing == {"a": IN_TURNS, "own": IN_SEQUENCE}
+    with Store.open(store_path) as store:
+        run = store.load_run(finished.result.a.record.id)
+        assert {m.case.benchmark: m.details[PAIRING] for m in run.measurements} == {
+            "a": IN_TURNS, "own": IN_SEQUENCE}
+    (table, *_) = ab_tables(finished.result)
+    assert any("one after the other" in note and "own" in note for note in table.notes)
+
+
+def test_the_budget_left_is_costed_at_each_undecided_cases_last_pair() -> None:
+    from accelbench.runner.ab import _Case, _reachable
+
+    class Planned:
+        class benchmark:
+            distributed = False
+
+    cases = [_Case(Planned()) for _ in range(3)]  # type: ignore[arg-type]
+    for case, cost in zip(cases, (10.0, 20.0, 30.0), strict=True):
+        case.cost = cost
+    assert _reachable(cases, AbRequest(max_rounds=20), 3, 100.0) == 20  # no budget
+    # 300 s left, a round of the three costs 60 s: five more rounds
+    assert _reachable(cases, AbRequest(max_rounds=20, budget=400.0), 3, 100.0) == 8
+    cases[2].done = True  # a round of the others costs 30 s: ten more
+    assert _reachable(cases, AbRequest(max_rounds=20, budget=400.0), 3, 100.0) == 13
+    assert _reachable(cases, AbRequest(max_rounds=10, budget=400.0), 3, 100.0) == 10
+    assert _reachable(cases, AbRequest(max_rounds=10, budget=50.0), 3, 100.0) == 3
+
+
+def test_a_case_the_budget_cannot_decide_gives_its_rounds_to_one_it_can(store_path) -> None:
+    ticks = iter(range(0, 100_000))
+
+    def clock() -> float:  # every call a second later: a pair takes a few
+        return float(next(ticks))
+
+    noisy = Sides.rng
+
+    class Noisier:  # "a": ±0.7% a pair, decided in a few; "b", "c": ±5%, about 14
+        def gauss(self, mu: float, sigma: float) -> float:
+            return noisy.gauss(mu, 0.035 if Sides.asked[-1][1] in ("b", "c") else 0.005)
+
+    Sides.rng = Noisier()  # type: ignore[assignment]
+    finished = _ab(store_path, _request(max_rounds=20, budget=45.0), clock=clock)
+    outcome = {c.label.split()[0]: c for c in finished.result.cases}
+    assert outcome["a"].outcome == SAME
+    for name in ("b", "c"):
+        # more pairs than the budget leaves, though at half their noise fewer than
+        # max_rounds: stopped before FUTILE_AFTER (5), their rounds left to "a"
+        assert outcome[name].outcome == INCONCLUSIVE
+        assert _verdict(outcome[name]).pairs < 5

@@ -24,8 +24,12 @@ from accelbench.core.measurement import STATUS_OK, STATUS_SKIPPED, Measurement
 from accelbench.core.request import AbRequest
 from accelbench.core.sequential import (
     FASTER,
+    IN_JOBS,
+    IN_SEQUENCE,
+    IN_TURNS,
     INCONCLUSIVE,
     PAIR_VALUES,
+    PAIRING,
     SAME,
     SLOWER,
     PairedVerdict,
@@ -62,6 +66,10 @@ class AbCase:
     skipped: bool = False  # skipped on both sides: nothing for a gate to judge
     # How the GEMM/convolution tuning of the sides differ (analysis.tuning).
     tuning_differs: tuple[str, ...] = ()
+    # How its pairs ran (core.sequential: IN_TURNS, IN_SEQUENCE, IN_JOBS); None where
+    # the record does not say (made before `ab` kept it).
+    pairing: str | None = None
+    seconds: float | None = None  # what its pairs took on both sides, where recorded
 
     @property
     def outcome(self) -> str:
@@ -74,7 +82,8 @@ class AbCase:
                 "a": _finite(self.a_value), "b": _finite(self.b_value),
                 "verdict": self.outcome, "reason": self.reason or None,
                 **(self.verdict.to_dict() if self.verdict is not None else {}),
-                "tuning_differs": list(self.tuning_differs)}
+                "tuning_differs": list(self.tuning_differs), "pairing": self.pairing,
+                "seconds": self.seconds}
 
 
 def pair_values(m: Measurement) -> list[float]:
@@ -125,8 +134,14 @@ def _case(a: Measurement, b: Measurement | None, ab: AbRequest, cases: int,
     verdict = judge(values_a[:pairs], values_b[:pairs], higher, ab.min_effect, ab.alpha,
                     final=final, cases=cases)
     tuning = tuning_differences(tuning_of(a.details), tuning_of(b.details))
+    pairing = a.details.get(PAIRING)
+    seconds = a.details.get("ab_seconds")
     return AbCase(a.case.key, a.case.label, a.case.family, name, unit, higher, _value(a),
-                  _value(b), verdict, tuning_differs=tuple(tuning))
+                  _value(b), verdict, tuning_differs=tuple(tuning),
+                  pairing=pairing if pairing in (IN_TURNS, IN_SEQUENCE, IN_JOBS) else None,
+                  seconds=(float(seconds) if isinstance(seconds, int | float)
+                           and not isinstance(seconds, bool) and math.isfinite(seconds)
+                           and seconds >= 0 else None))
 
 
 def gate(cases: Sequence[AbCase], fraction: float) -> tuple[list[AbCase], list[AbCase]]:

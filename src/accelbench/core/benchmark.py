@@ -79,6 +79,13 @@ class Benchmark:
     typed: type | None = None
     # Its cases are checks: set by the registry from its family (core.family.Family).
     check: bool = False
+    # Its cases are timed sample by sample through the harness's timing loop, so that the
+    # two processes of an `accelbench ab` pair can measure one at once, taking turns
+    # between samples on the same CPUs (runner.turns). False for a benchmark that runs a
+    # protocol of its own (a load generator, a server, processes or threads of its own):
+    # a pair measures its cases one after the other, each process using the CPUs as a
+    # run's would, and the host's drift between the two is not cancelled.
+    interleaves: bool = True
 
     def __post_init__(self) -> None:
         if not _FAMILY.fullmatch(self.family):

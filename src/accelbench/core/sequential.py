@@ -57,6 +57,11 @@ MAX_PAIRS = 10_000  # "rounds needed" is not sought beyond this
 # A measurement's details key where `ab` keeps each process's headline figure, in round
 # order: the pairs are read back from the two runs' records.
 PAIR_VALUES = "pair_values"
+# And how its pairs ran: the two processes taking turns on the same CPUs (the host's
+# drift cancels), one after the other (a case that runs a protocol of its own), or as
+# two torchrun jobs one after the other (a distributed case).
+PAIRING = "ab_pairing"
+IN_TURNS, IN_SEQUENCE, IN_JOBS = "turns", "sequence", "jobs"
 
 
 def case_alpha(alpha: float, cases: int) -> float:

@@ -4,7 +4,7 @@ outputs each render their own way."""
 from __future__ import annotations
 
 from accelbench.analysis.ab import FASTER, SLOWER, AbResult
-from accelbench.core.sequential import case_alpha
+from accelbench.core.sequential import IN_JOBS, IN_SEQUENCE, case_alpha
 from accelbench.core.units import format_change, format_ratio, format_value
 from accelbench.core.view import BAD, GOOD, Table
 
@@ -46,6 +46,13 @@ def ab_tables(result: AbResult) -> list[Table]:
         + (f", {ab.budget:g} s in all" if ab.budget is not None else "") + ".",
         counts + ".",
     ]
+    apart = [case.label for case in result.cases
+             if case.verdict is not None and case.pairing in (IN_SEQUENCE, IN_JOBS)]
+    if apart:
+        notes.insert(-1, "Measured one after the other rather than taking turns on the "
+                         "same CPUs (a protocol or processes of their own, or ranks of a "
+                         "torchrun job), so what the host did between the two processes of "
+                         "a pair is in their pairs' noise: " + "; ".join(apart) + ".")
     if any(case.tuning_differs for case in result.cases):
         notes.insert(-1, "tuning differs: the sides chose GEMM or convolution kernels under "
                          "different tuning (TunableOp, BLAS back end, hipBLASLt/rocBLAS "

@@ -13,8 +13,11 @@ order.
 After each round every case with its pairs is judged (`core.sequential`: a change
 called at the A/B's α shared by its cases); a decided case stops, and is stored on both
 sides with every process's figure in round order. So does a futile one: from five pairs
-on, one whose noise would need more than twice `max_rounds` pairs (stopping it makes no
-call, so the error rates hold; its rounds go to the cases that can still be decided).
+on, one whose noise would need more than twice `max_rounds` pairs, and from three, one
+that would need more than `max_rounds` even at half the noise measured (stopping it makes
+no call, so the error rates hold; its rounds go to the cases that can still be decided).
+A case whose benchmark runs a protocol of its own (`Benchmark.interleaves` false) cannot
+take turns: its pair is measured one after the other, each process unpinned.
 At `max_rounds` or when the budget is spent, the cases still undecided are stored as they
 are and are inconclusive. A failure
 or skip on either side stops that case on both. Ctrl-C stores what was measured, in whole
@@ -24,6 +27,7 @@ pairs, and ends both runs as interrupted.
 from __future__ import annotations
 
 import dataclasses
+import math
 import time
 import uuid
 from collections.abc import Callable, Sequence
@@ -32,7 +36,16 @@ from typing import TYPE_CHECKING, Protocol
 
 from accelbench.core.measurement import STATUS_OK, Measurement, merge_processes
 from accelbench.core.request import AbRequest
-from accelbench.core.sequential import PAIR_VALUES, judge
+from accelbench.core.sequential import (
+    IN_JOBS,
+    IN_SEQUENCE,
+    IN_TURNS,
+    PAIR_VALUES,
+    PAIRING,
+    case_alpha,
+    judge,
+    pairs_needed,
+)
 from accelbench.errors import EXIT_INTERNAL, EXIT_USAGE, UserError
 from accelbench.runner.messages import MeasureCase
 from accelbench.runner.plan import PlannedCase, ValidRequest
@@ -54,6 +67,10 @@ SIDES = ("a", "b")
 # margin).
 FUTILE_AFTER = 5
 FUTILE_FACTOR = 2
+# Before that, from this many pairs on, one that would need more than max_rounds pairs
+# even at half its noise so far (a hopeless case on this host: its rounds are better
+# spent on the others).
+HOPELESS_AFTER = 3
 _NEVER_CONVERGED = 1e-9  # a target interval no sampling reaches
 
 
@@ -107,12 +124,15 @@ class _Side:
 
 
 class _Case:
-    """One case's processes on both sides so far, in round order."""
+    """One case's processes on both sides so far, in round order, and how its pairs ran."""
 
     def __init__(self, planned: PlannedCase) -> None:
         self.planned = planned
         self.parts: dict[str, list[Measurement]] = {"a": [], "b": []}
         self.done = False
+        self.pairing = IN_JOBS if planned.benchmark.distributed else IN_TURNS
+        self.cost = 0.0  # seconds its last pair took
+        self.seconds = 0.0  # and all its pairs
 
     @property
     def pairs(self) -> int:
@@ -192,6 +212,16 @@ def _conduct(valid: ValidRequest, ab: AbRequest, sides: list[_Side], store: Stor
             for index, case in enumerate(cases):
                 if not case.done and (case.failed() or _decided(case, ab, len(cases))):
                     _record(index, case, sides, valid)
+            # The budget's rounds go to the cases that can use them: those that would need
+            # more pairs than it leaves them stop, the rounds being costed without the
+            # cases that stop at a first estimate.
+            elapsed = clock() - started
+            first = _reachable(cases, ab, number + 1, elapsed)
+            going = [c for c in cases if not c.done and not _decided(c, ab, len(cases), first)]
+            reach = _reachable(going, ab, number + 1, elapsed)
+            for index, case in enumerate(cases):
+                if not case.done and _decided(case, ab, len(cases), reach):
+                    _record(index, case, sides, valid)
             elapsed = clock() - started
             listener.round_done(number + 1, sum(c.done for c in cases), len(cases), elapsed,
                                 _left(ab, number + 1, elapsed, all(c.done for c in cases)))
@@ -252,15 +282,22 @@ def _round(number: int, cases: list[_Case], sides: list[_Side], valid: ValidRequ
         if not pending:
             continue
         if segment[0].benchmark.distributed:
+            began = clock()
             _distributed_round(number, [cases[i] for i in pending], sides, valid)
+            for i in pending:  # the jobs' time shared by their cases
+                cases[i].cost = (clock() - began) / len(pending)
+                cases[i].seconds += cases[i].cost
             continue
         for offset, index in enumerate(pending):
             if ab.budget is not None and clock() - started >= ab.budget:
                 return False
             case = cases[index]
             order = sides if (number + offset) % 2 == 0 else sides[::-1]
+            began = clock()
             _measure_pair(case, order, policy, timeout_for(case.planned),
                           f"r{number}-c{index}")
+            case.cost = clock() - began
+            case.seconds += case.cost
     for side in sides:  # every round in fresh processes
         side.executor.slot.replace()
     return True
@@ -273,7 +310,9 @@ def _measure_pair(case: _Case, order: Sequence[_Side], policy: TimingPolicy, tim
     worker lost fails its part, is replaced, and its partner goes on alone."""
     workers = {side.name: side.executor.slot.for_case(case.planned, side.executor.device)
                for side in order}
-    if not all(hasattr(w, "send") and hasattr(w, "ready") for w in workers.values()):
+    if not (case.planned.benchmark.interleaves
+            and all(hasattr(w, "send") and hasattr(w, "ready") for w in workers.values())):
+        case.pairing = IN_SEQUENCE
         for side in order:
             slot, device = side.executor.slot, side.executor.device
             case.parts[side.name].append(_measure(slot, workers[side.name], case.planned,
@@ -380,10 +419,26 @@ def _skipped(planned: PlannedCase, reason: str) -> Measurement:
     return not_measured(planned.case, STATUS_SKIPPED, reason, time.time(), 0.0)
 
 
-def _decided(case: _Case, ab: AbRequest, cases: int) -> bool:
+def _reachable(cases: Sequence[_Case], ab: AbRequest, rounds: int, elapsed: float) -> int:
+    """The most pairs a case may still reach: `max_rounds`, or fewer where what is left
+    of the budget covers fewer rounds of the cases still undecided, each at what its
+    last pair took."""
+    if ab.budget is None:
+        return ab.max_rounds
+    cost = sum(c.cost for c in cases if not c.done)
+    if cost <= 0:
+        return ab.max_rounds
+    more = max(0.0, ab.budget - elapsed) // cost
+    return int(min(ab.max_rounds, rounds + more))
+
+
+def _decided(case: _Case, ab: AbRequest, cases: int, reach: int | None = None) -> bool:
     """Whether the case stops: decided, or futile (from FUTILE_AFTER pairs on, its noise
-    would need more than FUTILE_FACTOR times max_rounds pairs, or more than can be
-    sought: it would end inconclusive anyway, and its rounds go to the other cases)."""
+    would need more than FUTILE_FACTOR times the pairs it can reach, or more than can be
+    sought; from HOPELESS_AFTER, more than it can reach even at half that noise: it would
+    end inconclusive anyway, and its rounds go to the other cases). `reach`: the pairs
+    the budget leaves it (`_reachable`; default `max_rounds`)."""
+    reach = ab.max_rounds if reach is None else reach
     if case.pairs < 2:
         return False
     values = {name: [_headline(p) for p in case.parts[name][:case.pairs]] for name in SIDES}
@@ -394,8 +449,16 @@ def _decided(case: _Case, ab: AbRequest, cases: int) -> bool:
                     ab.alpha, cases=cases)
     if verdict.decided:
         return True
-    return case.pairs >= FUTILE_AFTER and (
-        verdict.pairs_needed is None or verdict.pairs_needed > FUTILE_FACTOR * ab.max_rounds)
+    if case.pairs >= FUTILE_AFTER:
+        return verdict.pairs_needed is None or verdict.pairs_needed > FUTILE_FACTOR * reach
+    if case.pairs >= HOPELESS_AFTER and verdict.sd is not None:
+        # Three pairs tell the noise roughly (two degrees of freedom), but rarely twice
+        # too high (a chance of 1 in 55): a case that would need more than max_rounds
+        # pairs even at half the noise measured is stopped now.
+        needed = pairs_needed(math.log(verdict.ratio), verdict.sd / 2, ab.min_effect,
+                              ab.alpha, call_alpha=case_alpha(ab.alpha, cases))
+        return needed is None or needed > reach
+    return False
 
 
 def _headline(m: Measurement) -> float:
@@ -423,6 +486,7 @@ def _record(index: int, case: _Case, sides: list[_Side], valid: ValidRequest) ->
                                  side.speeds.spread() if cpu else None)
         if merged.status == STATUS_OK:
             details = {**merged.details, PAIR_VALUES: [_headline(p) for p in kept],
-                       "ab_rounds": len(kept)}
+                       "ab_rounds": len(kept), PAIRING: case.pairing,
+                       "ab_seconds": round(case.seconds, 3)}
             merged = dataclasses.replace(merged, details=details)
         side.recorder.record(index, merged)

@@ -305,6 +305,7 @@ BENCHMARK = Benchmark(
     "checked under load; fails on a wrong result, throttling beyond a share, a sagging "
     "clock or an ECC count that rises",
     entry="accelbench.benchmarks.health.stress:measure",
+    interleaves=False,  # a copy thread of its own runs beside the GEMM
     sources=("accelbench.benchmarks.validation.burn", "accelbench.benchmarks.health.findings"),
     params=(
         Param("seconds", "float", 60.0, help="how long to stress", minimum=1.0),

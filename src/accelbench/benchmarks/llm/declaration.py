@@ -358,6 +358,7 @@ BENCHMARK = Benchmark(
     summary="An LLM serving engine under load: TTFT, TPOT, ITL and end-to-end latency "
             "percentiles, throughput and goodput at an SLO, sweeps to the SLO's knee",
     entry="accelbench.benchmarks.llm.declaration:measure",
+    interleaves=False,  # an engine and a load generator process of their own
     params=PARAMS,
     devices=("cpu", "cuda"),
     timeout_s=900.0,

@@ -276,6 +276,7 @@ BENCHMARK = Benchmark(
     summary="An inference engine under MLPerf LoadGen: SingleStream, MultiStream, Offline "
             "and Server (QPS search under a p99 bound), with goodput",
     entry="accelbench.benchmarks.serving.bench:measure",
+    interleaves=False,  # LoadGen's own threads time the queries
     params=(*(p for p in model_params(batch=1) if p.name in _SHARED), *ENGINE_PARAMS,
             *SERVE_PARAMS),
     devices=("cpu", "cuda"),

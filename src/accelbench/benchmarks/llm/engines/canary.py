@@ -130,6 +130,9 @@ def compare(folder: Path, prompts: list[list[int]], outputs: list[list[int]], *,
     import torch
     from transformers import AutoModelForCausalLM
 
+    from accelbench.benchmarks.llm.engines.model_dir import quiet_loading
+
+    quiet_loading()
     model: Any = AutoModelForCausalLM.from_pretrained(folder, dtype=torch.float32,
                                                       attn_implementation="eager")
     model.to(device).eval()

@@ -59,6 +59,9 @@ class InProcessEngine:
             GenerationConfig,
         )
 
+        from accelbench.benchmarks.llm.engines.model_dir import quiet_loading
+
+        quiet_loading()
         dtype: Any = "auto" if self.dtype == "auto" else getattr(torch, self.dtype)
         self.tokenizer = AutoTokenizer.from_pretrained(self.model_dir)
         model: Any = AutoModelForCausalLM.from_pretrained(

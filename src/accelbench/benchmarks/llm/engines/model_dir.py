@@ -209,3 +209,11 @@ def ids_of(text: str) -> list[int]:
         else:
             ids.append(SPECIALS.index(word) if word in SPECIALS else 0)
     return ids
+
+
+def quiet_loading() -> None:
+    """No progress bar from transformers while a model folder loads: a run's terminal
+    shows accelbench's own progress, not a bar per weight file per process."""
+    from transformers.utils import logging as hf_logging
+
+    hf_logging.disable_progress_bar()  # type: ignore[no-untyped-call]
