@@ -24,12 +24,14 @@ class Sides:
     sigma: ClassVar[float] = 0.01
     fail_b: ClassVar[set[str]] = set()
     interrupt_at: ClassVar[int | None] = None
+    torch: ClassVar[dict[str, str]] = {}  # a side's PyTorch version, where it fakes one
     asked: ClassVar[list[tuple[str, str]]] = []
     rng: ClassVar[random.Random] = random.Random(0)
 
     @classmethod
     def reset(cls, seed: int = 0) -> None:
         cls.speed, cls.sigma, cls.fail_b, cls.interrupt_at = {}, 0.01, set(), None
+        cls.torch = {}
         cls.asked, cls.rng = [], random.Random(seed)
 
 
@@ -41,8 +43,10 @@ class FakeStackWorker:
     def ask(self, message: Any, timeout: float) -> Any:
         if isinstance(message, messages.ReadFingerprint):
             environ = {"PYTORCH_FAKE_STACK": self.side, **dict(self.env.values)}
-            return messages.FingerprintRead(collect("cpu", run=no_vendor_tools,
-                                                    environ=environ).to_dict())
+            fingerprint = collect("cpu", run=no_vendor_tools, environ=environ).to_dict()
+            if self.side in Sides.torch:
+                fingerprint["torch"]["version"] = Sides.torch[self.side]
+            return messages.FingerprintRead(fingerprint)
         case = message.planned.case
         if Sides.interrupt_at == len(Sides.asked) + 1:
             raise KeyboardInterrupt

@@ -118,12 +118,13 @@ def test_pairs_without_a_positive_figure_on_both_sides_are_left_out() -> None:
 # -- simulations: looking after every round ----------------------------------------------
 
 def simulate(shift: float, sigma: float, rounds: int, trials: int, seed: int,
-             drift: float = 0.3, alpha: float = 0.05, min_effect: float = 0.05
-             ) -> dict[str, int]:
+             drift: float = 0.3, alpha: float = 0.05, min_effect: float = 0.05,
+             first: float = 1.0) -> dict[str, int]:
     """A/B of one case with host drift: a random walk of the host's speed and a step of
     `drift` halfway (another job starting), both sides in each pair alike; process noise
-    `sigma`; B's true speed exp(shift) times A's. Judged after every round, stopped when
-    decided."""
+    `sigma` (`first` times that in the first pair, which `ab` samples for less time than
+    the others of a case with a long set-up); B's true speed exp(shift) times A's. Judged
+    after every round, stopped when decided."""
     rng = random.Random(seed)
     counts: dict[str, int] = {}
     for _ in range(trials):
@@ -135,8 +136,9 @@ def simulate(shift: float, sigma: float, rounds: int, trials: int, seed: int,
             host += rng.gauss(0, drift / math.sqrt(rounds))
             if r == rounds // 2:
                 host += drift
-            a.append(100 * math.exp(host + rng.gauss(0, sigma)))
-            b.append(100 * math.exp(host + shift + rng.gauss(0, sigma)))
+            noise = sigma * (first if r == 0 else 1.0)
+            a.append(100 * math.exp(host + rng.gauss(0, noise)))
+            b.append(100 * math.exp(host + shift + rng.gauss(0, noise)))
             verdict = judge(a, b, True, min_effect, alpha, final=r == rounds - 1)
             if verdict.decided:
                 break
@@ -153,6 +155,21 @@ def test_false_alarms_stay_under_alpha_when_looking_after_every_round(sigma: flo
     assert false_calls / trials <= 0.05
     if sigma == 0.01:
         assert counts.get(SAME, 0) / trials >= 0.99  # and it decides
+
+
+@pytest.mark.parametrize("first", [3.0, 10.0])
+def test_a_noisier_first_pair_keeps_both_error_rates(first: float) -> None:
+    """`ab` samples a case's first pair for the time asked and the others for as long as
+    its set-up took: a noisier first pair widens the interval, so neither a false change
+    nor a false "same" becomes likelier."""
+    trials = 600
+    counts = simulate(0.0, 0.02, rounds=20, trials=trials, seed=3, min_effect=0.0,
+                      first=first)
+    assert (counts.get(FASTER, 0) + counts.get(SLOWER, 0)) / trials <= 0.05
+    # truly 5% slower: called the same within ±5% in at most α of the trials
+    counts = simulate(-math.log1p(0.05), 0.02, rounds=20, trials=trials, seed=4,
+                      first=first)
+    assert counts.get(SAME, 0) / trials <= 0.05
 
 
 def test_a_fixed_n_t_test_looked_at_every_round_would_not() -> None:

@@ -371,3 +371,69 @@ def test_a_case_the_budget_cannot_decide_gives_its_rounds_to_one_it_can(store_pa
         # max_rounds: stopped before FUTILE_AFTER (5), their rounds left to "a"
         assert outcome[name].outcome == INCONCLUSIVE
         assert _verdict(outcome[name]).pairs < 5
+
+
+def test_a_case_whose_set_up_dominates_its_pair_samples_longer_from_its_second() -> None:
+    from accelbench.core.sequential import IN_SEQUENCE
+    from accelbench.runner.ab import SAMPLING_CAP, _Case, _sampling_time
+
+    class Planned:
+        class benchmark:
+            distributed = False
+
+    class Part:
+        def __init__(self, duration: float) -> None:
+            self.duration_s = duration
+
+    def case_of(duration: float) -> _Case:
+        case = _Case(Planned())  # type: ignore[arg-type]
+        parts: Any = {"a": [Part(duration)], "b": [Part(duration + 0.5)]}
+        case.parts = parts
+        return case
+
+    assert _sampling_time(_Case(Planned()), 1.0) == 1.0  # type: ignore[arg-type]
+    # each process took both set-ups (in turn) and the 1 s both sampled over
+    quick = case_of(1.6)
+    assert _sampling_time(quick, 1.0) == 1.0
+    model = case_of(9.0)  # 4 s of set-up a process
+    assert _sampling_time(model, 1.0) == pytest.approx(4.0)
+    model.parts["a"].append(Part(30.0))  # type: ignore[arg-type]
+    assert _sampling_time(model, 1.0) == pytest.approx(4.0)  # fixed from then on
+    assert _sampling_time(case_of(100.0), 1.0) == SAMPLING_CAP
+    apart = case_of(9.0)
+    apart.pairing = IN_SEQUENCE  # its processes do not share a sampling time
+    assert _sampling_time(apart, 1.0) == 1.0
+
+
+def test_generations_take_an_ab_between_two_installed_releases_as_its_pairs(
+        store_path) -> None:
+    from accelbench.analysis.generations import PAIRED_METHOD, generations
+    from accelbench.report.analysis_tables import generations_table
+
+    Sides.torch = {"a": "2.9.1", "b": "2.14.1"}
+    Sides.speed = {"a": 1.25, "b": 1.0}
+    finished = _ab(store_path, _request(benches=("a", "b")))
+    with Store.open(store_path) as store:
+        runs = [store.load_run(r.id) for r in store.list_runs()]
+    result = generations(runs, family="micro", mode=None)
+    old, new = result.keys
+    assert old.endswith("PyTorch 2.9.1") and new.endswith("PyTorch 2.14.1")
+    verdicts = {c.label.split()[0]: _verdict(c) for c in finished.result.cases}
+    rows = {r.case.benchmark: r for r in result.rows}
+    for bench in ("a", "b"):
+        cell = rows[bench].cells[new]
+        estimate = cell.versus_baseline
+        assert estimate is not None and estimate.method == PAIRED_METHOD
+        v = verdicts[bench]
+        assert (estimate.ratio, estimate.low, estimate.high) == (v.speed, v.speed_low,
+                                                                 v.speed_high)
+        assert cell.note.startswith(f"A/B {finished.result.id}: {v.pairs} pairs")
+    speed = rows["a"].cells[new].versus_baseline
+    assert speed is not None and speed.ratio == pytest.approx(1.25, rel=0.03)
+    # the baseline the other way round: the A/B's speed turned round
+    other = generations(runs, family="micro", mode=None, baseline="*2.14.1")
+    back = {r.case.benchmark: r for r in other.rows}["a"].cells[old].versus_baseline
+    assert back is not None and back.ratio == pytest.approx(1 / verdicts["a"].speed)
+    table = generations_table(result)
+    assert "(paired)" in " ".join(str(cell) for row in table.rows for cell in row)
+    assert any(finished.result.id in note for note in table.notes)

@@ -8,6 +8,12 @@ runs' with the interval between them), and its speed relative to the baseline ge
 with the ratio's confidence interval from the values each worker process measured
 (`evidence.weigh`: Welch's t on their logarithms). A cell is not normalised when the
 benchmark version differs from the baseline's.
+
+Where a run of the baseline generation and a run of another are the two sides of an A/B
+(`accelbench ab` between two stacks installed side by side on one machine), that
+generation's speed over the baseline is the A/B's instead: from its pairs of processes,
+with the anytime-valid interval `ab` judged it by (the newest such A/B where there are
+several), which the host's drift between the two runs does not widen.
 """
 
 from __future__ import annotations
@@ -159,6 +165,7 @@ def generations(
             return False
         return cases is None or cases.matches(case)
 
+    paired = _paired(runs, base.key)
     per_gen = {
         g.key: {k: e for k, e in collect(by_generation[g.key]).items()
                 if e.measured and e.figure is not None and e.values.size and keep(e.case)}
@@ -173,6 +180,9 @@ def generations(
             entry = per_gen[g.key].get(key)
             if entry is not None:
                 cells[g.key] = _cell(g.key, entry, base_entry)
+                if (g.key, key) in paired and cells[g.key].versus_baseline is not None:
+                    estimate, note = paired[(g.key, key)]
+                    cells[g.key] = Cell(g.key, entry, estimate, note)
         newest = next(reversed(cells.values())).results
         figure = newest.figure
         assert figure is not None
@@ -211,6 +221,34 @@ def _pick_baseline(gens: list[Generation], pattern: str | None) -> Generation:
             f"{'; '.join(g.key for g in found)}"
         )
     return found[0]
+
+
+PAIRED_METHOD = "paired A/B (anytime-valid confidence sequence)"
+
+
+def _paired(runs: Sequence[StoredRun], base: str
+            ) -> dict[tuple[str, str], tuple[RatioEstimate, str]]:
+    """(generation, case key) -> that generation's speed over `base` from the newest A/B
+    among `runs` between a run of each, with the note saying so."""
+    from accelbench.analysis.ab import pairs_in
+
+    found: dict[tuple[str, str], tuple[RatioEstimate, str]] = {}
+    for result in pairs_in(runs):  # oldest first: a newer A/B replaces an older one
+        generation_a = result.a.record.generation_key
+        generation_b = result.b.record.generation_key
+        if generation_a == generation_b or base not in (generation_a, generation_b):
+            continue
+        other = generation_b if generation_a == base else generation_a
+        for case in result.cases:
+            v = case.verdict
+            if v is None or not v.pairs or not math.isfinite(v.speed):
+                continue
+            estimate = RatioEstimate(v.speed, v.speed_low, v.speed_high, PAIRED_METHOD)
+            if other == generation_a:  # the A/B measured the baseline as B
+                estimate = estimate.inverted()
+            found[(other, case.key)] = (estimate, f"A/B {result.id}: {v.pairs} pairs, "
+                                                  f"{v.verdict}")
+    return found
 
 
 def _cell(generation: str, entry: CaseResults, base: CaseResults | None) -> Cell:

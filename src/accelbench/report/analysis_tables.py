@@ -8,7 +8,7 @@ from collections.abc import Sequence
 
 from accelbench.analysis.compare import FASTER, SLOWER, CaseComparison, Comparison, Unpaired
 from accelbench.analysis.diagnose import Diagnosis
-from accelbench.analysis.generations import Generations
+from accelbench.analysis.generations import PAIRED_METHOD, Generations
 from accelbench.analysis.history import CANNOT_TELL, CHANGED, NO_CHANGE, VERDICTS, Series
 from accelbench.analysis.values import CaseResults
 from accelbench.core.units import (
@@ -176,6 +176,8 @@ def generations_table(g: Generations) -> Table:
                 text += f" = {format_factor(rel.ratio)}"
                 half = rel.rel_half_width
                 text += f" {format_rel(half)}" if math.isfinite(half) else " (no interval)"
+                if rel.method == PAIRED_METHOD:
+                    text += " (paired)"
             elif cell.note:
                 text += f" ({cell.note})"
             if cell.results.contended:
@@ -195,6 +197,14 @@ def generations_table(g: Generations) -> Table:
         "from the ratio divided by F to the ratio times F); 'no interval': one value a "
         "side."
     ]
+    ab_notes = sorted({cell.note for row in g.rows for cell in row.cells.values()
+                       if cell.versus_baseline is not None
+                       and cell.versus_baseline.method == PAIRED_METHOD})
+    if ab_notes:
+        ids = sorted({note.split(":", 1)[0] for note in ab_notes})
+        notes.append("(paired): measured against the baseline by " + ", ".join(ids)
+                     + " on one machine, in pairs of processes taking turns; the "
+                     "interval is its anytime-valid one (`accelbench ab`).")
     if filters:
         notes.append(f"Filters: {filters}.")
     return Table(f"Generations, normalised to {g.baseline}", header, rows, notes,

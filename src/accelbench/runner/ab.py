@@ -17,7 +17,9 @@ on, one whose noise would need more than twice `max_rounds` pairs, and from thre
 that would need more than `max_rounds` even at half the noise measured (stopping it makes
 no call, so the error rates hold; its rounds go to the cases that can still be decided).
 A case whose benchmark runs a protocol of its own (`Benchmark.interleaves` false) cannot
-take turns: its pair is measured one after the other, each process unpinned.
+take turns: its pair is measured one after the other, each process unpinned. From its
+second pair on, a case whose set-up took longer than its sampling samples for as long as
+its set-up took (`_sampling_time`).
 At `max_rounds` or when the budget is spent, the cases still undecided are stored as they
 are and are inconclusive. A failure
 or skip on either side stops that case on both. Ctrl-C stores what was measured, in whole
@@ -71,6 +73,9 @@ FUTILE_FACTOR = 2
 # even at half its noise so far (a hopeless case on this host: its rounds are better
 # spent on the others).
 HOPELESS_AFTER = 3
+# A case's processes sample at most this many times the sampling time asked for
+# (`_sampling_time`).
+SAMPLING_CAP = 5
 _NEVER_CONVERGED = 1e-9  # a target interval no sampling reaches
 
 
@@ -133,6 +138,7 @@ class _Case:
         self.pairing = IN_JOBS if planned.benchmark.distributed else IN_TURNS
         self.cost = 0.0  # seconds its last pair took
         self.seconds = 0.0  # and all its pairs
+        self.sampling: float | None = None  # each process's, from the second pair on
 
     @property
     def pairs(self) -> int:
@@ -294,8 +300,9 @@ def _round(number: int, cases: list[_Case], sides: list[_Side], valid: ValidRequ
             case = cases[index]
             order = sides if (number + offset) % 2 == 0 else sides[::-1]
             began = clock()
-            _measure_pair(case, order, policy, timeout_for(case.planned),
-                          f"r{number}-c{index}")
+            sampling = _sampling_time(case, policy.max_time)
+            _measure_pair(case, order, dataclasses.replace(policy, max_time=sampling),
+                          timeout_for(case.planned), f"r{number}-c{index}")
             case.cost = clock() - began
             case.seconds += case.cost
     for side in sides:  # every round in fresh processes
@@ -419,6 +426,27 @@ def _skipped(planned: PlannedCase, reason: str) -> Measurement:
     return not_measured(planned.case, STATUS_SKIPPED, reason, time.time(), 0.0)
 
 
+def _sampling_time(case: _Case, base: float) -> float:
+    """How long each process of the case's next pair samples: the sampling time asked
+    for, or, from the second pair on, as long as a process of its first pair took to set
+    the case up where that is longer (at most SAMPLING_CAP times as long). A case whose
+    set-up dominates its pair (a model built, its FLOPs counted) gets more samples for
+    little more time, and its pairs less noise. Fixed after the first pair, so that the
+    pairs that follow are alike."""
+    if case.sampling is not None:
+        return case.sampling
+    if case.pairs < 1 or case.pairing != IN_TURNS:
+        return base
+    took = [case.parts[side][0].duration_s for side in SIDES]
+    if not all(t > 0 and math.isfinite(t) for t in took):
+        return base
+    # A pair's processes take the case at once: each one's time is both set-ups, in
+    # turn, then the sampling they share.
+    setup = max(0.0, (min(took) - base) / 2)
+    case.sampling = min(SAMPLING_CAP * base, max(base, setup))
+    return case.sampling
+
+
 def _reachable(cases: Sequence[_Case], ab: AbRequest, rounds: int, elapsed: float) -> int:
     """The most pairs a case may still reach: `max_rounds`, or fewer where what is left
     of the budget covers fewer rounds of the cases still undecided, each at what its
@@ -488,5 +516,7 @@ def _record(index: int, case: _Case, sides: list[_Side], valid: ValidRequest) ->
             details = {**merged.details, PAIR_VALUES: [_headline(p) for p in kept],
                        "ab_rounds": len(kept), PAIRING: case.pairing,
                        "ab_seconds": round(case.seconds, 3)}
+            if case.sampling is not None:
+                details["ab_sampling_s"] = round(case.sampling, 3)
             merged = dataclasses.replace(merged, details=details)
         side.recorder.record(index, merged)
