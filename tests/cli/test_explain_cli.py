@@ -12,13 +12,17 @@ from pathlib import Path
 
 import pytest
 
+from accelbench.core.request import RunRequest
 from accelbench.errors import EXIT_STORE, EXIT_USAGE
 from accelbench.store import Store
 from scripted_worker import run_cli
 
-# A small network whose time is in its convolutions (oneDNN) and its pooling (ATen).
-RESNET = ["--bench", "infer", "-p", "model=resnet-tiny", "-p", "batch=1", "--device", "cpu",
-          "--max-time", "0.2", "--repeat", "1", "--no-report"]
+# A small network whose time is in its convolutions (oneDNN) and its pooling (ATen),
+# measured in one process: explain profiles it afresh, the run only names the case and
+# its stack.
+RESNET = RunRequest(benches=("infer",), overrides={"model": ("resnet-tiny",), "batch": ("1",)},
+                    device="cpu", timing={"processes": 1, "max_time": 0.2}, repeat=1,
+                    no_report=True)
 GEMM = ["--bench", "gemm", "-p", "shape=128", "--dtype", "fp32", "--device", "cpu",
         "--max-time", "0.1", "--repeat", "1", "--no-report"]
 
@@ -39,11 +43,14 @@ def _run_id(store: Path) -> str:
 @pytest.mark.slow
 def test_a_planted_regression_in_the_convolutions_is_named(tmp_path) -> None:
     store = tmp_path / "results.sqlite"
-    first = _accelbench(store, "run", *RESNET)
+    request = tmp_path / "request.json"
+    request.write_text(RESNET.to_json(), encoding="utf-8")
+    first = _accelbench(store, "run", "--request", str(request))
     assert first.returncode == 0, first.stderr
     before = _run_id(store)
     # oneDNN kept to SSE4.1: its convolutions several times slower, ATen's pooling as it was.
-    slowed = _accelbench(store, "run", *RESNET, env={"ONEDNN_MAX_CPU_ISA": "SSE41"})
+    slowed = _accelbench(store, "run", "--request", str(request),
+                         env={"ONEDNN_MAX_CPU_ISA": "SSE41"})
     assert slowed.returncode == 0, slowed.stderr
     after = _run_id(store)
     # Two profiles a side, in ABBA order: a burst of load beside the test (a CI machine's

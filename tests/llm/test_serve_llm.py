@@ -19,18 +19,36 @@ from typing import Any
 import psutil
 import pytest
 
+from accelbench.core.request import RunRequest
 from accelbench.errors import EXIT_CASE_FAILED, EXIT_ENDPOINT, EXIT_TERMINATED
 
 pytestmark = pytest.mark.slow
 
-SMALL = ["-p", "requests=10", "-p", "concurrency=2", "-p", "input_len=8", "-p", "output_len=6",
-         "-p", "slo=ttft:5s,tpot:1s"]
+SMALL = ("requests=10", "concurrency=2", "input_len=8", "output_len=6", "slo=ttft:5s,tpot:1s")
 PROMPT_TEXT = re.compile(rb"(w\d+ ){6}")
 
 
 def _accelbench(*args: str, timeout: float = 300) -> subprocess.CompletedProcess[str]:
     return subprocess.run([sys.executable, "-m", "accelbench", *args], capture_output=True,
                           text=True, timeout=timeout, env={**os.environ, "CI": "true"})
+
+
+def _serve(store: Path, *params: str, report: Path | None = None,
+           timeout: float = 300) -> subprocess.CompletedProcess[str]:
+    """`accelbench run --bench serve-llm --device cpu -p PARAM...`, each case in one
+    process rather than the quick suite's three (its figures' intervals are the
+    requests' own), through a request file as `run --request` reads it."""
+    overrides: dict[str, tuple[str, ...]] = {}
+    for param in params:
+        name, _, text = param.partition("=")
+        overrides[name] = (*overrides.get(name, ()), text)
+    request = store.with_name("request.json")
+    request.write_text(RunRequest(
+        benches=("serve-llm",), overrides=overrides, device="cpu", timing={"processes": 1},
+        report=None if report is None else str(report), no_report=report is None,
+    ).to_json(), encoding="utf-8")
+    return _accelbench("run", "--request", str(request), "--store", str(store),
+                       timeout=timeout)
 
 
 def _measurements(store: Path) -> list[dict[str, Any]]:
@@ -74,9 +92,9 @@ class _NullEngine:
 @pytest.mark.torch_api  # also on the oldest PyTorch supported (scripts/test-floor.sh)
 def test_a_tiny_llama_served_in_process(tmp_path: Path) -> None:
     store = tmp_path / "runs.db"
-    done = _accelbench("run", "--bench", "serve-llm", "--device", "cpu", *SMALL,
-                       "--store", str(store), "--no-report")
+    done = _serve(store, *SMALL)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    assert "Loading weights" not in done.stderr  # no progress bar of transformers' own
     (m,) = _measurements(store)
     assert m["status"] == "ok"
     figures = _figures(m)
@@ -100,10 +118,8 @@ def test_a_tiny_llama_served_in_process(tmp_path: Path) -> None:
 def test_a_sweep_by_url_finds_the_knee_and_draws_the_front(tmp_path: Path) -> None:
     store, report = tmp_path / "runs.db", tmp_path / "report.html"
     with _NullEngine("--delay", "0.002") as engine:
-        done = _accelbench("run", "--bench", "serve-llm", "--device", "cpu", *SMALL,
-                           "-p", "engine=url", "-p", f"url={engine.url}", "-p", "canary=false",
-                           "-p", "sweep=concurrency=1,2", "--store", str(store),
-                           "--report", str(report))
+        done = _serve(store, *SMALL, "engine=url", f"url={engine.url}", "canary=false",
+                      "sweep=concurrency=1,2", report=report)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     (m,) = _measurements(store)
     points = m["details"]["sweep"]
@@ -121,10 +137,8 @@ def test_loadgen_server_runs_beside_the_familys_own_load(tmp_path: Path) -> None
     keep_text=true the first requests' text is stored."""
     store = tmp_path / "runs.db"
     with _NullEngine("--delay", "0.002") as engine:
-        done = _accelbench("run", "--bench", "serve-llm", "--device", "cpu", *SMALL,
-                           "-p", "engine=url", "-p", f"url={engine.url}", "-p", "canary=false",
-                           "-p", "rate=20", "-p", "loadgen=true", "-p", "keep_text=true",
-                           "--store", str(store), "--no-report")
+        done = _serve(store, *SMALL, "engine=url", f"url={engine.url}", "canary=false",
+                      "rate=20", "loadgen=true", "keep_text=true")
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     (m,) = _measurements(store)
     figures = _figures(m)
@@ -144,9 +158,7 @@ def test_loadgen_server_runs_beside_the_familys_own_load(tmp_path: Path) -> None
 def test_an_unreachable_endpoint_exits_11_and_is_stored(tmp_path: Path) -> None:
     store = tmp_path / "runs.db"
     url = f"http://127.0.0.1:{_free_port()}"
-    done = _accelbench("run", "--bench", "serve-llm", "--device", "cpu", *SMALL,
-                       "-p", "engine=url", "-p", f"url={url}", "--store", str(store),
-                       "--no-report")
+    done = _serve(store, *SMALL, "engine=url", f"url={url}")
     assert done.returncode == EXIT_ENDPOINT, done.stdout[-2000:] + done.stderr[-2000:]
     (m,) = _measurements(store)
     assert m["status"] == "failed"
@@ -157,10 +169,8 @@ def test_an_unreachable_endpoint_exits_11_and_is_stored(tmp_path: Path) -> None:
 def test_a_dying_engine_fails_its_case_and_the_others_are_kept(tmp_path: Path) -> None:
     store = tmp_path / "runs.db"
     with _NullEngine() as good, _NullEngine("--fault", "die") as dying:
-        done = _accelbench("run", "--bench", "serve-llm", "--device", "cpu", *SMALL,
-                           "-p", "engine=url", "-p", "canary=false",
-                           "-p", f"url={good.url},{dying.url}", "--store", str(store),
-                           "--no-report")
+        done = _serve(store, *SMALL, "engine=url", "canary=false",
+                      f"url={good.url},{dying.url}")
     assert done.returncode == EXIT_CASE_FAILED, done.stdout[-2000:] + done.stderr[-2000:]
     by_url = {m["case"]["params"]["url"]: m for m in _measurements(store)}
     assert by_url[good.url]["status"] == "ok"
@@ -217,10 +227,8 @@ def test_vllm_started_for_the_case(tmp_path: Path) -> None:
     if not python:
         pytest.skip("no vLLM environment named (ACCELBENCH_VLLM_PYTHON)")
     store = tmp_path / "runs.db"
-    done = _accelbench("run", "--bench", "serve-llm", "--device", "cpu", *SMALL,
-                       "-p", "engine=vllm", "-p", f"engine_python={python}",
-                       "-p", "engine_args=--max-model-len 512", "--store", str(store),
-                       "--no-report", timeout=900)
+    done = _serve(store, *SMALL, "engine=vllm", f"engine_python={python}",
+                  "engine_args=--max-model-len 512", timeout=900)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     (m,) = _measurements(store)
     engine = m["details"]["engine"]
