@@ -481,11 +481,14 @@ def _decided(case: _Case, ab: AbRequest, cases: int, reach: int | None = None) -
         return verdict.pairs_needed is None or verdict.pairs_needed > FUTILE_FACTOR * reach
     if case.pairs >= HOPELESS_AFTER and verdict.sd is not None:
         # Three pairs tell the noise roughly (two degrees of freedom), but rarely twice
-        # too high (a chance of 1 in 55): a case that would need more than max_rounds
-        # pairs even at half the noise measured is stopped now.
-        needed = pairs_needed(math.log(verdict.ratio), verdict.sd / 2, ab.min_effect,
-                              ab.alpha, call_alpha=case_alpha(ab.alpha, cases))
-        return needed is None or needed > reach
+        # too high (a chance of 1 in 55), and their mean more roughly still: a case that
+        # would need more pairs than it can reach even at half the noise measured, with
+        # its mean as measured or with no difference at all (the easiest "same"), is
+        # stopped now.
+        call = case_alpha(ab.alpha, cases)
+        needed = [pairs_needed(mean, verdict.sd / 2, ab.min_effect, ab.alpha, call_alpha=call)
+                  for mean in (math.log(verdict.ratio), 0.0)]
+        return all(n is None or n > reach for n in needed)
     return False
 
 
