@@ -13,9 +13,10 @@ order.
 After each round every case with its pairs is judged (`core.sequential`: a change
 called at the A/B's α shared by its cases); a decided case stops, and is stored on both
 sides with every process's figure in round order. So does a futile one: from five pairs
-on, one whose noise would need more than twice `max_rounds` pairs, and from three, one
-that would need more than `max_rounds` even at half the noise measured (stopping it makes
-no call, so the error rates hold; its rounds go to the cases that can still be decided).
+on, one whose noise would need more than twice the pairs it can still reach (`max_rounds`,
+or fewer where the budget's rounds left are fewer), and from three, one that would need
+more than that even at half the noise measured (stopping it makes no call, so the error
+rates hold; its rounds go to the cases that can still be decided).
 A case whose benchmark runs a protocol of its own (`Benchmark.interleaves` false) cannot
 take turns: its pair is measured one after the other, each process unpinned. From its
 second pair on, a case whose set-up took longer than its sampling samples for as long as
@@ -69,7 +70,7 @@ SIDES = ("a", "b")
 # margin).
 FUTILE_AFTER = 5
 FUTILE_FACTOR = 2
-# Before that, from this many pairs on, one that would need more than max_rounds pairs
+# Before that, from this many pairs on, one that would need more pairs than it can reach
 # even at half its noise so far (a hopeless case on this host: its rounds are better
 # spent on the others).
 HOPELESS_AFTER = 3
