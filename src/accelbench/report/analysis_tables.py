@@ -203,8 +203,8 @@ def generations_table(g: Generations) -> Table:
     if ab_notes:
         ids = sorted({note.split(":", 1)[0] for note in ab_notes})
         notes.append("(paired): measured against the baseline by " + ", ".join(ids)
-                     + " on one machine, in pairs of processes taking turns; the "
-                     "interval is its anytime-valid one (`accelbench ab`).")
+                     + " on one machine, in pairs of processes (`accelbench ab`); the "
+                     "interval is its anytime-valid one.")
     if filters:
         notes.append(f"Filters: {filters}.")
     return Table(f"Generations, normalised to {g.baseline}", header, rows, notes,
