@@ -26,7 +26,7 @@ from accelbench.core.sequential import (
     PairedVerdict,
 )
 from accelbench.errors import EXIT_CASE_FAILED, EXIT_INCONCLUSIVE, EXIT_INTERRUPTED, UserError
-from accelbench.runner.ab import run_ab
+from accelbench.runner.ab import _Case, run_ab
 from accelbench.runner.plan import validate
 from accelbench.store import Store
 from accelbench.store.location import parse_location
@@ -44,6 +44,16 @@ def _sides():
     Sides.reset()
     yield
     Sides.reset()
+
+
+def _case() -> _Case:
+    """The runner's record of one case with no pairs yet, for its rules tested alone."""
+
+    class Planned:
+        class benchmark:
+            distributed = False
+
+    return _Case(Planned())  # type: ignore[arg-type]
 
 
 def _verdict(case: AbCase) -> PairedVerdict:
@@ -257,7 +267,7 @@ def test_a_case_too_noisy_for_the_rounds_left_stops_early_as_inconclusive(store_
 
 def test_a_noisy_case_that_more_rounds_could_decide_is_not_stopped_at_three_pairs() -> None:
     from accelbench.core.request import AbRequest
-    from accelbench.runner.ab import _Case, _decided
+    from accelbench.runner.ab import _decided
 
     class Part:
         def __init__(self, value: float) -> None:
@@ -265,13 +275,9 @@ def test_a_noisy_case_that_more_rounds_could_decide_is_not_stopped_at_three_pair
 
             self.primary = Figure("throughput", value, "item/s", True)
 
-    class Planned:
-        class benchmark:
-            distributed = False
-
     ab = AbRequest(max_rounds=20, min_effect=0.05)
     # ±3% between pairs: about 8 pairs decide it, within max_rounds
-    case = _Case(Planned())  # type: ignore[arg-type]
+    case = _case()
     parts: Any = {"a": [Part(1.0), Part(1.0), Part(1.0)],
                   "b": [Part(1.03), Part(0.97), Part(1.0)]}
     case.parts = parts
@@ -332,13 +338,9 @@ def test_a_benchmark_with_a_protocol_of_its_own_is_paired_in_sequence_unpinned(
 
 
 def test_the_budget_left_is_costed_at_each_undecided_cases_last_pair() -> None:
-    from accelbench.runner.ab import _Case, _reachable
+    from accelbench.runner.ab import _reachable
 
-    class Planned:
-        class benchmark:
-            distributed = False
-
-    cases = [_Case(Planned()) for _ in range(3)]  # type: ignore[arg-type]
+    cases = [_case() for _ in range(3)]
     for case, cost in zip(cases, (10.0, 20.0, 30.0), strict=True):
         case.cost = cost
     assert _reachable(cases, AbRequest(max_rounds=20), 3, 100.0) == 20  # no budget
@@ -375,23 +377,19 @@ def test_a_case_the_budget_cannot_decide_gives_its_rounds_to_one_it_can(store_pa
 
 def test_a_case_whose_set_up_dominates_its_pair_samples_longer_from_its_second() -> None:
     from accelbench.core.sequential import IN_SEQUENCE
-    from accelbench.runner.ab import SAMPLING_CAP, _Case, _sampling_time
-
-    class Planned:
-        class benchmark:
-            distributed = False
+    from accelbench.runner.ab import SAMPLING_CAP, _sampling_time
 
     class Part:
         def __init__(self, duration: float) -> None:
             self.duration_s = duration
 
     def case_of(duration: float) -> _Case:
-        case = _Case(Planned())  # type: ignore[arg-type]
+        case = _case()
         parts: Any = {"a": [Part(duration)], "b": [Part(duration + 0.5)]}
         case.parts = parts
         return case
 
-    assert _sampling_time(_Case(Planned()), 1.0) == 1.0  # type: ignore[arg-type]
+    assert _sampling_time(_case(), 1.0) == 1.0  # the first pair: as asked
     # each process took both set-ups (in turn) and the 1 s both sampled over
     quick = case_of(1.6)
     assert _sampling_time(quick, 1.0) == 1.0
