@@ -91,6 +91,7 @@ def test_a_stored_sides_request_runs_the_ab_again(monkeypatch, capsys, tmp_path)
     (["--b-env", "NOVALUE"], "--b-env 'NOVALUE': expected NAME=VALUE"),
     (["--b-env", "1X=2"], "expected NAME=VALUE"),
     (["--max-rounds", "1"], "expected a whole number of at least 2"),
+    (["--max-rounds", "201"], "expected a whole number of at most 200"),
     (["--alpha", "1"], "expected a probability"),
     (["--budget", "0"], "expected a finite number of seconds above 0"),
     (["--min-effect", "100"], "expected a percentage"),

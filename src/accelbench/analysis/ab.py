@@ -132,7 +132,7 @@ def _case(a: Measurement, b: Measurement | None, ab: AbRequest, cases: int,
     if pairs == 0:
         return unjudged("no paired processes")
     verdict = judge(values_a[:pairs], values_b[:pairs], higher, ab.min_effect, ab.alpha,
-                    final=final, cases=cases)
+                    final=final, cases=cases, horizon=ab.max_rounds)
     tuning = tuning_differences(tuning_of(a.details), tuning_of(b.details))
     pairing = a.details.get(PAIRING)
     seconds = a.details.get("ab_seconds")

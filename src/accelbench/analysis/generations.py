@@ -12,7 +12,7 @@ benchmark version differs from the baseline's.
 Where a run of the baseline generation and a run of another are the two sides of an A/B
 (`accelbench ab` between two stacks installed side by side on one machine), that
 generation's speed over the baseline is the A/B's instead: from its pairs of processes,
-with the anytime-valid interval `ab` judged it by (the newest such A/B where there are
+with the repeated confidence interval `ab` judged it by (the newest such A/B where there are
 several), which the host's drift between the two runs does not widen.
 """
 
@@ -223,7 +223,7 @@ def _pick_baseline(gens: list[Generation], pattern: str | None) -> Generation:
     return found[0]
 
 
-PAIRED_METHOD = "paired A/B (anytime-valid confidence sequence)"
+PAIRED_METHOD = "paired A/B (repeated confidence interval)"
 
 
 def _paired(runs: Sequence[StoredRun], base: str

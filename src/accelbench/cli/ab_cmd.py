@@ -31,6 +31,7 @@ from accelbench.cli.request_options import (
     given_or_read,
     request_of,
 )
+from accelbench.core.sequential import HORIZON, MAX_HORIZON
 from accelbench.errors import UserError
 
 if TYPE_CHECKING:
@@ -56,8 +57,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--alpha", type=probability, default=0.05,
                         help="chance of any false faster/slower call over all the cases "
                         "(default 0.05)")
-    parser.add_argument("--max-rounds", type=whole_number(at_least=2), default=20,
-                        metavar="N", help="pairs of processes per case at most (default 20)")
+    parser.add_argument("--max-rounds", type=whole_number(at_least=2, at_most=MAX_HORIZON),
+                        default=HORIZON, metavar="N",
+                        help="pairs of processes per case at most (default %(default)s, at "
+                        f"most {MAX_HORIZON})")
     parser.add_argument("--budget", type=positive_seconds, metavar="S",
                         help="seconds for all the rounds; the cases still undecided then are "
                         "inconclusive (default: no limit but --max-rounds)")

@@ -49,8 +49,10 @@ def finite_float(*, above: float | None = None, at_least: float | None = None,
 _MAX_COUNT = 2**31 - 1
 
 
-def whole_number(*, at_least: int) -> Callable[[str], int]:
-    """A type for a count: an integer (not "2.5", not "nan") of at least `at_least`."""
+def whole_number(*, at_least: int, at_most: int | None = None) -> Callable[[str], int]:
+    """A type for a count: an integer (not "2.5", not "nan") of at least `at_least` (and
+    at most `at_most`)."""
+    most = _MAX_COUNT if at_most is None else at_most
 
     def parse(text: str) -> int:
         try:
@@ -60,9 +62,9 @@ def whole_number(*, at_least: int) -> Callable[[str], int]:
         if value < at_least:
             raise argparse.ArgumentTypeError(
                 f"expected a whole number of at least {at_least}, got {text!r}")
-        if value > _MAX_COUNT:
+        if value > most:
             raise argparse.ArgumentTypeError(
-                f"expected a whole number of at most {_MAX_COUNT}, got {text!r}")
+                f"expected a whole number of at most {most}, got {text!r}")
         return value
 
     parse.__name__ = "count"

@@ -23,6 +23,7 @@ from accelbench.cli.options import (
     whole_number,
 )
 from accelbench.cli.request_options import add_request_options, request_of
+from accelbench.core.sequential import HORIZON, MAX_HORIZON
 
 if TYPE_CHECKING:
     from accelbench.app import Tuned
@@ -50,9 +51,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="A/B: smallest change called faster or slower (default 5)")
     parser.add_argument("--alpha", type=probability, default=0.05,
                         help="A/B: chance of any false faster/slower call (default 0.05)")
-    parser.add_argument("--max-rounds", type=whole_number(at_least=2), default=20,
-                        metavar="N", help="A/B: pairs of processes per case at most "
-                        "(default 20)")
+    parser.add_argument("--max-rounds", type=whole_number(at_least=2, at_most=MAX_HORIZON),
+                        default=HORIZON, metavar="N",
+                        help="A/B: pairs of processes per case at most (default "
+                        f"%(default)s, at most {MAX_HORIZON})")
     parser.add_argument("--budget", type=positive_seconds, metavar="S",
                         help="A/B: seconds for all the rounds (default: no limit but "
                         "--max-rounds)")

@@ -26,6 +26,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
 from typing import Any, TypeAlias
 
+from accelbench.core.sequential import HORIZON
 from accelbench.errors import UserError
 
 REQUEST_FORMAT = 2
@@ -83,7 +84,7 @@ class AbRequest:
     b: Stack = field(default_factory=Stack)
     min_effect: float = 0.05  # the smallest change called faster or slower (a fraction)
     alpha: float = 0.05  # the chance of any false call over the A/B's cases
-    max_rounds: int = 20  # pairs of processes per case at most
+    max_rounds: int = HORIZON  # pairs of processes per case at most (core.sequential)
     budget: float | None = None  # seconds for all rounds; None: no limit but max_rounds
     fail_on_regression: float | None = None  # the gate (a fraction); None: no gate
     id: str | None = None  # set when stored: the A/B both runs belong to

@@ -36,13 +36,14 @@ def ab_tables(result: AbResult) -> list[Table]:
         f"B: {result.label('b')}, run {result.b.record.id}.",
         "Each case was measured in pairs of fresh processes, one per stack, back to back "
         "in alternating order; B/A is the speed of B over A (above 1: B is faster) from "
-        "the geometric mean of the pairs' ratios, with its anytime-valid interval (the "
-        "safe t-test's confidence sequence), valid however many rounds were looked at.",
+        "the geometric mean of the pairs' ratios, with its repeated confidence interval "
+        "(a t-test after every round, its boundary calibrated for looking that often), "
+        "valid however many rounds were looked at.",
         f"A case stopped as soon as it was called faster or slower (a change of at least "
         f"{100 * ab.min_effect:g}%, its interval at α = {level:.2g} excluding 1, so that "
         f"the chance of any false call among the {len(result.cases)} cases is at most "
-        f"{ab.alpha:g}), or the same (the interval shown, at α = {ab.alpha:g}, within "
-        f"±{100 * ab.min_effect:g}%). At most {ab.max_rounds} pairs a case"
+        f"{ab.alpha:g}), or the same (the interval shown, each bound at α = {ab.alpha:g}, "
+        f"within ±{100 * ab.min_effect:g}%). At most {ab.max_rounds} pairs a case"
         + (f", {ab.budget:g} s in all" if ab.budget is not None else "") + ".",
         counts + ".",
     ]

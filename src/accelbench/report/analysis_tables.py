@@ -204,7 +204,7 @@ def generations_table(g: Generations) -> Table:
         ids = sorted({note.split(":", 1)[0] for note in ab_notes})
         notes.append("(paired): measured against the baseline by " + ", ".join(ids)
                      + " on one machine, in pairs of processes (`accelbench ab`); the "
-                     "interval is its anytime-valid one.")
+                     "interval is its repeated confidence interval.")
     if filters:
         notes.append(f"Filters: {filters}.")
     return Table(f"Generations, normalised to {g.baseline}", header, rows, notes,

@@ -183,7 +183,7 @@ def ab_chart(result: Any, chart_id: str) -> Chart | None:
     svg = charts.bar_chart(chart_id, labels, [series], ylabel="speed, B over A",
                            reference=1.0, horizontal=True, marked_label=BUSY)
     return Chart("Speed of B relative to A per case", _markup(svg),
-                 "Above 1: B is faster. Whiskers: the anytime-valid interval of the pairs' "
+                 "Above 1: B is faster. Whiskers: the repeated confidence interval of the pairs' "
                  f"ratio. {MARKS}")
 
 

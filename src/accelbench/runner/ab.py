@@ -43,6 +43,7 @@ from accelbench.core.sequential import (
     IN_JOBS,
     IN_SEQUENCE,
     IN_TURNS,
+    MAX_HORIZON,
     PAIR_VALUES,
     PAIRING,
     case_alpha,
@@ -157,6 +158,9 @@ def run_ab(valid: ValidRequest, store: Store, listener: AbListener | None = None
     ab = valid.request.ab
     if ab is None:
         raise UserError("not an A/B request: it has no `ab` settings")
+    if ab.max_rounds > MAX_HORIZON:
+        raise UserError(f"an A/B runs at most {MAX_HORIZON} rounds (max_rounds "
+                        f"{ab.max_rounds}): its test is calibrated for that many looks")
     listener = listener or QuietAb()
     sides = []
     try:
@@ -475,7 +479,7 @@ def _decided(case: _Case, ab: AbRequest, cases: int, reach: int | None = None) -
     if figure is None:
         return True  # nothing to judge: stored as it is
     verdict = judge(values["a"], values["b"], figure.higher_is_better, ab.min_effect,
-                    ab.alpha, cases=cases)
+                    ab.alpha, cases=cases, horizon=ab.max_rounds)
     if verdict.decided:
         return True
     if case.pairs >= FUTILE_AFTER:
@@ -487,8 +491,8 @@ def _decided(case: _Case, ab: AbRequest, cases: int, reach: int | None = None) -
         # its mean as measured or with no difference at all (the easiest "same"), is
         # stopped now.
         call = case_alpha(ab.alpha, cases)
-        needed = [pairs_needed(mean, verdict.sd / 2, ab.min_effect, ab.alpha, call_alpha=call)
-                  for mean in (math.log(verdict.ratio), 0.0)]
+        needed = [pairs_needed(mean, verdict.sd / 2, ab.min_effect, ab.alpha, call,
+                               ab.max_rounds) for mean in (math.log(verdict.ratio), 0.0)]
         return all(n is None or n > reach for n in needed)
     return False
 
