@@ -101,10 +101,11 @@ def test_identical_stacks_are_decided_same_and_stored_as_two_linked_runs(store_p
 
 
 def test_pairs_run_back_to_back_in_alternating_order(store_path) -> None:
-    # min effect 0: never "same" (hopeless from three pairs on, as nothing differs)
+    # min effect 0: never "same" (hopeless from two pairs on, as nothing differs): the
+    # first two rounds measure every case
     _ab(store_path, _request(max_rounds=4, min_effect=0.0))
-    rounds = [Sides.asked[i:i + 6] for i in range(0, len(Sides.asked), 6)]
-    assert len(rounds) == 3
+    rounds = [Sides.asked[i:i + 6] for i in range(0, 12, 6)]
+    assert len(Sides.asked) >= 12
     for number, asked in enumerate(rounds):
         for offset, bench in enumerate(("a", "b", "c")):
             pair = asked[2 * offset:2 * offset + 2]
@@ -258,9 +259,9 @@ def test_a_case_too_noisy_for_the_rounds_left_stops_early_as_inconclusive(store_
     (case,) = finished.result.cases
     assert case.outcome == INCONCLUSIVE
     verdict = _verdict(case)
-    # hopeless even at half its noise: from HOPELESS_AFTER (3) pairs on, before the
-    # FUTILE_AFTER (5) rule would have stopped it
-    assert 3 <= verdict.pairs < 5
+    # hopeless even at a quarter of its noise at two pairs, or half from three, before
+    # the FUTILE_AFTER (5) rule would have stopped it
+    assert 2 <= verdict.pairs < 5
     assert verdict.pairs_needed is None or verdict.pairs_needed > 80
     assert finished.outcome.stopped == "done"
 
@@ -284,6 +285,12 @@ def test_a_noisy_case_that_more_rounds_could_decide_is_not_stopped_at_three_pair
     assert not _decided(case, ab, cases=1)
     # ±40%: hopeless within 20 rounds even were its noise half that
     parts["b"] = [Part(1.5), Part(0.7), Part(1.0)]
+    assert _decided(case, ab, cases=1)
+    # at two pairs, only a case hopeless even at a quarter of its noise stops
+    two: Any = {"a": [Part(1.0), Part(1.0)], "b": [Part(1.03), Part(0.97)]}
+    case.parts = two
+    assert not _decided(case, ab, cases=1)
+    two["b"] = [Part(1.5), Part(0.6)]
     assert _decided(case, ab, cases=1)
 
 

@@ -72,9 +72,9 @@ SIDES = ("a", "b")
 FUTILE_AFTER = 5
 FUTILE_FACTOR = 2
 # Before that, from this many pairs on, one that would need more pairs than it can reach
-# even at half its noise so far (a hopeless case on this host: its rounds are better
-# spent on the others).
-HOPELESS_AFTER = 3
+# even at a fraction of its noise so far (a hopeless case on this host: its rounds are
+# better spent on the others): a quarter at two pairs, half from three.
+HOPELESS_AFTER = 2
 # A case's processes sample at most this many times the sampling time asked for
 # (`_sampling_time`).
 SAMPLING_CAP = 5
@@ -468,9 +468,10 @@ def _reachable(cases: Sequence[_Case], ab: AbRequest, rounds: int, elapsed: floa
 def _decided(case: _Case, ab: AbRequest, cases: int, reach: int | None = None) -> bool:
     """Whether the case stops: decided, or futile (from FUTILE_AFTER pairs on, its noise
     would need more than FUTILE_FACTOR times the pairs it can reach, or more than can be
-    sought; from HOPELESS_AFTER, more than it can reach even at half that noise: it would
-    end inconclusive anyway, and its rounds go to the other cases). `reach`: the pairs
-    the budget leaves it (`_reachable`; default `max_rounds`)."""
+    sought; from HOPELESS_AFTER, more than it can reach even at a quarter of that noise
+    (two pairs) or half of it (three or four): it would end inconclusive anyway, and its
+    rounds go to the other cases). `reach`: the pairs the budget leaves it
+    (`_reachable`; default `max_rounds`)."""
     reach = ab.max_rounds if reach is None else reach
     if case.pairs < 2:
         return False
@@ -485,14 +486,16 @@ def _decided(case: _Case, ab: AbRequest, cases: int, reach: int | None = None) -
     if case.pairs >= FUTILE_AFTER:
         return verdict.pairs_needed is None or verdict.pairs_needed > FUTILE_FACTOR * reach
     if case.pairs >= HOPELESS_AFTER and verdict.sd is not None:
-        # Three pairs tell the noise roughly (two degrees of freedom), but rarely twice
-        # too high (a chance of 1 in 55), and their mean more roughly still: a case that
-        # would need more pairs than it can reach even at half the noise measured, with
-        # its mean as measured or with no difference at all (the easiest "same"), is
-        # stopped now.
+        # Few pairs tell the noise roughly, but rarely far too high: two pairs (one
+        # degree of freedom) overstate it fourfold with a chance of 1 in 16,000, three
+        # (two degrees) twofold with a chance of 1 in 55. Their mean is rougher still. A
+        # case that would need more pairs than it can reach even at that fraction of
+        # the noise measured, with its mean as measured or with no difference at all
+        # (the easiest "same"), is stopped now.
         call = case_alpha(ab.alpha, cases)
-        needed = [pairs_needed(mean, verdict.sd / 2, ab.min_effect, ab.alpha, call,
-                               ab.max_rounds) for mean in (math.log(verdict.ratio), 0.0)]
+        sd = verdict.sd / (4.0 if case.pairs == 2 else 2.0)
+        needed = [pairs_needed(mean, sd, ab.min_effect, ab.alpha, call, ab.max_rounds)
+                  for mean in (math.log(verdict.ratio), 0.0)]
         return all(n is None or n > reach for n in needed)
     return False
 
