@@ -38,7 +38,7 @@ Why this test and not an always-valid one (the safe t-test, a confidence sequenc
 an unbounded number of looks): an A/B has a horizon, its most rounds, and a boundary
 made for that horizon is narrower where an A/B spends its rounds. At nine pairs, the
 "same" bound here is t = 3.1 against the safe t-test's 4.2 (g = 8), so a quiet case is
-called the same in about half the pairs; the change call at α / 22 gains less (6.4
+called the same with about half the pairs; the change call at α / 22 gains less (6.4
 against 6.8). Beyond the horizon, nothing is judged (`boundary` is infinite there).
 """
 
