@@ -224,7 +224,7 @@ def test_a_noisier_first_pair_keeps_both_error_rates(first: float) -> None:
 
 
 def test_a_fixed_n_t_test_looked_at_every_round_would_not() -> None:
-    """Why the anytime-valid test: the textbook interval, checked after every round and
+    """Why the calibrated boundary: the textbook interval, checked after every round and
     stopped at the first that excludes no change, calls a change in far more than α of
     identical stacks."""
     rng = random.Random(5)
