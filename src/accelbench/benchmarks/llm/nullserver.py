@@ -138,12 +138,16 @@ def make_app(state: _State) -> web.Application:
         for i in range(n):
             if state.delay:
                 await asyncio.sleep(state.delay)
+            if i == 0:
+                # Taken before the write: once the chunk is on the socket, the client's
+                # thread may read it before this one is scheduled again, so a later
+                # reading could exceed the client's own time to first token.
+                state.ttft.append(time.perf_counter() - start)
             if i == n - 1:
                 await response.write(_chunk(api, state.model, f" w{i % VOCAB}", "length"))
             else:
                 await response.write(tokens[i % VOCAB])
             if i == 0:
-                state.ttft.append(time.perf_counter() - start)
                 if state.fault == "malformed":
                     await response.write(b'data: {"choices": [{"text": \n\n')
                     break
@@ -199,7 +203,7 @@ class NullServer:
 
     @property
     def ttft(self) -> list[float]:
-        """The server's own time to first token of each streamed request, s."""
+        """Each streamed request's time from its arrival to its first token's write, s."""
         return list(self.state.ttft)
 
     @property
