@@ -268,7 +268,7 @@ def test_a_case_too_noisy_for_the_rounds_left_stops_early_as_inconclusive(store_
 
 def test_a_noisy_case_that_more_rounds_could_decide_is_not_stopped_at_three_pairs() -> None:
     from accelbench.core.request import AbRequest
-    from accelbench.runner.ab import _decided
+    from accelbench.runner.ab import _futile
 
     class Part:
         def __init__(self, value: float) -> None:
@@ -279,19 +279,20 @@ def test_a_noisy_case_that_more_rounds_could_decide_is_not_stopped_at_three_pair
     ab = AbRequest(max_rounds=20, min_effect=0.05)
     # ±3% between pairs: about 8 pairs decide it, within max_rounds
     case = _case()
+    case.shares = 1
     parts: Any = {"a": [Part(1.0), Part(1.0), Part(1.0)],
                   "b": [Part(1.03), Part(0.97), Part(1.0)]}
     case.parts = parts
-    assert not _decided(case, ab, cases=1)
+    assert not _futile(case, ab)
     # ±40%: hopeless within 20 rounds even were its noise half that
     parts["b"] = [Part(1.5), Part(0.7), Part(1.0)]
-    assert _decided(case, ab, cases=1)
+    assert _futile(case, ab)
     # at two pairs, only a case hopeless even at a quarter of its noise stops
     two: Any = {"a": [Part(1.0), Part(1.0)], "b": [Part(1.03), Part(0.97)]}
     case.parts = two
-    assert not _decided(case, ab, cases=1)
+    assert not _futile(case, ab)
     two["b"] = [Part(1.5), Part(0.6)]
-    assert _decided(case, ab, cases=1)
+    assert _futile(case, ab)
 
 
 def test_the_time_left_is_the_rounds_left_at_the_pace_so_far_within_the_budget() -> None:
@@ -442,3 +443,73 @@ def test_generations_take_an_ab_between_two_installed_releases_as_its_pairs(
     table = generations_table(result)
     assert "(paired)" in " ".join(str(cell) for row in table.rows for cell in row)
     assert any(finished.result.id in note for note in table.notes)
+
+
+
+def test_each_call_frees_its_share_of_alpha_for_the_cases_still_undecided(
+        monkeypatch) -> None:
+    from accelbench.core.measurement import Figure
+    from accelbench.core.sequential import judge
+    from accelbench.runner import ab as runner_ab
+
+    class Part:
+        status = "ok"
+
+        def __init__(self, value: float) -> None:
+            self.primary = Figure("throughput", value, "item/s", True)
+
+    def case(b: list[float]) -> _Case:
+        made = _case()
+        parts: Any = {"a": [Part(1.0) for _ in b], "b": [Part(x) for x in b]}
+        made.parts = parts
+        return made
+
+    # of four cases, "x" and "y" clearly slower; "z" a little, its pairs calling it at
+    # α / 2 but not at α / 4; "w" undecided
+    slow = [0.50, 0.51, 0.49, 0.50]
+    z = [0.95, 0.96, 0.97, 0.955]
+    assert judge([1.0] * 4, z, True, 0.02, 0.05, cases=4, horizon=12).verdict != SLOWER
+    assert judge([1.0] * 4, z, True, 0.02, 0.05, cases=2, horizon=12).verdict == SLOWER
+    cases = [case(slow), case(slow), case(z), case([1.0, 1.2, 0.8, 1.1])]
+    stored: list[int] = []
+
+    def record(index: int, c: _Case, sides: Any, valid: Any) -> None:
+        stored.append(index)
+        c.done = True
+
+    monkeypatch.setattr(runner_ab, "_record", record)
+    runner_ab._judge(cases, [], None, AbRequest(max_rounds=12, min_effect=0.02))  # type: ignore[arg-type]
+    assert stored == [0, 1, 2]
+    assert [c.called for c in cases] == [True, True, True, False]
+    assert [c.shares for c in cases] == [4, 4, 2, 1]
+
+
+def test_each_case_is_stored_with_the_shares_it_was_judged_with(store_path) -> None:
+    from accelbench.core.sequential import SHARES
+
+    Sides.speed = {"a": 0.5, "b": 0.5, "c": 0.96}
+    finished = _ab(store_path, _request(max_rounds=12, min_effect=0.02))
+    assert [c.outcome for c in finished.result.cases] == [SLOWER, SLOWER, SLOWER]
+    with Store.open(store_path) as store:
+        runs = [store.load_run(getattr(finished.result, side).record.id)
+                for side in ("a", "b")]
+    shares = [m.details[SHARES] for m in runs[0].measurements]
+    assert all(isinstance(n, int) and 1 <= n <= 3 for n in shares)
+    # read back, each case is judged with the shares it was judged with
+    again = pairs_in(runs)[0]
+    assert [x.to_dict() for x in again.cases] == [
+        x.to_dict() for x in finished.result.cases]
+
+
+@pytest.mark.parametrize("stored", [None, 0, 4, True, 2.0, "2", -1])
+def test_shares_that_no_ab_of_these_cases_could_have_judged_with_are_all_of_them(
+        stored) -> None:
+    from types import SimpleNamespace
+
+    from accelbench.analysis.ab import _shares
+    from accelbench.core.sequential import SHARES
+
+    measured: Any = SimpleNamespace(details={} if stored is None else {SHARES: stored})
+    assert _shares(measured, 3) == 3
+    measured.details[SHARES] = 2
+    assert _shares(measured, 3) == 2

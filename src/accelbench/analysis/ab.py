@@ -7,9 +7,10 @@ the A/B's settings (`core.request.AbRequest`): pair i of a case is A's i-th proc
 B's i-th, and `core.sequential` judges the pairs. `accelbench ab` stopped each case
 when this judgement decided it, so reading the runs back gives the verdicts it printed.
 
-A change is called at the A/B's α shared by its cases (Bonferroni: α / cases), so that
-the chance of any case being called faster or slower when none differs is at most α,
-however many rounds each case took; "same" at the case's own α (`core.sequential`).
+A change is called at the A/B's α shared by its cases not yet called when the case was
+judged (Holm's step-down: α / k, k kept with the case), so that the chance of any case
+being called faster or slower when it does not differ is at most α, however many rounds
+each case took; "same" at the case's own α (`core.sequential`).
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ from accelbench.core.sequential import (
     PAIR_VALUES,
     PAIRING,
     SAME,
+    SHARES,
     SLOWER,
     PairedVerdict,
     case_alpha,
@@ -132,7 +134,7 @@ def _case(a: Measurement, b: Measurement | None, ab: AbRequest, cases: int,
     if pairs == 0:
         return unjudged("no paired processes")
     verdict = judge(values_a[:pairs], values_b[:pairs], higher, ab.min_effect, ab.alpha,
-                    final=final, cases=cases, horizon=ab.max_rounds)
+                    final=final, cases=_shares(a, cases), horizon=ab.max_rounds)
     tuning = tuning_differences(tuning_of(a.details), tuning_of(b.details))
     pairing = a.details.get(PAIRING)
     seconds = a.details.get("ab_seconds")
@@ -142,6 +144,16 @@ def _case(a: Measurement, b: Measurement | None, ab: AbRequest, cases: int,
                   seconds=(float(seconds) if isinstance(seconds, int | float)
                            and not isinstance(seconds, bool) and math.isfinite(seconds)
                            and seconds >= 0 else None))
+
+
+def _shares(m: Measurement, cases: int) -> int:
+    """The cases α was shared by when `ab` last judged the case (`core.sequential
+    .step_down`): as stored where that is a count within the A/B's cases, else all of
+    them (a run stored before the step-down: Bonferroni's level, as it was judged)."""
+    shares = m.details.get(SHARES)
+    if isinstance(shares, int) and not isinstance(shares, bool) and 1 <= shares <= cases:
+        return shares
+    return cases
 
 
 def gate(cases: Sequence[AbCase], fraction: float) -> tuple[list[AbCase], list[AbCase]]:

@@ -22,14 +22,17 @@ alarms far above α.
 
 The verdict reads the intervals of the speed ratio as `compare` does, with the minimum
 effect δ. An A/B judges many cases at once, and the question it is asked in CI is whether
-*any* case changed, so a change is called from the two-sided interval at α / m for m cases
-(Bonferroni: the chance of any false faster or slower among them is at most α, however
-many rounds each case took). "Same" is a statement about one case, called as an
-equivalence test is (two one-sided tests, each at α): from the case's repeated interval
-whose each bound holds with 1 - α, so that a case truly changed by δ or more is called
-the same with a chance of at most α:
+*any* case changed, so a change is called from the two-sided interval at α / k, k being
+the cases not yet called faster or slower: Holm's step-down, made sequential (Bartroff
+and Lai 2010, `step_down`). It starts at α / m for m cases (Bonferroni), and each case
+called frees its share for the others, so that where a stack changes many cases, each
+call makes the next easier; the chance of any false faster or slower among them stays
+at most α, however many rounds each case took. "Same" is a statement about one case,
+called as an equivalence test is (two one-sided tests, each at α): from the case's
+repeated interval whose each bound holds with 1 - α, so that a case truly changed by δ
+or more is called the same with a chance of at most α:
 
-- faster / slower: the interval at α / m excludes 1 and the change is at least δ;
+- faster / slower: the interval at α / k excludes 1 and the change is at least δ;
 - same: the case's interval lies within (1 - δ, 1 + δ);
 - otherwise undecided: the case runs another round, and at the budget it is
   inconclusive, with the pairs its noise would need.
@@ -46,7 +49,7 @@ from __future__ import annotations
 
 import functools
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 FASTER = "faster"
@@ -76,6 +79,9 @@ PAIR_VALUES = "pair_values"
 # drift cancels), one after the other (a case that runs a protocol of its own), or as
 # two torchrun jobs one after the other (a distributed case).
 PAIRING = "ab_pairing"
+# And the cases α was shared by when the case was last judged (`step_down`): a change is
+# called at α / that.
+SHARES = "ab_alpha_shares"
 IN_TURNS, IN_SEQUENCE, IN_JOBS = "turns", "sequence", "jobs"
 
 
@@ -83,6 +89,38 @@ def case_alpha(alpha: float, cases: int) -> float:
     """The level each of `cases` cases is judged at, so that the chance of any false call
     among them is at most `alpha` (Bonferroni)."""
     return alpha / max(1, cases)
+
+
+def step_down(active: Sequence[int], total: int, called: int,
+              judge_at: Callable[[int, int], PairedVerdict | None]
+              ) -> dict[int, tuple[PairedVerdict | None, int]]:
+    """One round's verdicts on the `active` cases of an A/B of `total` cases, `called` of
+    them called faster or slower in earlier rounds: Holm's step-down made sequential
+    (Bartroff and Lai 2010). `judge_at(case, shares)` judges a case with α shared by
+    `shares` cases: those not called yet. Each call in the round frees its share, and
+    the cases still undecided are judged again at the larger level, until a pass calls
+    none. Returns each active case's last verdict and the shares it was judged with.
+
+    Why the chance of any false call stays at most α: of m cases, let m0 not differ. Until
+    the first of them is called, only changed cases have been called, at most m - m0,
+    so every look at one of the m0 was at α / m0 or below; and the chance that any of the
+    m0 ever crosses its repeated boundary at α / m0 is at most m0 x α / m0. A case called
+    "same" or stopped as futile frees nothing: it may be one of the m0."""
+    verdicts: dict[int, tuple[PairedVerdict | None, int]] = {}
+    waiting = list(active)
+    while waiting:
+        shares = max(1, total - called)
+        new = 0
+        for case in list(waiting):
+            verdict = judge_at(case, shares)
+            verdicts[case] = (verdict, shares)
+            if verdict is not None and verdict.decided:
+                waiting.remove(case)
+                new += verdict.verdict in (FASTER, SLOWER)
+        if not new:
+            break
+        called += new
+    return verdicts
 
 
 @functools.lru_cache(maxsize=64)
@@ -209,8 +247,9 @@ def judge(a: Sequence[float], b: Sequence[float], higher_is_better: bool, min_ef
           alpha: float, final: bool = False, cases: int = 1, horizon: int = HORIZON
           ) -> PairedVerdict:
     """The verdict on pairs (a[i], b[i]) of one case's headline figure, each pair measured
-    back to back, the case one of `cases` judged together in an A/B of at most `horizon`
-    rounds; `final` at the budget, where an undecided case is inconclusive.
+    back to back, α shared by `cases` cases (`step_down`: those of the A/B not called yet)
+    in an A/B of at most `horizon` rounds; `final` at the budget, where an undecided case
+    is inconclusive.
 
     A change (faster, slower) is called only from the two-sided interval at α / cases, so
     that the chance of any false call among the cases is at most α; "same" is called from

@@ -40,9 +40,11 @@ def ab_tables(result: AbResult) -> list[Table]:
         "(a t-test after every round, its boundary calibrated for looking that often), "
         "valid however many rounds were looked at.",
         f"A case stopped as soon as it was called faster or slower (a change of at least "
-        f"{100 * ab.min_effect:g}%, its interval at α = {level:.2g} excluding 1, so that "
-        f"the chance of any false call among the {len(result.cases)} cases is at most "
-        f"{ab.alpha:g}), or the same (the interval shown, each bound at α = {ab.alpha:g}, "
+        f"{100 * ab.min_effect:g}%, its interval at α / k excluding 1, k the cases not "
+        f"called yet: α = {level:.2g} while none is, each call freeing its share for "
+        f"the rest, so that the chance of any false call among the {len(result.cases)} "
+        f"cases is at most {ab.alpha:g}), or the same (the interval shown, each bound at "
+        f"α = {ab.alpha:g}, "
         f"within ±{100 * ab.min_effect:g}%). At most {ab.max_rounds} pairs a case"
         + (f", {ab.budget:g} s in all" if ab.budget is not None else "") + ".",
         counts + ".",

@@ -40,15 +40,20 @@ from typing import TYPE_CHECKING, Protocol
 from accelbench.core.measurement import STATUS_OK, Measurement, merge_processes
 from accelbench.core.request import AbRequest
 from accelbench.core.sequential import (
+    FASTER,
     IN_JOBS,
     IN_SEQUENCE,
     IN_TURNS,
     MAX_HORIZON,
     PAIR_VALUES,
     PAIRING,
+    SHARES,
+    SLOWER,
+    PairedVerdict,
     case_alpha,
     judge,
     pairs_needed,
+    step_down,
 )
 from accelbench.errors import EXIT_INTERNAL, EXIT_USAGE, UserError
 from accelbench.runner.messages import MeasureCase
@@ -141,6 +146,8 @@ class _Case:
         self.cost = 0.0  # seconds its last pair took
         self.seconds = 0.0  # and all its pairs
         self.sampling: float | None = None  # each process's, from the second pair on
+        self.called = False  # faster or slower
+        self.shares: int | None = None  # the cases α was shared by at its last judgement
 
     @property
     def pairs(self) -> int:
@@ -220,18 +227,16 @@ def _conduct(valid: ValidRequest, ab: AbRequest, sides: list[_Side], store: Stor
                 break
             complete = _round(number, cases, sides, valid, ab, started, clock)
             outcome.rounds = number + 1
-            for index, case in enumerate(cases):
-                if not case.done and (case.failed() or _decided(case, ab, len(cases))):
-                    _record(index, case, sides, valid)
+            _judge(cases, sides, valid, ab)
             # The budget's rounds go to the cases that can use them: those that would need
             # more pairs than it leaves them stop, the rounds being costed without the
             # cases that stop at a first estimate.
             elapsed = clock() - started
             first = _reachable(cases, ab, number + 1, elapsed)
-            going = [c for c in cases if not c.done and not _decided(c, ab, len(cases), first)]
+            going = [c for c in cases if not c.done and not _futile(c, ab, first)]
             reach = _reachable(going, ab, number + 1, elapsed)
             for index, case in enumerate(cases):
-                if not case.done and _decided(case, ab, len(cases), reach):
+                if not case.done and _futile(case, ab, reach):
                     _record(index, case, sides, valid)
             elapsed = clock() - started
             listener.round_done(number + 1, sum(c.done for c in cases), len(cases), elapsed,
@@ -465,24 +470,53 @@ def _reachable(cases: Sequence[_Case], ab: AbRequest, rounds: int, elapsed: floa
     return int(min(ab.max_rounds, rounds + more))
 
 
-def _decided(case: _Case, ab: AbRequest, cases: int, reach: int | None = None) -> bool:
-    """Whether the case stops: decided, or futile (from FUTILE_AFTER pairs on, its noise
+def _judge(cases: list[_Case], sides: list[_Side], valid: ValidRequest,
+           ab: AbRequest) -> None:
+    """After a round: the cases that failed, have nothing to judge, or are decided stop
+    and are stored; a change called with α shared by the cases not called yet
+    (`core.sequential.step_down`), each case keeping the shares it was judged with."""
+    active = []
+    for index, case in enumerate(cases):
+        if case.done:
+            continue
+        if case.failed() or (case.pairs >= 2 and case.parts["a"][0].primary is None):
+            _record(index, case, sides, valid)
+        else:
+            active.append(index)
+    called = sum(c.called for c in cases)
+    judged = step_down(active, len(cases), called,
+                       lambda index, shares: _verdict_of(cases[index], ab, shares))
+    for index, (verdict, shares) in judged.items():
+        case = cases[index]
+        case.shares = shares
+        if verdict is not None and verdict.decided:
+            case.called = verdict.verdict in (FASTER, SLOWER)
+            _record(index, case, sides, valid)
+
+
+def _verdict_of(case: _Case, ab: AbRequest, shares: int) -> PairedVerdict | None:
+    """The case's verdict on its pairs so far, α shared by `shares` cases; None below two
+    pairs or without a headline figure."""
+    figure = case.parts["a"][0].primary if case.pairs >= 2 else None
+    if figure is None:
+        return None
+    values = {name: [_headline(p) for p in case.parts[name][:case.pairs]] for name in SIDES}
+    return judge(values["a"], values["b"], figure.higher_is_better, ab.min_effect,
+                 ab.alpha, cases=shares, horizon=ab.max_rounds)
+
+
+def _futile(case: _Case, ab: AbRequest, reach: int | None = None) -> bool:
+    """Whether an undecided case stops as futile: from FUTILE_AFTER pairs on, its noise
     would need more than FUTILE_FACTOR times the pairs it can reach, or more than can be
     sought; from HOPELESS_AFTER, more than it can reach even at a quarter of that noise
     (two pairs) or half of it (three or four): it would end inconclusive anyway, and its
-    rounds go to the other cases). `reach`: the pairs the budget leaves it
-    (`_reachable`; default `max_rounds`)."""
+    rounds go to the other cases. `reach`: the pairs the budget leaves it
+    (`_reachable`; default `max_rounds`). Judged with the shares of its last judgement."""
     reach = ab.max_rounds if reach is None else reach
-    if case.pairs < 2:
+    cases = case.shares or 1
+    verdict = _verdict_of(case, ab, cases)
+    if verdict is None or verdict.decided:
         return False
-    values = {name: [_headline(p) for p in case.parts[name][:case.pairs]] for name in SIDES}
-    figure = case.parts["a"][0].primary
-    if figure is None:
-        return True  # nothing to judge: stored as it is
-    verdict = judge(values["a"], values["b"], figure.higher_is_better, ab.min_effect,
-                    ab.alpha, cases=cases, horizon=ab.max_rounds)
-    if verdict.decided:
-        return True
     if case.pairs >= FUTILE_AFTER:
         return verdict.pairs_needed is None or verdict.pairs_needed > FUTILE_FACTOR * reach
     if case.pairs >= HOPELESS_AFTER and verdict.sd is not None:
@@ -529,5 +563,7 @@ def _record(index: int, case: _Case, sides: list[_Side], valid: ValidRequest) ->
                        "ab_seconds": round(case.seconds, 3)}
             if case.sampling is not None:
                 details["ab_sampling_s"] = round(case.sampling, 3)
+            if case.shares is not None:
+                details[SHARES] = case.shares
             merged = dataclasses.replace(merged, details=details)
         side.recorder.record(index, merged)
