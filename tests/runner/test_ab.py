@@ -497,6 +497,8 @@ def test_each_case_is_stored_with_the_shares_it_was_judged_with(store_path) -> N
     assert all(isinstance(n, int) and 1 <= n <= 3 for n in shares)
     # read back, each case is judged with the shares it was judged with
     again = pairs_in(runs)[0]
+    assert [c.to_dict()["call_alpha"] for c in again.cases] == [
+        pytest.approx(0.05 / n) for n in shares]
     assert [x.to_dict() for x in again.cases] == [
         x.to_dict() for x in finished.result.cases]
 

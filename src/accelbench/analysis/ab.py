@@ -72,6 +72,7 @@ class AbCase:
     # the record does not say (made before `ab` kept it).
     pairing: str | None = None
     seconds: float | None = None  # what its pairs took on both sides, where recorded
+    call_alpha: float | None = None  # the level its change was judged at (α / shares)
 
     @property
     def outcome(self) -> str:
@@ -85,7 +86,7 @@ class AbCase:
                 "verdict": self.outcome, "reason": self.reason or None,
                 **(self.verdict.to_dict() if self.verdict is not None else {}),
                 "tuning_differs": list(self.tuning_differs), "pairing": self.pairing,
-                "seconds": self.seconds}
+                "seconds": self.seconds, "call_alpha": self.call_alpha}
 
 
 def pair_values(m: Measurement) -> list[float]:
@@ -133,8 +134,9 @@ def _case(a: Measurement, b: Measurement | None, ab: AbRequest, cases: int,
     pairs = min(len(values_a), len(values_b))
     if pairs == 0:
         return unjudged("no paired processes")
+    shares = _shares(a, cases)
     verdict = judge(values_a[:pairs], values_b[:pairs], higher, ab.min_effect, ab.alpha,
-                    final=final, cases=_shares(a, cases), horizon=ab.max_rounds)
+                    final=final, cases=shares, horizon=ab.max_rounds)
     tuning = tuning_differences(tuning_of(a.details), tuning_of(b.details))
     pairing = a.details.get(PAIRING)
     seconds = a.details.get("ab_seconds")
@@ -143,7 +145,8 @@ def _case(a: Measurement, b: Measurement | None, ab: AbRequest, cases: int,
                   pairing=pairing if pairing in (IN_TURNS, IN_SEQUENCE, IN_JOBS) else None,
                   seconds=(float(seconds) if isinstance(seconds, int | float)
                            and not isinstance(seconds, bool) and math.isfinite(seconds)
-                           and seconds >= 0 else None))
+                           and seconds >= 0 else None),
+                  call_alpha=case_alpha(ab.alpha, shares))
 
 
 def _shares(m: Measurement, cases: int) -> int:
