@@ -11,8 +11,9 @@ run as one torchrun job per side per round, one after the other, in the same alt
 order.
 
 After each round every case with its pairs is judged (`core.sequential`: a change
-called at the A/B's α shared by its cases); a decided case stops, and is stored on both
-sides with every process's figure in round order. So does a futile one: from five pairs
+called at the A/B's α shared by its cases not called yet, `step_down`); a decided case
+stops, and is stored on both sides with every process's figure in round order and the
+share of α it was judged with. So does a futile one: from five pairs
 on, one whose noise would need more than twice the pairs it can still reach (`max_rounds`,
 or fewer where the budget's rounds left are fewer), and from three, one that would need
 more than that even at half the noise measured (stopping it makes no call, so the error
