@@ -445,7 +445,6 @@ def test_generations_take_an_ab_between_two_installed_releases_as_its_pairs(
     assert any(finished.result.id in note for note in table.notes)
 
 
-
 def test_each_call_frees_its_share_of_alpha_for_the_cases_still_undecided(
         monkeypatch) -> None:
     from accelbench.core.measurement import Figure
