@@ -4,6 +4,7 @@ each fault judged against the case (a hardware fault fails it, with its figures 
 from __future__ import annotations
 
 import os
+from pathlib import Path
 
 import pytest
 
@@ -16,6 +17,7 @@ from accelbench.env.kernel_log import KernelWatch
 from accelbench.runner import gpu_faults
 from accelbench.store import Store
 
+RECORDED = Path(__file__).resolve().parent.parent / "fixtures" / "kernel_log"
 BEFORE = ("3,1402,91234567,-;NVRM: Xid (PCI:0000:3b:00): 79, pid='<unknown>', "
           "name=<unknown>, GPU has fallen off the bus.\n")
 DURING = [
@@ -138,3 +140,56 @@ def test_this_machines_kernel_log_is_watched_from_its_end() -> None:
         records = watch.records()
     assert any(r.endswith(";accelbench: kernel log watch test") for r in records), records
     assert len(records) < 50  # not the log's past
+
+
+def _amd_watched(tmp_path, during: str) -> list[kernel_log.Event]:
+    """What the watch reads of the recorded MI300X node when `during` is logged in a case,
+    the node's start logged before it."""
+    log = tmp_path / "kmsg"
+    log.write_text((RECORDED / "mi300x-boot.kmsg").read_text())
+    watch = KernelWatch.open(str(log))
+    assert watch is not None
+    with watch, log.open("a") as more:
+        more.write((RECORDED / during).read_text())
+        more.flush()
+        return watch.read()
+
+
+def test_a_corrected_amdgpu_ras_error_during_the_case_warns(tmp_path) -> None:
+    judged = gpu_faults.judge(_measured(), _amd_watched(tmp_path, "mi300x-ras-errors.kmsg"),
+                              "0000:9d:00.0")
+    assert judged.status == "ok" and judged.timings
+    assert judged.warnings == (
+        "the kernel logged a GPU fault during the case: socket: 6, die: 1, 1533 new "
+        "correctable hardware errors detected in xgmi_wafl block at 76911 s; socket: 6, "
+        "die: 1, 1533 correctable hardware errors detected in total in xgmi_wafl block at "
+        "76911 s",)
+    assert [e["level"] for e in judged.details["gpu_events"]] == ["warn", "warn"]
+
+
+def test_a_deferred_amdgpu_ras_error_during_the_case_fails_it(tmp_path) -> None:
+    judged = gpu_faults.judge(_measured(), _amd_watched(tmp_path, "mi300x-ras-errors.kmsg"),
+                              "0000:1b:00.0")
+    assert judged.status == "failed" and judged.samples == (1e-3, 1.1e-3, 0.9e-3)
+    assert judged.reason is not None and judged.reason.startswith(
+        "the kernel logged a GPU hardware fault during the case: socket: 0, die: 0, 1 new "
+        "deferred hardware errors detected in umc block at 76913 s")
+
+
+def test_an_uncorrectable_amdgpu_ras_error_during_the_case_fails_it(tmp_path) -> None:
+    judged = gpu_faults.judge(_measured(), _amd_watched(tmp_path, "mi300x-ras-errors.kmsg"),
+                              "0000:dd:00.0")
+    assert judged.status == "failed"
+    assert judged.reason is not None and judged.reason.startswith(
+        "the kernel logged a GPU hardware fault during the case: uncorrectable hardware "
+        "error(ERREVENT_ATHUB_INTERRUPT) detected! at 76914 s; socket: 7, die: 0, 2 new "
+        "uncorrectable hardware errors")
+    assert [e["level"] for e in judged.details["gpu_events"]] == [
+        "fail", "fail", "fail", "warn"]  # the count of 0 on die 1 is no event
+
+
+def test_amdgpu_setting_up_ras_during_the_case_is_no_fault(tmp_path) -> None:
+    """A GPU brought up again while a case runs (the driver reloaded) says RAS is ready."""
+    found = _amd_watched(tmp_path, "mi300x-boot.kmsg")
+    assert found == []
+    assert gpu_faults.judge(_measured(), found, "0000:1b:00.0") == _measured()

@@ -2,12 +2,13 @@
 the worker watches the kernel log from just before the case to just after it
 (env.kernel_log.KernelWatch) and judges what its GPU logged in between.
 
-A hardware fault (an Xid of NVIDIA's hardware list, an amdgpu uncorrectable error) fails
-the case, its figures kept beside the reason: a figure measured while the GPU failed is
-not one to trust. Another GPU fault (a row remapping, an NVLink error, a GPU reset) is a
-warning. An application's fault (an illegal address, a page fault) is recorded only: it
-is the case's own error, which the case reports itself. Faults of the node's other GPUs
-are left to `accelbench health check=faults`.
+A hardware fault (an Xid of NVIDIA's hardware list, an amdgpu uncorrectable or deferred
+RAS error) fails the case, its figures kept beside the reason: a figure measured while
+the GPU failed is not one to trust. Another GPU fault (a row remapping, an NVLink error,
+an amdgpu corrected RAS error, a GPU reset) is a warning. An application's fault (an
+illegal address, a page fault) is recorded only: it is the case's own error, which the
+case reports itself. Faults of the node's other GPUs are left to the health
+check `gpu-faults`.
 """
 
 from __future__ import annotations

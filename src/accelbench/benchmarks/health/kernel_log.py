@@ -1,5 +1,7 @@
-"""GPU faults the kernel logged since boot, judged (env.kernel_log reads and parses them):
-one finding per GPU that logged an event, as bad as the worst of its events."""
+"""GPU faults the kernel logged since boot, judged (env.kernel_log reads and parses them,
+and gives each event its level): one finding per GPU that logged an event, as bad as the
+worst of its events. Messages that are no fault (amdgpu setting RAS up at boot, a RAS
+count of 0) are no event, so a GPU that logged only those has no finding."""
 
 from __future__ import annotations
 
