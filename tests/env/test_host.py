@@ -538,8 +538,8 @@ def test_gpu_reading_via_nvml() -> None:
     assert second.processes == ()
 
 
-def test_gpu_reading_via_amdsmi() -> None:
-    amdsmi = SimpleNamespace(
+def fake_amdsmi() -> SimpleNamespace:
+    return SimpleNamespace(
         amdsmi_init=lambda: None,
         amdsmi_shut_down=lambda: None,
         amdsmi_get_processor_handles=lambda: ["h0"],
@@ -548,7 +548,28 @@ def test_gpu_reading_via_amdsmi() -> None:
         amdsmi_get_gpu_process_list=lambda h: [{"pid": 21, "mem": 4096}, "handle"],
         amdsmi_get_gpu_process_info=lambda h, p: {"pid": 22, "mem": "N/A"},
     )
-    reading = read_gpu(importer=importer_of({"amdsmi": amdsmi}))
+
+
+class NVMLError_LibraryNotFound(Exception):
+    """What pynvml's nvmlInit raises where libnvidia-ml.so.1 is absent: any node without
+    NVIDIA's driver, an AMD node among them (NVML_ERROR_LIBRARY_NOT_FOUND, 12)."""
+
+    def __str__(self) -> str:
+        return "NVML Shared Library Not Found"
+
+
+def nvml_without_a_driver() -> SimpleNamespace:
+    def init() -> None:
+        raise NVMLError_LibraryNotFound(12)
+
+    def never(*args: object) -> None:
+        raise AssertionError("NVML was asked for devices after it did not start")
+
+    return SimpleNamespace(nvmlInit=init, nvmlShutdown=never, nvmlDeviceGetCount=never)
+
+
+def test_gpu_reading_via_amdsmi() -> None:
+    reading = read_gpu(importer=importer_of({"amdsmi": fake_amdsmi()}))
     assert reading.available and reading.backend == "amdsmi"
     (device,) = reading.devices
     assert (device.name, device.utilization_percent) == ("AMD Instinct MI300X", 12.0)
@@ -562,6 +583,49 @@ def test_gpu_reading_is_unavailable_without_a_library_or_a_driver() -> None:
     assert not broken.available and broken.backend == "nvml"
     assert broken.reason and "Not Found" in broken.reason
     assert not read_gpu(importer=importer_of({"amdsmi": SimpleNamespace()})).available
+
+
+def test_an_amd_node_with_nvml_installed_is_read_through_amdsmi(tmp_path: Path) -> None:
+    # The telemetry extra installs nvidia-ml-py everywhere; on an AMD node its nvmlInit
+    # fails, and amdsmi must still be asked who is on the GPU.
+    both = importer_of({"pynvml": nvml_without_a_driver(), "amdsmi": fake_amdsmi()})
+    reading = read_gpu(100.0, importer=both)
+    assert reading.available and reading.backend == "amdsmi" and reading.reason is None
+    (device,) = reading.devices
+    assert device.processes == (GpuProcess(21, 4096), GpuProcess(22, None))
+    pair = (scan(0.0, proc(OWN, 0.0), proc(21, 0.0, "trainer")),
+            scan(1.0, proc(OWN, 0.5), proc(21, 0.4, "trainer")))
+    report = run_window(tmp_path, [busy_cpu(0, 0)] * 2, [busy_cpu(100, 30)] * 2, pair,
+                        gpu=reading)
+    assert report.gpu_users == (GpuUser(21, "trainer", 0, None),)
+
+
+def test_an_nvidia_node_with_amdsmi_installed_is_read_through_nvml() -> None:
+    reading = read_gpu(100.0, importer=importer_of({"pynvml": fake_nvml(),
+                                                    "amdsmi": fake_amdsmi()}))
+    assert reading.available and reading.backend == "nvml"
+    assert reading.devices[0].processes[0] == GpuProcess(10, 1 << 30, 60.0)
+
+
+def test_a_library_that_starts_but_finds_no_device_gives_way_to_the_next() -> None:
+    no_devices = SimpleNamespace(nvmlInit=lambda: None, nvmlShutdown=lambda: None,
+                                 nvmlDeviceGetCount=lambda: 0)
+    reading = read_gpu(importer=importer_of({"pynvml": no_devices, "amdsmi": fake_amdsmi()}))
+    assert reading.backend == "amdsmi" and len(reading.devices) == 1
+    alone = read_gpu(importer=importer_of({"pynvml": no_devices}))
+    assert alone.available and alone.backend == "nvml" and alone.devices == ()
+
+
+def test_a_node_where_neither_library_starts_gives_both_reasons() -> None:
+    def amdsmi_init() -> None:
+        raise RuntimeError("AMDSMI_STATUS_DRIVER_NOT_LOADED")
+
+    amdsmi = SimpleNamespace(amdsmi_init=amdsmi_init, amdsmi_shut_down=lambda: None)
+    reading = read_gpu(importer=importer_of({"pynvml": nvml_without_a_driver(),
+                                             "amdsmi": amdsmi}))
+    assert not reading.available and reading.devices == ()
+    assert reading.reason == ("NVML did not start: NVML Shared Library Not Found; "
+                              "amdsmi did not start: AMDSMI_STATUS_DRIVER_NOT_LOADED")
 
 
 # ---------------------------------------------------------------------------- real host

@@ -130,18 +130,38 @@ def _call(fn: Callable[..., T], *args: object) -> T | None:
 def read_gpu(
     since: float | None = None, *, importer: Importer = importlib.import_module
 ) -> GpuReading:
-    """Devices and their compute processes via NVML, else amdsmi; `since` (wall time, s)
-    bounds NVML's per-process samples to the window. Never raises."""
-    reasons = []
-    try:
-        return read_nvml(load_binding("pynvml", importer), since)
-    except BindingUnavailable as exc:
-        reasons.append(str(exc))
-    try:
-        return read_amdsmi(load_binding("amdsmi", importer))
-    except BindingUnavailable as exc:
-        reasons.append(str(exc))
-    return GpuReading(available=False, reason="; ".join(reasons))
+    """Devices and their compute processes through the first vendor library that starts
+    and finds devices: NVML, then amdsmi. `since` (wall time, s) bounds NVML's per-process
+    samples to the window. Never raises.
+
+    Both bindings may be installed on one node (the telemetry extra brings nvidia-ml-py
+    to AMD nodes too), so a library that is there but does not start (nvmlInit without
+    NVIDIA's driver) is a reason to try the next, not the answer. When none starts, the
+    reading says why for each, with `backend` the first library that loaded."""
+    readers: tuple[tuple[str, Callable[[Any], GpuReading]], ...] = (
+        ("pynvml", lambda nvml: read_nvml(nvml, since)),
+        ("amdsmi", read_amdsmi),
+    )
+    reasons: list[str] = []
+    backends: list[str] = []  # the libraries that loaded, in order
+    empty: GpuReading | None = None  # a library that started but found no devices
+    for name, read in readers:
+        try:
+            reading = read(load_binding(name, importer))
+        except BindingUnavailable as exc:
+            reasons.append(str(exc))
+            continue
+        if reading.available and reading.devices:
+            return reading
+        backends.append(str(reading.backend))
+        if reading.available:
+            empty = empty or reading
+        else:
+            reasons.append(reading.reason or f"{reading.backend} did not start")
+    if empty is not None:
+        return empty
+    return GpuReading(available=False, backend=backends[0] if backends else None,
+                      reason="; ".join(reasons))
 
 
 # ----------------------------------------------------------------------------- NVIDIA
