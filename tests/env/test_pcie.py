@@ -28,8 +28,10 @@ def test_a_link_of_unknown_speed_or_width_carries_nothing_known():
 
 
 def device(folder: Path, speed: str | None, width: int | None, max_speed: str,
-           max_width: int) -> None:
+           max_width: int, vendor: int | None = None) -> None:
     folder.mkdir(parents=True)
+    if vendor is not None:
+        (folder / "vendor").write_text(f"{vendor:#06x}\n")
     if speed is not None:
         (folder / "current_link_speed").write_text(f"{speed} PCIe\n")
         (folder / "current_link_width").write_text(f"{width}\n")
@@ -75,6 +77,33 @@ def test_a_gpu_sysfs_does_not_list_or_shows_no_link_for_has_no_host_link(sysfs, 
     (bare / "bus" / "pci" / "devices" / "0000:00:04.0").symlink_to(
         bare / "devices" / "pci0000:00" / "0000:00:04.0")
     assert host_link((0, 0, 4), bare) is None
+
+
+@pytest.mark.parametrize("inside", [("32.0 GT/s", 16, "32.0 GT/s", 16),
+                                    ("2.5 GT/s", 1, "2.5 GT/s", 1)])
+def test_an_amd_card_s_host_link_starts_at_its_switch_s_upstream_port(tmp_path, inside):
+    """A Gen5 Radeon in a Gen4 x8 slot (recorded: nokyan/resources#512): the upstream
+    port of the switch on the card runs x8 16 GT/s; the links inside the chip, below it,
+    read whatever they read and carry nothing to the host."""
+    root = tmp_path / "devices" / "pci0000:00"
+    port = root / "0000:00:01.1"
+    up = port / "0000:01:00.0"
+    down = up / "0000:02:00.0"
+    gpu = down / "0000:03:00.0"
+    device(port, "16.0 GT/s", 8, "16.0 GT/s", 8, vendor=0x1022)
+    device(up, "16.0 GT/s", 8, "32.0 GT/s", 16, vendor=0x1002)
+    speed, width, max_speed, max_width = inside
+    for folder in (down, gpu):
+        device(folder, speed, width, max_speed, max_width, vendor=0x1002)
+    listing = tmp_path / "bus" / "pci" / "devices"
+    listing.mkdir(parents=True)
+    for folder in (port, up, down, gpu):
+        (listing / folder.name).symlink_to(folder)
+    found = host_link((0, 3, 0), tmp_path)
+    assert found is not None
+    assert (found.device, found.narrowest) == ("0000:03:00.0", "0000:00:01.1")
+    assert (found.link.generation, found.link.width) == (4, 8)
+    assert found.current == Link(16.0, 8, 32.0, 16)  # the upstream port's, as read
 
 
 def test_the_address_is_spelled_as_sysfs_names_it():

@@ -10,7 +10,9 @@ overhead, which leaves a real copy 80-90% of it. Links are full duplex: a kernel
 reads and writes host memory uses both directions at once.
 
 The host link of a GPU is the narrowest link on its path from the root complex, since a
-switch's upstream port can be narrower or slower than the GPU's own. It is PCIe's view:
+switch's upstream port can be narrower or slower than the GPU's own. An AMD graphics card
+carries a PCIe switch of its own (`card_edge`): only its upstream port's link leaves the
+card, and the links below it, inside the chip, are not on the path. It is PCIe's view:
 where a GPU reaches host memory over another fabric (NVLink-C2C on a GH200, Infinity
 Fabric on some MI250X nodes), sysfs still reports a PCIe link that such traffic does not
 cross, and the rating says which link it is against.
@@ -20,6 +22,7 @@ from __future__ import annotations
 
 import contextlib
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -29,6 +32,10 @@ PCIE_GENERATIONS = {2.5: 1, 5.0: 2, 8.0: 3, 16.0: 4, 32.0: 5, 64.0: 6}
 # The share of the transfer rate that is payload, by generation's encoding.
 _ENCODING = {1: 8 / 10, 2: 8 / 10, 3: 128 / 130, 4: 128 / 130, 5: 128 / 130, 6: 242 / 256}
 _GT_S = re.compile(r"([\d.]+)\s*GT/s")
+# The PCI vendor ID of AMD's GPUs and of the switch ports on AMD graphics cards
+# (PCI_VENDOR_ID_ATI in the kernel's include/linux/pci_ids.h); AMD's processors and
+# chipsets have 0x1022.
+AMD_GPU_VENDOR = 0x1002
 
 
 @dataclass(frozen=True)
@@ -76,6 +83,29 @@ def read_link(entry: Path) -> Link | None:
     return Link(_gts(speed), width or None, _gts(max_speed), max_width or None)
 
 
+def card_edge(vendors: Sequence[int | None]) -> int:
+    """Which device's link leaves a GPU's card: `vendors` are the PCI vendor IDs of the
+    GPU (or another function of the card), then of each bridge above it, nearest first,
+    the root port last; the answer is an index into them.
+
+    An AMD graphics card (the Navi Radeons, whose ports lspci names "Navi 10 XL Upstream
+    Port of PCI Express Switch", 1002:1478, and "... Downstream Port ...", 1002:1479)
+    has a PCIe switch of its own between the slot and the GPU. The links below the
+    switch's upstream port are inside the chip and read x16 at the chip's top speed
+    whatever the slot (a Navi 24, x4 to the slot, reads x16 at the GPU); the upstream
+    port's link is the one to the slot. amdgpu finds that link the same way, skipping
+    every bridge with AMD's GPU vendor ID above the GPU (amdgpu_device_find_parent in
+    drivers/gpu/drm/amd/amdgpu/amdgpu_device.c). The root port is the host's even where
+    it carries that ID (AMD's ATI-era chipsets did), so the walk stops below it."""
+    edge = 0
+    if vendors and vendors[0] == AMD_GPU_VENDOR:
+        for index in range(1, len(vendors) - 1):
+            if vendors[index] != AMD_GPU_VENDOR:
+                break
+            edge = index
+    return edge
+
+
 @dataclass(frozen=True)
 class HostLink:
     """The narrowest link between a GPU and the root complex, by what each device on the
@@ -85,7 +115,9 @@ class HostLink:
     narrowest: str  # the device whose link that is: the GPU or a bridge above it
     link: Link  # that device's maximum speed and width
     per_direction: float  # B/s each way at that maximum
-    current: Link | None = None  # the GPU's link when read (it can train down at idle)
+    # The link that leaves the GPU's card when read (it can train down at idle): the
+    # GPU's own, or that of the upstream port of the switch on an AMD card (card_edge).
+    current: Link | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return {"device": self.device, "narrowest": self.narrowest,
@@ -112,25 +144,32 @@ def pci_address(pci: tuple[int, int, int]) -> str:
 def host_link(pci: tuple[int, int, int], sysfs: str | Path = "/sys") -> HostLink | None:
     """The narrowest link on the GPU's path from the root complex, by what each device on
     it can carry each way at its maximum speed and width (so a link that trained below
-    that, at idle or degraded, does not lower the yardstick); None where sysfs shows no
-    link with a known speed and width (a virtual machine, a device that is not there)."""
+    that, at idle or degraded, does not lower the yardstick), from where the link leaves
+    the GPU's card (`card_edge`); None where sysfs shows no link with a known speed and
+    width (a virtual machine, a device that is not there)."""
     address = pci_address(pci)
     entry = Path(sysfs, "bus", "pci", "devices", address)
     try:
         folder = entry.resolve(strict=True)
     except OSError:
         return None
-    current = read_link(folder)
-    best: HostLink | None = None
     # The GPU's folder, then each bridge above it, up to the root complex ("pci0000:00").
+    path: list[Path] = []
     while folder.name and not folder.name.startswith("pci") and folder.parent != folder:
+        path.append(folder)
+        folder = folder.parent
+    path = path[card_edge([_int(f / "vendor", 16) for f in path]):]
+    if not path:
+        return None
+    current = read_link(path[0])
+    best: HostLink | None = None
+    for folder in path:
         link = read_link(folder)
         most = link.capability if link is not None else None
         rate = most.per_direction if most is not None else None
         if most is not None and rate is not None and (best is None
                                                        or rate < best.per_direction):
             best = HostLink(address, folder.name, most, rate, current)
-        folder = folder.parent
     return best
 
 
@@ -141,10 +180,10 @@ def _text(path: Path) -> str | None:
         return None
 
 
-def _int(path: Path) -> int | None:
+def _int(path: Path, base: int = 10) -> int | None:
     text = _text(path)
     try:
-        return int(text) if text is not None else None
+        return int(text, base) if text is not None else None
     except ValueError:
         return None
 

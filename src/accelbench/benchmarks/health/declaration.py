@@ -62,8 +62,7 @@ def _host(check: str, vendor: str | None) -> tuple[list[Finding], dict[str, Any]
     if check == "topology":
         devices = sysfs.pci_devices()
         wiring = topology.topology(devices, topology.direct_links(vendor))
-        on_bus = sum(d.kind == "gpu" for d in devices)
-        found = [topology.visible_gpus(on_bus, _runtime_gpus())]
+        found = [host_checks.visible_gpus(devices, _runtime_gpus())]
         return found, {"topology": wiring.to_dict()}, None
     run: dict[str, Callable[[], host_checks.Checked]] = {
         "edac": host_checks.edac, "numa": host_checks.numa, "pcie": host_checks.pcie,

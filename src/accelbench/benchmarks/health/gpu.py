@@ -19,6 +19,7 @@ from typing import Any, TypeVar
 from accelbench.benchmarks.health import gpu_amd, gpu_nvidia
 from accelbench.benchmarks.health.findings import FAIL, PASS, WARN, Finding, judged
 from accelbench.env.telemetry.guard import Importer
+from accelbench.env.telemetry.throttle import POWER_SLOWDOWNS, is_slowdown
 
 T = TypeVar("T")
 
@@ -37,10 +38,13 @@ PAGES_RULE = ("an unrepairable (unreservable) bad page or a failed row remapping
               "pages pending retirement and remappings pending a GPU reset warn")
 PCIE_RULE = ("a link narrower than its maximum width fails; a generation below the maximum "
              f"fails under load (utilisation >= {LOAD_PCT:g} %) and warns otherwise, as an "
-             "idle GPU may lower it to save power; PCIe replays and NAKs warn")
+             "idle GPU may lower it to save power, and so does an AMD GPU's narrower link "
+             "at a lowered generation (its power management lowers both); PCIe replays and "
+             "NAKs warn")
 LINK_DOWN_RULE = ("a link that is down while the same link is up on another GPU of the node "
                   "fails (a missing link)")
-LINK_COUNT_RULE = "a GPU with fewer active links than another GPU of the node fails"
+LINK_COUNT_RULE = ("a GPU with fewer active links than another GPU of the node fails, counting "
+                   "a link whose state is not reported (N/A) as possibly up")
 LINK_ERROR_RULE = "link replay, recovery or CRC errors, or an XGMI error status, warn"
 THROTTLE_RULE = ("a thermal or hardware slowdown (power brake) active now warns; idle, power "
                  "cap and clock-setting reasons are recorded, not judged")
@@ -48,14 +52,6 @@ VERSIONS_RULE = "a driver or firmware version that differs between GPUs of the n
 
 _LINK_NAMES = {"xgmi": "XGMI", "nvlink": "NVLink"}
 
-# Clock-event reasons that mean the hardware is slowing the GPU down: NVML's thermal and
-# hardware slowdown reasons, amdsmi's active thermal violations (`*_thrm`) and the SMU's
-# thermal, VR-hot and PROCHOT throttlers.
-_NVML_SLOWDOWNS = frozenset({"HwSlowdown", "SwThermalSlowdown", "HwThermalSlowdown",
-                             "HwPowerBrakeSlowdown"})
-_SMU_SLOWDOWN_PREFIXES = ("TEMP_", "VRHOT", "PROCHOT")
-# The slowdowns that are the power brake, not heat.
-_POWER_SLOWDOWNS = frozenset({"HwPowerBrakeSlowdown"})
 _DOWN_CODES = {"xgmi": "ACCEL_XGMI_LINK_DOWN", "nvlink": "ACCEL_NVLINK_DOWN"}
 
 
@@ -413,12 +409,7 @@ def _pcie(gpu: GpuHealth) -> Finding:
     link = gpu.pcie
     if link is None:
         return Finding(gpu.subject, PASS, PCIE_RULE, "PCIe link not read")
-    problems: list[Problem] = []
-    if link.width is not None and link.width_max is not None and link.width < link.width_max:
-        problems.append((FAIL, f"x{link.width} of x{link.width_max} lanes",
-                         "ACCEL_PCIE_WIDTH"))
-    if link.gen is not None and link.gen_max is not None and link.gen < link.gen_max:
-        problems.append(_generation(link.gen, link.gen_max, gpu.utilization_pct))
+    problems = _lanes(link, gpu)
     if link.replay:
         problems.append((WARN, f"{link.replay} PCIe replays", "ACCEL_PCIE_REPLAY"))
     if link.nak_sent or link.nak_received:
@@ -426,6 +417,25 @@ def _pcie(gpu: GpuHealth) -> Finding:
                                f"received {link.nak_received or 0}", "ACCEL_PCIE_REPLAY"))
     reading = {**link.to_dict(), "utilization_pct": gpu.utilization_pct}
     return _combined(gpu.subject, PCIE_RULE, problems, _pcie_state(link), reading)
+
+
+def _lanes(link: PcieLink, gpu: GpuHealth) -> list[Problem]:
+    """The link's width and generation against their maxima. amdsmi's pcie_metric is the
+    link as the GPU's power management set it now, and an idle AMD GPU lowers its lanes
+    with its generation: a narrower link at a lowered generation is judged as the
+    generation is, by the load."""
+    gen, gen_max, busy = link.gen, link.gen_max, gpu.utilization_pct
+    lowered = gen is not None and gen_max is not None and gen < gen_max
+    narrow = (link.width is not None and link.width_max is not None
+              and link.width < link.width_max)
+    lanes = f"x{link.width} of x{link.width_max} lanes"
+    if narrow and lowered and gpu.vendor == "amd":
+        level, said, _ = _generation(gen or 0, gen_max or 0, busy)
+        return [(level, f"{lanes} at {said}", "ACCEL_PCIE_WIDTH")]
+    out: list[Problem] = [(FAIL, lanes, "ACCEL_PCIE_WIDTH")] if narrow else []
+    if lowered:
+        out.append(_generation(gen or 0, gen_max or 0, busy))
+    return out
 
 
 def _generation(gen: int, gen_max: int, busy: float | None) -> Problem:
@@ -445,6 +455,9 @@ def _pcie_state(link: PcieLink) -> str:
 
 
 def _links(gpus: Sequence[GpuHealth]) -> list[Finding]:
+    """A link's state None is N/A, not down: on a partitioned GPU (DPX, QPX, CPX) the
+    XGMI states are the device's, seen by its primary compute partition, and the other
+    partitions may read N/A (amd-smi xgmi --link-status: "N/A = Not supported")."""
     read = [g for g in gpus if g.links is not None]
     active = {g.index: sum(link.state == "up" for link in g.links or ()) for g in read}
     most = max(active.values(), default=0)
@@ -473,15 +486,24 @@ def _link_count(gpu: GpuHealth, active: int, most: int) -> Finding:
     links = gpu.links or ()
     states = {link.name: link.state for link in links}
     wired = [link for link in links if link.state != "disabled"]
+    unknown = sum(link.state is None for link in wired)
+    # Fewer only when even the links whose state is N/A could not make up the count.
+    fewer = active + unknown < most
     if not wired:
         message = "no GPU-to-GPU links reported"
     else:
         kind = _LINK_NAMES.get(wired[0].kind, wired[0].kind)
-        message = f"{active} of {len(wired)} {kind} links up"
-    if active < most:
+        if unknown == len(wired):
+            message = f"{len(wired)} {kind} links, states not reported (N/A)"
+        else:
+            message = f"{active} of {len(wired)} {kind} links up"
+            if unknown:
+                message += f", {unknown} not reported (N/A)"
+    if fewer:
         message += f", where another GPU of the node has {most}"
-    return judged(gpu.subject, LINK_COUNT_RULE, active < most, message,
-                  {"active": active, "node_most": most, "links": states},
+    return judged(gpu.subject, LINK_COUNT_RULE, fewer, message,
+                  {"active": active, "not_reported": unknown, "node_most": most,
+                   "links": states},
                   code=_down_code(wired[0].kind if wired else ""))
 
 
@@ -509,19 +531,14 @@ def _down_code(kind: str) -> str:
     return _DOWN_CODES.get(kind, "ACCEL_LINK_DOWN")
 
 
-def _is_slowdown(reason: str) -> bool:
-    return (reason in _NVML_SLOWDOWNS or reason.endswith("_thrm")
-            or reason.startswith(_SMU_SLOWDOWN_PREFIXES))
-
-
 def _throttle(gpu: GpuHealth) -> Finding:
     if gpu.throttle is None:
         return Finding(gpu.subject, PASS, THROTTLE_RULE, "clock-event reasons not read")
-    slow = [r for r in gpu.throttle if _is_slowdown(r)]
-    others = [r for r in gpu.throttle if not _is_slowdown(r)]
+    slow = [r for r in gpu.throttle if is_slowdown(r)]
+    others = [r for r in gpu.throttle if not is_slowdown(r)]
     reading = {"active": list(gpu.throttle)}
     if slow:
-        power = all(r in _POWER_SLOWDOWNS for r in slow)
+        power = all(r in POWER_SLOWDOWNS for r in slow)
         return judged(gpu.subject, THROTTLE_RULE, True, f"{', '.join(slow)} active now",
                       reading, code="ACCEL_THROTTLE_POWER" if power else
                       "ACCEL_THROTTLE_THERMAL", warn_only=True)

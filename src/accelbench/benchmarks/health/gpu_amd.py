@@ -27,7 +27,11 @@ SOURCE = "amdsmi"
 # amdsmi_get_pcie_info reports speeds in MT/s (newer releases document GT/s).
 _GEN_BY_GTS = {2.5: 1, 5.0: 2, 8.0: 3, 16.0: 4, 32.0: 5, 64.0: 6}
 
-# amdsmi_get_gpu_xgmi_link_status: one letter per link.
+# amdsmi_get_gpu_xgmi_link_status: one letter per link, AMDSMI_XGMI_LINK_UP, _DOWN and
+# _DISABLE, and "N/A" for a value the binding does not name (amdsmi_interface.py). On a
+# partitioned GPU (DPX, QPX, CPX) only the primary compute partition sees the device's
+# metrics (amdsmi's docs/conceptual/partition.md); the others may answer N/A or not at
+# all. Such a link is read with state None: not reported, which is not down.
 _XGMI_STATES = {"U": "up", "D": "down", "X": "disabled"}
 
 # amdsmi_get_violation_status (ROCm 6.3 on): the limits active now, as active_<name> flags.

@@ -5,15 +5,20 @@ judge on this node (no EDAC driver, no PCIe link attributes on a virtual machine
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from dataclasses import dataclass
+import os
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, replace
 
 from accelbench.benchmarks.health import sysfs
 from accelbench.benchmarks.health.findings import FAIL, PASS, WARN, Finding, judged
+from accelbench.env.pcie import AMD_GPU_VENDOR
 
 # A CPU node whose memory is this far below the largest CPU node's is missing DIMMs.
 MEMORY_IMBALANCE = 0.10
 ACS_REDIRECT = sysfs.ACS_REQUEST_REDIRECT | sysfs.ACS_COMPLETION_REDIRECT
+AMD_IDLE_RULE = ("a link narrower than both ends support fails; on an AMD GPU whose link "
+                 "also runs below the speed both ends support it warns: the GPU's power "
+                 "management lowers the link's speed and width while it idles")
 
 
 @dataclass(frozen=True)
@@ -115,42 +120,70 @@ def pcie(root: str = "/sys", devices: Sequence[sysfs.PciDevice] | None = None) -
         errors = tuple(f for d in judged_here for f in _aer(d))
         return Checked(errors, details, None if errors else why)
     out: list[Finding] = []
+    ports: set[str] = set()
     for d in judged_here:
-        if d.link is not None:
-            out.extend(_link_findings(d, by_address.get(d.parent or "")))
+        port = sysfs.card_port(d, by_address)
+        if port.link is not None:
+            out.extend(_link_findings(d, port, by_address.get(port.parent or "")))
         out.extend(_aer(d))
+        if port is not d and port.address not in ports:  # the card's own link's errors
+            ports.add(port.address)
+            out.extend(_aer(port))
     out.extend(_acs(devices, by_address))
     return Checked(tuple(out), details)
 
 
-def _link_findings(d: sysfs.PciDevice, parent: sysfs.PciDevice | None) -> list[Finding]:
-    """Width and speed against the most both ends of the link can run: the device's own
-    maximum, and the port above it where the kernel says."""
-    assert d.link is not None
-    link = d.link
-    up = parent.link if parent is not None else None
+def _link_findings(d: sysfs.PciDevice, port: sysfs.PciDevice,
+                   partner: sysfs.PciDevice | None) -> list[Finding]:
+    """Width and speed of the link that leaves `d`'s card (`port`'s: `d` itself, or the
+    upstream port of the switch on an AMD card) against the most both ends of it can run:
+    `port`'s own maximum, and `partner`'s, the port above it, where the kernel says.
+
+    An AMD GPU's power management (its SMU's PCIe DPM, whose link levels amdgpu lists in
+    pp_dpm_pcie, each a generation and a lane count) lowers the link's speed, and often
+    its width, while the GPU idles, and lspci reads the lowered link: a narrower link
+    that also runs below its speed warns there, with the reason. At full speed it is not
+    an idle level, and fails as on any other device."""
+    assert port.link is not None
+    link = port.link
+    up = partner.link if partner is not None else None
     max_width = _least(link.max_width, up.max_width if up else None)
     max_speed = _least(link.max_speed_gts, up.max_speed_gts if up else None)
-    reading = {**link.to_dict(), "port_max_width": up.max_width if up else None,
-               "port_max_speed_gts": up.max_speed_gts if up else None}
+    reading: dict[str, object] = {
+        **link.to_dict(), "port_max_width": up.max_width if up else None,
+        "port_max_speed_gts": up.max_speed_gts if up else None}
+    where = ""
+    if port is not d:
+        reading.update(card_port=port.address,
+                       device_link=d.link.to_dict() if d.link is not None else None)
+        where = f" at {port.address} (the card's upstream port)"
     subject = f"{d.address} ({d.kind} {d.vendor})"
+    slow = bool(link.speed_gts and max_speed and link.speed_gts < max_speed)
+    narrow = bool(link.width and max_width and link.width < max_width)
+    if narrow and slow and d.kind == "gpu" and d.vendor_id == AMD_GPU_VENDOR:
+        return [Finding(subject, WARN, AMD_IDLE_RULE,
+                        f"PCIe x{link.width} {link.speed_gts:g} GT/s{where}, both ends "
+                        f"support x{max_width} {max_speed:g} GT/s: expected while the GPU "
+                        "idles (its power management lowers the link); read it again "
+                        "under load", reading, "ACCEL_PCIE_WIDTH")]
     out = []
-    if link.width and max_width and link.width < max_width:
+    if narrow:
         out.append(Finding(subject, FAIL, "a link narrower than both ends support fails",
-                           f"PCIe x{link.width}, both ends support x{max_width}", reading,
-                           "ACCEL_PCIE_WIDTH"))
-    if link.speed_gts and max_speed and link.speed_gts < max_speed:
+                           f"PCIe x{link.width}{where}, both ends support x{max_width}",
+                           reading, "ACCEL_PCIE_WIDTH"))
+    if slow:
         idle = d.kind == "gpu"
         out.append(Finding(
             subject, WARN if idle else FAIL,
             "a link slower than both ends support fails; on a GPU it warns (GPUs lower the "
             "link speed when idle: read it again under load)" if idle else
             "a link slower than both ends support fails",
-            f"PCIe {link.speed_gts:g} GT/s, both ends support {max_speed:g} GT/s", reading,
-            "ACCEL_PCIE_SPEED"))
+            f"PCIe {link.speed_gts:g} GT/s{where}, both ends support {max_speed:g} GT/s",
+            reading, "ACCEL_PCIE_SPEED"))
     if not out:
         out.append(Finding(subject, PASS, "link at the width and speed both ends support",
-                           f"PCIe x{link.width} {link.speed_gts or 0:g} GT/s", reading))
+                           f"PCIe x{link.width} {link.speed_gts or 0:g} GT/s{where}",
+                           reading))
     return out
 
 
@@ -207,6 +240,25 @@ def _acs(devices: Sequence[sysfs.PciDevice],
             {"acs_control": bridge.acs_control, "gpus_below": count,
              "redirect_bits": ACS_REDIRECT}, code="ACCEL_ACS", warn_only=True))
     return out
+
+
+def visible_gpus(devices: Sequence[sysfs.PciDevice], runtime: int | None,
+                 environ: Mapping[str, str] = os.environ) -> Finding:
+    """Every discrete GPU on the PCI bus is one the runtime sees (topology.visible_gpus).
+    A GPU that is part of the processor (sysfs.PciDevice.integrated: a Ryzen's Radeon
+    beside a graphics card) is not counted: whether a runtime lists it depends on the
+    runtime's build and settings, so neither count is a fault; it is named instead."""
+    from accelbench.benchmarks.health import topology
+
+    gpus = [d for d in devices if d.kind == "gpu"]
+    inside = [d.address for d in gpus if d.integrated]
+    found = topology.visible_gpus(len(gpus) - len(inside), runtime, environ)
+    if not inside:
+        return found
+    return replace(found, rule=f"{found.rule}; a GPU that is part of the processor is not "
+                   "counted (a runtime may or may not list it)",
+                   message=f"{found.message}; integrated GPU {', '.join(inside)} not counted",
+                   reading={**found.reading, "integrated": inside})
 
 
 def iommu(root: str = "/sys", procfs: str = "/proc",

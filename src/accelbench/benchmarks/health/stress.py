@@ -9,16 +9,25 @@ are read before and after.
 
 Findings:
 - a result that goes wrong under load fails at once (the burn-in's check);
-- throttling (a clock-event reason that holds the clock down: power, thermal, slowdown)
-  active in more than `max_throttled` of the readings fails;
-- a GFX clock whose median over the last fifth of the run is more than `max_clock_sag`
-  below its median over the first fifth fails (a device that cannot hold its clock);
+- a slowdown (a thermal or hardware one: env.telemetry.throttle) active in more than
+  `max_throttled` of the readings fails. A GPU held at its power limit (NVML's
+  SwPowerCap, the SMU's PPT) or by its sync-boost group is a healthy GPU under full
+  load: those reasons are recorded, not judged, as DCGM's diagnostic judges them;
 - an uncorrectable ECC count that rose during the run fails, a corrected one warns;
 - throughput that fell more than `max_sag` from the first interval to the last warns.
+The GFX clock is recorded (its first and last fifths), not judged: a GPU boosts while it
+is cool and settles, as it warms at its power limit, to the lower clock that limit
+sustains. DCGM's targeted stress and RVS's GST judge no clock either: DCGM fails on the
+throughput reached (nvvs/plugin_src/targetedstress/TargetedStress_wrapper.cpp,
+CheckGpuPerf) and on the slowdown reasons (nvvs/src/DcgmRecorder.cpp,
+CheckForClocksEvent), GST counts intervals below its throughput target as violations
+(gst.so/src/gst_worker.cpp, check_gflops_violation). What a falling clock costs shows in
+the throughput, and why it falls in the reasons. The amd-smi CLI says THROTTLED without
+a reason: where that is all there is, throttling is not judged.
 What could not be read (no telemetry source, no vendor library) is said as a finding
 that passes with the reason: the stress ran, and that part was not judged. The details
-name what was judged and what was not (`judged`, `not_judged`); a pass that judged none
-of throttling, clock and ECC (the CPU) is a pass of the load alone, shown as
+name what was judged and what was not (`judged`, `not_judged`); a pass that judged
+neither throttling nor ECC (the CPU) is a pass of the load alone, shown as
 "pass (load only)" (`verdict_scope`).
 """
 
@@ -37,9 +46,11 @@ from accelbench.core.measurement import CaseResult, Figure
 from accelbench.core.params import Param
 from accelbench.core.registry import Benchmark
 from accelbench.core.telemetry import GFX_CLOCK_MHZ, THROTTLE, Series
+from accelbench.env.telemetry.throttle import active_reasons, is_slowdown, says_why
 
 COPY_BYTES = {"cpu": 64 << 20, "cuda": 1 << 30}
 NOT_JUDGED = "not judged"
+NOT_RECORDED = "not recorded"
 TELEMETRY_INTERVAL_S = 0.5
 
 
@@ -52,16 +63,60 @@ class StressParams:
     size: int
     copy_bytes: int
     max_throttled: float
-    max_clock_sag: float
     max_sag: float
 
 
-def throttled_share(series: Series) -> float | None:
-    """The share of readings with a clock-holding reason active; None without any."""
-    values = [v for v in series.channel(THROTTLE) if v is not None]
-    if not values:
+THROTTLE_RULE = ("a thermal or hardware slowdown (NVML's HW slowdown, SW and HW thermal "
+                 "slowdown, HW power brake; AMD's thermal, VR-hot and PROCHOT limits) active "
+                 "in at most {limit:.0%} of the readings under load; the power limit, sync "
+                 "boost and clock settings are recorded, not judged, as DCGM's diagnostic "
+                 "judges them")
+CLOCK_RULE = ("recorded, not judged: a GPU that settles from its boost clock to the clock "
+              "its power limit sustains is healthy; the throughput and the slowdown reasons "
+              "judge the load, as DCGM's targeted stress and RVS's GST do")
+
+
+@dataclass(frozen=True)
+class Throttling:
+    """What the THROTTLE channel said over a run: its readings, how many of them had a
+    slowdown active, how many others had a reason active that does not say why (the
+    amd-smi CLI's THROTTLED), and the reasons seen active, slowdowns and others apart."""
+
+    readings: int
+    slowed: int
+    unexplained: int
+    slowdowns: tuple[str, ...]
+    others: tuple[str, ...]
+
+    @property
+    def share(self) -> float:
+        """The share of the readings with a slowdown active."""
+        return self.slowed / self.readings
+
+
+def throttling(series: Series) -> Throttling | None:
+    """The run's throttle readings, judged reason by reason; None without any."""
+    masks = [int(v) for v in series.channel(THROTTLE) if v is not None]
+    if not masks:
         return None
-    return sum(1 for v in values if int(v)) / len(values)
+    slowed = unexplained = 0
+    seen: dict[str, None] = {}  # in the order first seen
+    for mask in masks:
+        names = active_reasons(mask, series.throttle_names).values()
+        if any(is_slowdown(name) for name in names):
+            slowed += 1
+        elif not all(says_why(name) for name in names):
+            unexplained += 1
+        seen.update(dict.fromkeys(names))
+    return Throttling(len(masks), slowed, unexplained,
+                      tuple(n for n in seen if is_slowdown(n)),
+                      tuple(n for n in seen if not is_slowdown(n)))
+
+
+def slowdown_share(series: Series) -> float | None:
+    """The share of readings with a slowdown active; None without throttle readings."""
+    found = throttling(series)
+    return found.share if found is not None else None
 
 
 def clock_sag(series: Series) -> tuple[float, float, float] | None:
@@ -90,33 +145,16 @@ def judge(series: Series | None, missing: str | None, before: Sequence[Any],
           after: Sequence[Any], sag: float, params: StressParams) -> list[Finding]:
     """The stress's findings from its telemetry, the ECC readings before and after, and
     the throughput sag (see the module docstring for the rules)."""
-    out: list[Finding] = []
-    limit = params.max_throttled
-    share = throttled_share(series) if series is not None else None
-    throttle_rule = f"throttled in at most {limit:.0%} of the readings under load"
-    if share is None:
-        out.append(Finding("throttling", PASS, throttle_rule, f"{NOT_JUDGED}: no throttle "
-                           f"readings ({missing or 'the telemetry has no throttle channel'})"))
-    else:
-        reasons = sorted(set(series.throttle_names.values())) if series else []
-        out.append(Finding("throttling", FAIL if share > limit else PASS, throttle_rule,
-                           f"throttled in {share:.0%} of {len(series.t) if series else 0} "
-                           "readings" + (f" (reasons known: {', '.join(reasons[:6])})"
-                                         if share > limit and reasons else ""),
-                           {"throttled_share": share}, "ACCEL_THROTTLE"))
+    out: list[Finding] = [_throttling_finding(series, missing, params.max_throttled)]
     clock = clock_sag(series) if series is not None else None
-    clock_limit = params.max_clock_sag
-    clock_rule = (f"the GFX clock holds: its last-fifth median at most {clock_limit:.0%} "
-                  "below its first-fifth median")
     if clock is None:
-        out.append(Finding("clock", PASS, clock_rule, f"{NOT_JUDGED}: under ten GFX clock "
+        out.append(Finding("clock", PASS, CLOCK_RULE, f"{NOT_RECORDED}: under ten GFX clock "
                            "readings"))
     else:
         first, last, fell = clock
-        out.append(Finding("clock", FAIL if fell > clock_limit else PASS, clock_rule,
-                           f"GFX clock {first:.0f} MHz in the first fifth, {last:.0f} MHz in "
-                           "the last", {"first_mhz": first, "last_mhz": last, "sag": fell},
-                           "ACCEL_CLOCK_SAG"))
+        out.append(Finding("clock", PASS, CLOCK_RULE, f"GFX clock {first:.0f} MHz in the "
+                           f"first fifth, {last:.0f} MHz in the last",
+                           {"first_mhz": first, "last_mhz": last, "sag": fell}))
     out += _ecc_findings(before, after)
     max_sag = params.max_sag
     out.append(Finding("throughput", WARN if sag > max_sag else PASS,
@@ -124,6 +162,30 @@ def judge(series: Series | None, missing: str | None, before: Sequence[Any],
                        "the last", f"throughput fell {max(sag, 0.0):.1%}", {"sag": sag},
                        "ACCEL_THROUGHPUT_SAG"))
     return out
+
+
+def _throttling_finding(series: Series | None, missing: str | None, limit: float
+                        ) -> Finding:
+    rule = THROTTLE_RULE.format(limit=limit)
+    found = throttling(series) if series is not None else None
+    if found is None:
+        return Finding("throttling", PASS, rule, f"{NOT_JUDGED}: no throttle readings "
+                       f"({missing or 'the telemetry has no throttle channel'})")
+    reading = {"slowdown_share": found.share, "slowdowns": list(found.slowdowns),
+               "others": list(found.others)}
+    unexplained = found.unexplained / found.readings
+    if found.share <= limit and unexplained > limit:
+        # A slowdown cannot be told from the power limit: neither passed nor failed.
+        return Finding("throttling", PASS, rule, f"{NOT_JUDGED}: held in {unexplained:.0%} "
+                       f"of {found.readings} readings by {', '.join(found.others)}, which "
+                       "does not say why", {**reading, "unexplained_share": unexplained})
+    what = f"slowdown ({', '.join(found.slowdowns)})" if found.slowed else "no slowdown"
+    share = f" in {found.share:.0%} of" if found.slowed else " in"
+    recorded = (f"; {', '.join(found.others)} active: recorded, not judged"
+                if found.others else "")
+    return Finding("throttling", FAIL if found.share > limit else PASS, rule,
+                   f"{what}{share} {found.readings} readings{recorded}", reading,
+                   "ACCEL_THROTTLE")
 
 
 def _ecc_findings(before: Sequence[Any], after: Sequence[Any]) -> list[Finding]:
@@ -213,15 +275,19 @@ def measure(ctx: CaseContext, params: StressParams) -> CaseResult:
 
 # The findings of the device's own state under load; the result and the throughput are
 # judged on every device.
-DEVICE_FINDINGS = ("throttling", "clock", "ecc")
+DEVICE_FINDINGS = ("throttling", "ecc")
+# Findings that record, and judge nothing: neither judged nor not judged.
+RECORDS = frozenset({"clock"})
 
 
 def verdict_scope(findings: Sequence[Finding]) -> dict[str, Any]:
     """What the findings judged and did not (`judged`, `not_judged`: "result" is the
     checked GEMM), and `verdict_scope` where a device finding was not judged: "load only"
     where none was, else the ones left out."""
-    unjudged = sorted({_kind(f) for f in findings if f.message.startswith(NOT_JUDGED)})
-    judged = ["result", *sorted({_kind(f) for f in findings} - set(unjudged))]
+    kinds = {_kind(f) for f in findings} - RECORDS
+    unjudged = sorted({_kind(f) for f in findings if f.message.startswith(NOT_JUDGED)}
+                      & kinds)
+    judged = ["result", *sorted(kinds - set(unjudged))]
     scope: dict[str, Any] = {"judged": judged, "not_judged": unjudged}
     device_unjudged = [k for k in DEVICE_FINDINGS if k in unjudged]
     if len(device_unjudged) == len(DEVICE_FINDINGS):
@@ -302,11 +368,12 @@ BENCHMARK = Benchmark(
     name="stress",
     family="health",
     summary="Sustained power and thermal stress: GEMM and a memory copy at once for SECONDS, "
-    "checked under load; fails on a wrong result, throttling beyond a share, a sagging "
-    "clock or an ECC count that rises",
+    "checked under load; fails on a wrong result, a thermal or hardware slowdown beyond a "
+    "share of the readings, or an ECC count that rises",
     entry="accelbench.benchmarks.health.stress:measure",
     interleaves=False,  # a copy thread of its own runs beside the GEMM
-    sources=("accelbench.benchmarks.validation.burn", "accelbench.benchmarks.health.findings"),
+    sources=("accelbench.benchmarks.validation.burn", "accelbench.benchmarks.health.findings",
+             "accelbench.env.telemetry.throttle"),
     params=(
         Param("seconds", "float", 60.0, help="how long to stress", minimum=1.0),
         Param("dtype", "str", "bf16", help="precision of the GEMM",
@@ -314,10 +381,8 @@ BENCHMARK = Benchmark(
         Param("size", "int", 0, help="n of the n x n x n GEMM (0: the burn-in's)", minimum=0),
         SizeParam("copy_bytes", "int", 0, help="bytes of the buffer copied beside it; K/M/G "
                   "suffixes (0: 64 MiB on the CPU, 1 GiB on GPUs)", minimum=0),
-        Param("max_throttled", "float", 0.1, help="share of the readings that may show "
-              "throttling", check=_fraction),
-        Param("max_clock_sag", "float", 0.1, help="fall of the GFX clock, last fifth against "
-              "first, that fails", check=_fraction),
+        Param("max_throttled", "float", 0.1, help="share of the readings that may show a "
+              "thermal or hardware slowdown", check=_fraction),
         Param("max_sag", "float", 0.1, help="fall in throughput that warns", check=_fraction),
     ),
     devices=("cpu", "cuda"),

@@ -12,12 +12,12 @@ from __future__ import annotations
 
 import os
 import re
-from collections.abc import Iterator, Mapping
-from dataclasses import dataclass, field
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from accelbench.env.pcie import Link, read_link
+from accelbench.env.pcie import Link, card_edge, read_link
 
 PathLike = str | os.PathLike[str]
 
@@ -190,6 +190,7 @@ class PciDevice:
     driver: str | None
     aer: Mapping[str, Mapping[str, int]] = field(default_factory=dict)  # file -> counters
     acs_control: int | None = None  # the ACS control register, where the device has one
+    integrated: bool = False  # a GPU that is part of the processor (`_integrated`)
 
     @property
     def kind(self) -> str:
@@ -216,7 +217,7 @@ class PciDevice:
                 "numa_node": self.numa_node, "path": list(self.path), "driver": self.driver,
                 "link": self.link.to_dict() if self.link else None,
                 "aer": {k: dict(v) for k, v in self.aer.items()},
-                "acs_control": self.acs_control}
+                "acs_control": self.acs_control, "integrated": self.integrated}
 
 
 def pci_devices(sysfs: PathLike = "/sys") -> tuple[PciDevice, ...]:
@@ -231,7 +232,37 @@ def pci_devices(sysfs: PathLike = "/sys") -> tuple[PciDevice, ...]:
         device = _pci_device(entry, Path(sysfs))
         if device is not None:
             out.append(device)
-    return tuple(out)
+    inside = _integrated(out)
+    return tuple(replace(d, integrated=True) if d.address in inside else d for d in out)
+
+
+def _integrated(devices: Sequence[PciDevice]) -> set[str]:
+    """The GPUs that are part of the processor: those that share their PCI device (bus and
+    device number) with a function of another vendor. An AMD APU's Radeon is function 0
+    of a PCI device inside the processor whose other functions are the processor's own
+    and carry AMD's CPU vendor ID 0x1022 (a Ryzen 7000's: 0f:00.0 the Radeon 1002:164e,
+    0f:00.1 its HDMI audio 1002:1640, 0f:00.2 the PSP/CCP 1022:1649, 0f:00.3 and 0f:00.4
+    USB 1022:15b6 and 15b7), where a graphics card's functions (GPU, HDMI audio, USB-C)
+    all carry its maker's ID. The bus does not tell them apart (an APU's Radeon sits
+    behind an internal bridge, as a card sits behind a root port), nor does amdgpu's APU
+    flag: an Instinct MI300A is an APU to amdgpu, and a GPU every runtime lists."""
+    vendors: dict[str, set[int]] = {}
+    for d in devices:
+        vendors.setdefault(d.address.rpartition(".")[0], set()).add(d.vendor_id)
+    return {d.address for d in devices
+            if d.kind == "gpu" and vendors[d.address.rpartition(".")[0]] - {d.vendor_id}}
+
+
+def card_port(device: PciDevice, by_address: Mapping[str, PciDevice]) -> PciDevice:
+    """The device whose link leaves `device`'s card: the upstream port of the PCIe switch
+    on an AMD graphics card (env.pcie.card_edge), else the device itself."""
+    chain = [device]
+    for address in reversed(device.path[1:-1]):  # the bridges above it, nearest first
+        bridge = by_address.get(address)
+        if bridge is None:
+            break
+        chain.append(bridge)
+    return chain[card_edge([d.vendor_id for d in chain])]
 
 
 def _pci_device(entry: Path, sysfs: Path) -> PciDevice | None:

@@ -18,6 +18,18 @@ marked as the package's, with that GCD unnamed. The amd-smi CLI source, the fall
 the library is not importable, does not do this: it reads one GPU per call and names no
 package, so on a secondary GCD its power is that GCD's 0 or N/A.
 
+APUs. On an APU the socket power and energy amdsmi reports are the whole APU's, CPU cores
+included: the MI300A's socket power is its whole socket's, CPU chiplets and all, and the
+gpu_metrics of a Ryzen processor's GPU (Strix Halo's Radeon 8060S among them) give
+average_socket_power as "power used for PPT/STAPM [APU+dGPU]" (gpu_metrics_v3_0 in the
+kernel's kgd_pp_interface.h). So they are marked as shared with the APU's CPU cores, as a
+package's are with its devices. amdsmi gives a GPU no APU flag (amdsmi.h declares the
+processor type AMDSMI_PROCESSOR_TYPE_AMD_APU, but every GPU is made an AMD_GPU), so the
+APU is known from amdsmi_get_gpu_asic_info: a market name accelbench identifies as an APU
+(core.product), the MI300A's PCI device ID (0x74A0 in amdgpu.ids) where the name is not
+one it knows, or an LLVM target of which every product is an APU (gfx1151, Strix Halo;
+gfx942 is the MI300X's too, so it needs the name or the ID).
+
 Energy counter width. amdsmi_get_energy_count returns a 64-bit field, but what the SMU
 accumulates into it is 64 bits wide on MI200 and MI300 (aldebaran joins two 32-bit
 halves; MI300's SocketEnergyAcc is 64-bit) and 32 bits wide on MI100 and the Navi parts
@@ -39,6 +51,8 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from accelbench.core import product
+from accelbench.core.device import DeviceInfo
 from accelbench.core.telemetry import (
     ENERGY_J,
     GFX_CLOCK_MHZ,
@@ -59,10 +73,15 @@ from accelbench.env.telemetry.guard import (
     number,
     vendor_errors,
 )
+from accelbench.env.telemetry.throttle import AMD_SMI_THROTTLED, active_reasons
 from accelbench.env.vendor_tools import TIMED_OUT, run_tool
 
 # gpu_metrics' indep_throttle_status: the SMU_THROTTLER_* bits of the kernel's
-# kgd_pp_interface.h, the same on every ASIC (throttle_status itself is ASIC-specific).
+# drivers/gpu/drm/amd/pm/swsmu/inc/amdgpu_smu.h, the same on every ASIC (throttle_status
+# itself is ASIC-specific). A bit set is a throttler active at that reading. amdsmi's Python
+# binding gives the mask as read up to ROCm 6.0; later ones give only whether any bit is
+# set (amdsmi_interface.py passes indep_throttle_status through bool()), which names no
+# reason and is not read: MI300 and later answer amdsmi_get_violation_status instead.
 SMU_THROTTLE_NAMES: Mapping[int, str] = {
     0: "PPT0", 1: "PPT1", 2: "PPT2", 3: "PPT3", 4: "SPL", 5: "FPPT", 6: "SPPT",
     7: "SPPT_APU", 16: "TDC_GFX", 17: "TDC_SOC", 18: "TDC_MEM", 19: "TDC_VDD",
@@ -74,7 +93,9 @@ SMU_THROTTLE_NAMES: Mapping[int, str] = {
 }  # fmt: skip
 
 # MI300 and later report no throttle mask in gpu_metrics; amdsmi_get_violation_status
-# (ROCm 6.3+) says instead which limits are active now. Their bits in THROTTLE:
+# (ROCm 6.3+) says instead which limits are active now, each active_* flag 1 when active,
+# 0 when not and all ones (amdsmi_interface.py: "N/A") when the part does not report it.
+# Their bits in THROTTLE:
 VIOLATION_FIELDS = (
     "active_ppt_pwr", "active_socket_thrm", "active_prochot_thrm", "active_vr_thrm",
     "active_hbm_thrm", "active_gfx_clk_below_host_limit",
@@ -98,22 +119,36 @@ _POWER_KEYS: tuple[tuple[str, float | None], ...] = (
 # Market names of the products whose package is two GCDs, each its own device.
 _TWO_GCD_MARKETS = ("MI250",)
 
+# PCI device IDs of APUs whose LLVM target discrete GPUs share (amdgpu.ids: 74A0 is the
+# AMD Instinct MI300A; 74A1, the MI300X, is gfx942 too).
+_APU_DEVICE_IDS = {0x74A0: product.MI300A}
+# LLVM targets of which every product accelbench knows is an APU.
+_APU_TARGETS = (frozenset(s.arch for s in product.SIGNATURES if s.unified_memory)
+                - frozenset(s.arch for s in product.SIGNATURES if not s.unified_memory))
+
 
 class AmdSmiSource:
     """One AMD GPU through amdsmi; `read()` gives None for a channel whose call failed."""
 
     name = "amdsmi"
 
-    def __init__(self, amdsmi: Any, handle: object, package: Package | None = None) -> None:
+    def __init__(self, amdsmi: Any, handle: object, package: Package | None = None,
+                 apu: Apu | None = None) -> None:
         self._lib = amdsmi
         self._handle = handle
         self._errors = vendor_errors(amdsmi, "AmdSmiException")
         self._answered = False
         self.wrap_j: dict[str, float] = {}
-        self.throttle_names: Mapping[int, str] = {}
+        # The names of the throttle bits seen active so far (the legend of this source's
+        # THROTTLE channel); never the reasons the part could report but did not.
+        self.throttle_names: dict[int, str] = {}
+        self._reason_names: Mapping[int, str] = {}
         self._throttle: Callable[[Guard], float | None] | None = None
         self._wide_counter = False
         shared = package.devices if package is not None else ()
+        if apu is not None:
+            # The APU's socket power is its CPU cores' too: they share it with the GPU.
+            shared = (*(shared or (apu.device,)), apu.cores)
         # The device whose power and energy are read: the package's reporting one.
         self._power_handle: object | None = package.reporter if package is not None else handle
         self.shared_by: Mapping[str, tuple[str, ...]] = (
@@ -134,7 +169,12 @@ class AmdSmiSource:
         except errors as exc:
             _shut_down(lib, errors)
             raise SourceUnavailable(f"amdsmi has no GPU {index}: {exc}") from exc
-        return cls(lib, handle, find_package(lib, handles, index, errors))
+        apu_product = find_apu(lib, handle, errors)
+        apu = None
+        if apu_product is not None:
+            bdf = Guard(errors).call(getattr(lib, "amdsmi_get_gpu_device_bdf", _no_call), handle)
+            apu = Apu(apu_product, bdf if isinstance(bdf, str) else f"amdsmi GPU {index}")
+        return cls(lib, handle, find_package(lib, handles, index, errors), apu)
 
     def read(self) -> dict[str, float | None]:
         lib, h, guard = self._lib, self._handle, Guard(self._errors)
@@ -213,16 +253,21 @@ class AmdSmiSource:
         return mb * 1024 * 1024 if mb is not None else None
 
     def _throttle_bits(self, guard: Guard) -> float | None:
-        """The throttle mask, from whichever of the two readings this part answered first."""
+        """The throttle mask, from whichever of the two readings this part answered first;
+        the names of its active bits join `throttle_names`."""
+        value: float | None = None
         if self._throttle is not None:
-            return self._throttle(guard)
-        for kind, names in ((self._indep_status, SMU_THROTTLE_NAMES),
-                            (self._violations, VIOLATION_NAMES)):
-            value = kind(guard)
-            if value is not None:
-                self._throttle, self.throttle_names = kind, names
-                return value
-        return None
+            value = self._throttle(guard)
+        else:
+            for kind, names in ((self._indep_status, SMU_THROTTLE_NAMES),
+                                (self._violations, VIOLATION_NAMES)):
+                value = kind(guard)
+                if value is not None:
+                    self._throttle, self._reason_names = kind, names
+                    break
+        if value is not None:
+            self.throttle_names.update(active_reasons(int(value), self._reason_names))
+        return value
 
     def _indep_status(self, guard: Guard) -> float | None:
         metrics = guard.call(self._lib.amdsmi_get_gpu_metrics_info, self._handle)
@@ -307,6 +352,58 @@ def find_package(lib: Any, handles: Sequence[object], index: int,
     return Package(tuple(names), reporter)
 
 
+@dataclass(frozen=True)
+class Apu:
+    """The APU a GPU is part of: its product (or LLVM target, where no product is known)
+    and the GPU's name among the devices that share the APU's socket power."""
+
+    product: str
+    device: str  # the GPU's PCI address, or "amdsmi GPU i" where amdsmi gives none
+
+    @property
+    def cores(self) -> str:
+        """The CPU cores, as one of the devices that share the socket power."""
+        return f"the CPU cores of its APU ({self.product})"
+
+
+def find_apu(lib: Any, handle: object, errors: tuple[type[BaseException], ...]
+             ) -> str | None:
+    """The product (or LLVM target) of the APU the GPU `handle` is part of, from amdsmi's
+    asic info (see the module's docstring); None for a discrete GPU, or when amdsmi cannot
+    say (its readings are then taken as the GPU's own)."""
+    get_asic = getattr(lib, "amdsmi_get_gpu_asic_info", None)
+    info = Guard(errors).call(get_asic, handle) if get_asic is not None else None
+    if not isinstance(info, Mapping):
+        return None
+    market = _field_text(info, "market_name")
+    target = _field_text(info, "target_graphics_version")
+    named = product.shares_host_memory(
+        DeviceInfo("cuda", None, "rocm", market or "", target, market_name=market))
+    if named is not None:
+        return named
+    device_id = _pci_id(info.get("device_id"))
+    if device_id is not None and device_id in _APU_DEVICE_IDS:
+        return _APU_DEVICE_IDS[device_id]
+    return target if target in _APU_TARGETS else None
+
+
+def _pci_id(value: object) -> int | None:
+    """amdsmi's device_id: an int in older bindings, a hex string ("0x74a0") in newer."""
+    if isinstance(value, int) and not isinstance(value, bool):
+        return value
+    if isinstance(value, str):
+        try:
+            return int(value, 16)
+        except ValueError:
+            return None
+    return None
+
+
+def _no_call(*args: object) -> None:
+    """Stands in for a call the binding lacks."""
+    raise AttributeError("not in this binding")
+
+
 def pci_device(bdf: object) -> tuple[int, int, int] | None:
     """(domain, bus, device) of "dddd:bb:dd.f"; None for anything else."""
     if not isinstance(bdf, str):
@@ -360,12 +457,12 @@ class AmdSmiCliSource:
     shape between ROCm releases: a bare list, then {"gpu_data": [...]})."""
 
     name = "amd-smi"
-    # The CLI prints throttle status only as THROTTLED / UNTHROTTLED.
-    throttle_names: Mapping[int, str] = {0: "throttled (amd-smi throttle_status)"}
 
     def __init__(self, index: int, runner: CliRunner = run_cli,
                  timeout_s: float = CLI_TIMEOUT_S) -> None:
         self.index = index
+        # Named once it was active, as the library source's bits are.
+        self.throttle_names: dict[int, str] = {}
         self._runner = runner
         self._timeout_s = timeout_s
         self._argv = ("amd-smi", "metric", "--json", "-g", str(index))
@@ -384,10 +481,17 @@ class AmdSmiCliSource:
         return source
 
     def read(self) -> dict[str, float | None]:
-        return parse_metric(self._runner(self._argv, self._timeout_s), self.index)
+        reading = parse_metric(self._runner(self._argv, self._timeout_s), self.index)
+        if reading[THROTTLE]:
+            self.throttle_names.update(CLI_THROTTLE_NAMES)
+        return reading
 
     def close(self) -> None:
         """Nothing is held between calls."""
+
+
+# The CLI prints throttle status only as THROTTLED / UNTHROTTLED, with no reason: one bit.
+CLI_THROTTLE_NAMES: Mapping[int, str] = {0: AMD_SMI_THROTTLED}
 
 
 def _gpu_entry(text: str | None, index: int) -> Mapping[str, Any] | None:

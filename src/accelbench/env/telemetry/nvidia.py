@@ -43,8 +43,13 @@ from accelbench.env.telemetry.guard import (
     load_binding,
     vendor_errors,
 )
+from accelbench.env.telemetry.throttle import active_reasons
 
-# nvmlClocksEventReasons bits that hold the clock down. GpuIdle (0x1),
+# nvmlClocksEventReasons bits (nvml.h) that hold the clock down: the power limit
+# (SwPowerCap 0x4), a sync-boost group (SyncBoost 0x10) and the slowdowns (HwSlowdown 0x8,
+# SwThermalSlowdown 0x20, HwThermalSlowdown 0x40, HwPowerBrakeSlowdown 0x80). All are
+# recorded, as a figure measured under any of them is below what the GPU does unheld;
+# only the slowdowns fail a GPU (env.telemetry.throttle). GpuIdle (0x1),
 # ApplicationsClocksSetting (0x2) and DisplayClockSetting (0x100) are cleared from the
 # THROTTLE channel: they are the clock following the load or a setting, not a limit, and
 # an idle gap between kernels would otherwise read as throttling.
@@ -90,7 +95,8 @@ class NvmlSource:
         instances = _mig_instances(nvml, handle, self._errors)
         self.shared_by: Mapping[str, tuple[str, ...]] = (
             {POWER_W: instances, ENERGY_J: instances} if instances else {})
-        self.throttle_names: Mapping[int, str] = NVML_THROTTLE_NAMES
+        # The names of the reasons seen active so far, never the ones that were not.
+        self.throttle_names: dict[int, str] = {}
         # Renamed in driver 535 (ClocksThrottleReasons -> ClocksEventReasons).
         self._reasons = getattr(nvml, "nvmlDeviceGetCurrentClocksEventReasons", None) or getattr(
             nvml, "nvmlDeviceGetCurrentClocksThrottleReasons", None
@@ -124,6 +130,10 @@ class NvmlSource:
         rates = guard.call(nvml.nvmlDeviceGetUtilizationRates, h)
         memory = guard.call(nvml.nvmlDeviceGetMemoryInfo, h)
         reasons = guard.call(self._reasons, h) if self._reasons is not None else None
+        throttle = (reasons & _THROTTLE_MASK
+                    if isinstance(reasons, int) and not isinstance(reasons, bool) else None)
+        if throttle:
+            self.throttle_names.update(active_reasons(throttle, NVML_THROTTLE_NAMES))
         reading = {
             POWER_W: _scaled(power, 1e-3),
             POWER_AVG_S: averaging if power is not None else None,
@@ -133,7 +143,7 @@ class NvmlSource:
             TEMP_C: _scaled(temp, 1.0),
             UTIL_PCT: _scaled(getattr(rates, "gpu", None), 1.0),
             MEM_USED_B: _scaled(getattr(memory, "used", None), 1.0),
-            THROTTLE: float(reasons & _THROTTLE_MASK) if isinstance(reasons, int) else None,
+            THROTTLE: float(throttle) if throttle is not None else None,
         }
         self._answered = guard.settle(reading, self._answered)
         return reading

@@ -5,7 +5,8 @@ A source is anything with a `name`, a `read()` that returns one reading of its c
 offer, read by the sampler when present: `wrap_j` (counter channel -> wrap value in J),
 `throttle_names` (THROTTLE bit -> name), `channel_sources` (channel -> the name to
 credit, such as "rapl" for the host's CPU energy) and `shared_by` (channel -> the devices
-whose package that channel reads).
+whose package that channel reads: the GCDs of an MI250, the partitions of a GPU, the MIG
+instances of an NVIDIA GPU, and the CPU cores of an APU such as the MI300A).
 
 Which device. NVML and amdsmi number every device of the node in their own order (NVML by
 PCI address); PyTorch numbers the visible ones, in the order the runtime chose. So
