@@ -7,7 +7,9 @@ has. `from_details` reads a stored record tolerantly: records of older releases 
 records put together by hand hold only some keys, and each value that is missing or of
 another kind reads as None, never raising; what a reader then shows or skips is its own
 rule. The models family's own keys (`models.results.model_result`: throughput, timed
-calls, ...) follow these in the stored details and are not part of this record.
+calls, ...) and the float32 math mode's (`mathmode.MathMode.details`: TF32 in effect,
+each op's precision as read back, ...) follow these in the stored details and are not
+part of this record.
 """
 
 from __future__ import annotations

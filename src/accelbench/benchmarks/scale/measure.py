@@ -13,10 +13,18 @@ In order, on every rank:
    rank 0's trace; every rank's share in the details);
 6. every rank's own figures gathered to rank 0, which stores the result.
 
+Steps 3 to 6 run in the float32 math mode of the models family: TF32 off for matmuls,
+convolutions and RNNs, set and read back on every rank (`mathmode.math_mode`), and
+recorded in the details. TORCH_ALLOW_TF32_CUBLAS_OVERRIDE=1 (set in NVIDIA's PyTorch
+containers, and inherited by torchrun's ranks) starts a process with TF32 matmuls: an
+fp32 case left so would set TF32 throughput against the fp32 peak. An fp32 case whose
+TF32 still reads back on is skipped, on every rank at once.
+
 Figures: token/s in total (the case's value) and per device, MFU against the devices'
-summed peak, with model FLOPs counted as torchtitan does (6 x the parameters outside the
-input embedding + 12 x layers x seq x hidden, per token), peak memory (the largest rank's)
-beside the estimate, and the exposed communication share.
+summed peak for the math that ran (fp32 with TF32 read back off, or bf16), with model
+FLOPs counted as torchtitan does (6 x the parameters outside the input embedding + 12 x
+layers x seq x hidden, per token), peak memory (the largest rank's) beside the estimate,
+and the exposed communication share.
 """
 
 from __future__ import annotations
@@ -28,9 +36,11 @@ from dataclasses import astuple, dataclass
 from pathlib import Path
 from typing import Any
 
+from accelbench.benchmarks.mathmode import MathMode, math_mode
 from accelbench.benchmarks.models import checks, zoo
 from accelbench.benchmarks.models.flops import transformer_flops
 from accelbench.benchmarks.models.memory import PeakMemory
+from accelbench.benchmarks.models.precision import MATH_OPS
 from accelbench.benchmarks.models.results import Work, model_result
 from accelbench.benchmarks.models.trainer import free_cached
 from accelbench.benchmarks.scale import forms, parallel, parity, sizing
@@ -104,25 +114,40 @@ def _measure(ctx: CaseContext, params: ScaleParams, form: str) -> CaseResult:
     layers = ctx.coordinator.agree(ref_spec.shape["layers"])  # rank 0's, on every rank
     if layers != ref_spec.shape["layers"]:
         ref_spec = spec.with_overrides({"layers": layers})
-    ref = parity.reference(torch, ref_spec, the_plan, params.dtype, params.seq,
-                           params.parity_steps, device)
-    free_cached(torch, device)
-    model: forms.Parallel | None = None
-    try:
-        model = forms.Parallel(torch, ref_spec, the_plan, params, device, rank, world)
-        losses = [model.mean_loss(model.step()) for _ in range(params.parity_steps)]
-        parity_details = parity.compare(losses, ref, params.dtype)
-        if ref_spec is not spec:  # checked on fewer blocks: now build the case's model
-            model.release()
-            free_cached(torch, device)
-            model = forms.Parallel(torch, spec, the_plan, params, device, rank, world)
-        meter = PeakMemory(torch, device)
-        return _timed(ctx, params, model, meter, estimate, parity_details, ref)
-    finally:
-        if model is not None:
-            model.release()
-        if params.compile:
-            torch._dynamo.reset()
+    # The reference, the parity steps and the timed steps alike: TF32 is never asked for
+    # (the dtypes are fp32 and bf16), and bf16 autocast leaves some of the math in float32.
+    with math_mode(torch, False, MATH_OPS, ctx.device.platform) as mode:
+        _check_math_mode(ctx, mode, params.dtype)
+        ref = parity.reference(torch, ref_spec, the_plan, params.dtype, params.seq,
+                               params.parity_steps, device)
+        free_cached(torch, device)
+        model: forms.Parallel | None = None
+        try:
+            model = forms.Parallel(torch, ref_spec, the_plan, params, device, rank, world)
+            losses = [model.mean_loss(model.step()) for _ in range(params.parity_steps)]
+            parity_details = parity.compare(losses, ref, params.dtype)
+            if ref_spec is not spec:  # checked on fewer blocks: now build the case's model
+                model.release()
+                free_cached(torch, device)
+                model = forms.Parallel(torch, spec, the_plan, params, device, rank, world)
+            meter = PeakMemory(torch, device)
+            result = _timed(ctx, params, model, meter, estimate, parity_details, ref)
+        finally:
+            if model is not None:
+                model.release()
+            if params.compile:
+                torch._dynamo.reset()
+    result.details.update(mode.details(MATH_OPS))
+    return result
+
+
+def _check_math_mode(ctx: CaseContext, mode: MathMode, dtype: str) -> None:
+    """Skip an fp32 case whose matmuls still run TF32 (as `checks.check_math_mode` does:
+    its MFU would be against the wrong peak), on every rank at once, so that none goes on
+    to wait for the others in a collective. bf16 runs its matrix math in bf16 either way."""
+    problem = mode.problem() if dtype == "fp32" else None
+    if ctx.coordinator.slowest(1.0 if problem else 0.0) > 0:
+        raise CaseSkipped(problem or "TF32 could not be switched off on another rank")
 
 
 def _spec(params: ScaleParams) -> zoo.ModelSpec:
@@ -200,7 +225,7 @@ def _timed(ctx: CaseContext, params: ScaleParams, model: forms.Parallel, meter: 
     flop_per_token = _flops(spec, seq)
     work = Work(samples=sequences, tokens=sequences * seq, steps=steps,
                 flop=3 * flop_per_token.forward_per_sample * sequences)
-    peak = ctx.peak_flops(params.dtype)
+    peak = ctx.peak_flops(params.dtype)  # fp32's only with TF32 read back off (above)
     result = model_result(
         timing, work, peak_flops=peak * world if peak else None,
         peak_memory=max(r.peak_memory for r in ranks), step_times=[s / steps for s in

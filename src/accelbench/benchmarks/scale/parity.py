@@ -57,7 +57,7 @@ def reference(torch: Any, spec: zoo.ModelSpec, the_plan: forms.Plan, dtype: str,
         loss.backward()
         opt.step()
         opt.zero_grad(set_to_none=True)
-        return float(loss)
+        return float(loss.detach())  # float() of a tensor in the graph makes PyTorch warn
 
     losses = tuple(step(ids) for _ in range(steps))
     share = ids[: max(1, the_plan.batch * the_plan.accumulate)]

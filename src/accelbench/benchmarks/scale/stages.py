@@ -4,8 +4,10 @@
 The blocks are shared out as evenly as they go (earlier stages take the extra ones); the
 first stage also holds the embeddings, the last the final norm and the LM head. A stage's
 forward is the model's own forward taken apart: LLaMA's rotary embedding is computed on
-every stage from the positions (it has no weights), and attention is causal through
-PyTorch's scaled-dot-product attention with no mask, as the whole model runs it.
+every stage from the positions (it has no weights; before transformers 4.43 each block
+computes its own), and attention is causal through PyTorch's scaled-dot-product attention
+with no mask, as the whole model runs it. A block's output is its hidden states, alone or
+at the head of a tuple, as the transformers release returns them (`block_output`).
 
 Schedules: GPipe (all forwards, then all backwards), 1F1B (one forward, one backward in
 steady state: at most `stages` microbatches' activations in flight) and interleaved 1F1B
@@ -60,6 +62,13 @@ def causal_lm_loss(logits: Tensor, labels: Tensor) -> Tensor:
         logits[:, :-1].reshape(-1, vocab).float(), labels[:, 1:].reshape(-1))
 
 
+def block_output(out: Tensor | tuple[Tensor, ...]) -> Tensor:
+    """A block's hidden states: transformers' LLaMA blocks return them alone from 4.54 on,
+    its GPT-2 blocks from a 5.x release on (5.0 still a tuple), and earlier releases a
+    tuple that starts with them (attention weights or a cache after them)."""
+    return out[0] if isinstance(out, tuple) else out
+
+
 def make_stage_module(model: Any, arch: str, bounds: tuple[int, int], first: bool,
                       last: bool) -> nn.Module:
     from torch import nn
@@ -75,7 +84,8 @@ def make_stage_module(model: Any, arch: str, bounds: tuple[int, int], first: boo
             if arch == "llama":
                 base = model.model
                 self.embed = base.embed_tokens if first else None
-                self.rotary = base.rotary_emb
+                # Before transformers 4.43 each block computes it from the positions.
+                self.rotary = getattr(base, "rotary_emb", None)
                 self.positions = None
             else:
                 base = model.transformer
@@ -92,15 +102,13 @@ def make_stage_module(model: Any, arch: str, bounds: tuple[int, int], first: boo
                 x = self.embed(x)
                 if self.positions is not None:
                     x = x + self.positions(positions)
+            kwargs: dict[str, Any] = {}
             if arch == "llama":
-                rotary = self.rotary(x, positions)
-                for layer in self.layers:
-                    x = layer(x, position_embeddings=rotary, position_ids=positions,
-                              attention_mask=None)
-            else:
-                for layer in self.layers:
-                    out = layer(x)
-                    x = out[0] if isinstance(out, tuple) else out
+                kwargs = {"position_ids": positions, "attention_mask": None}
+                if self.rotary is not None:  # before 4.43 attention takes no such argument
+                    kwargs["position_embeddings"] = self.rotary(x, positions)
+            for layer in self.layers:
+                x = block_output(layer(x, **kwargs))
             if self.head is not None and self.norm is not None:
                 x = self.head(self.norm(x))
             return x
