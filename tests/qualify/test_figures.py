@@ -258,6 +258,19 @@ def test_a_gpu_with_a_link_down_shows_six(monkeypatch) -> None:
     assert "down" in reading.details["states"]["gpu2"].values()
 
 
+def test_partitions_whose_link_states_read_na_are_not_counted(monkeypatch) -> None:
+    _gpu_node(monkeypatch, MI300X, "mi300x-healthy")
+    read, found = figures._readings(_ctx(MI300X))
+    # as in CPX mode: the second GPU's partition sees none of its device's link states
+    second = found[1]
+    found[1] = replace(second, links=tuple(
+        replace(link, state=None) for link in second.links))
+    monkeypatch.setattr(figures, "_readings", lambda ctx: (read, found))
+    reading = measure(_ctx(MI300X), "links-up", seconds=SECONDS)
+    assert "gpu1" not in reading.values and reading.values["gpu0"] == 7.0
+    assert "secondary compute partition" in reading.details["not_counted"]["gpu1"]
+
+
 def test_nvlinks_up_on_every_h100(monkeypatch) -> None:
     _gpu_node(monkeypatch, H100, "h100-sxm-healthy")
     reading = measure(_ctx(H100), "links-up", seconds=SECONDS)

@@ -213,11 +213,17 @@ def links_up(ctx: CaseContext, figure: str, seconds: float, size_mib: float | No
     values: dict[str, float] = {}
     kinds: dict[str, str] = {}
     states: dict[str, dict[str, str | None]] = {}
+    unreported: list[str] = []
     for index, gpu in sorted(found.items()):
         if gpu.links is None:
             continue
         subject = gpu_subject(index)
         wired = [link for link in gpu.links if link.state != "disabled"]
+        if wired and all(link.state is None for link in wired):
+            # amdsmi's N/A: a secondary compute partition of an MI300X (DPX, QPX, CPX)
+            # sees none of its device's link states; its primary partition counts them
+            unreported.append(subject)
+            continue
         values[subject] = float(sum(link.state == "up" for link in wired))
         if wired:
             kinds[subject] = wired[0].kind
@@ -225,6 +231,9 @@ def links_up(ctx: CaseContext, figure: str, seconds: float, size_mib: float | No
     if not values:
         raise CaseSkipped("no GPU-to-GPU link could be read: "
                           f"{read.missing or read.source + ' gave no link states'}")
-    return Reading(figure, values, {s: () for s in values}, kinds,
-                   details={"source": read.source, "states": states,
-                            "counted": "links whose state is up, of those not disabled"})
+    details = {"source": read.source, "states": states,
+               "counted": "links whose state is up, of those not disabled"}
+    if unreported:
+        details["not_counted"] = {s: "no link state reported (N/A: a secondary compute "
+                                     "partition)" for s in unreported}
+    return Reading(figure, values, {s: () for s in values}, kinds, details=details)
