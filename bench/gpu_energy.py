@@ -89,14 +89,15 @@ def _sampled(read: Callable[[], float | None], stop: threading.Event,
         stop.wait(SAMPLE_S)
 
 
-def measure_window(torch: Any, device: Any, source: PowerSource, seconds: float
-                   ) -> EnergyWindow:
-    """Hold `device` busy with bf16 GEMMs for `seconds` and read `source` over it."""
-    a = torch.rand(GEMM_N, GEMM_N, device=device, dtype=torch.bfloat16)
-    b = torch.rand(GEMM_N, GEMM_N, device=device, dtype=torch.bfloat16)
+def measure_window(torch: Any, device: Any, source: PowerSource, seconds: float, *,
+                   gemm_n: int = GEMM_N, settle: float = SETTLE_S) -> EnergyWindow:
+    """Hold `device` busy with bf16 GEMMs of `gemm_n`³ for `seconds`, after `settle`
+    seconds idle, and read `source` over it."""
+    a = torch.rand(gemm_n, gemm_n, device=device, dtype=torch.bfloat16)
+    b = torch.rand(gemm_n, gemm_n, device=device, dtype=torch.bfloat16)
     out = torch.empty_like(a)
     torch.cuda.synchronize()
-    time.sleep(SETTLE_S)
+    time.sleep(settle)
     instant: list[tuple[float, float]] = []
     average: list[tuple[float, float]] = []
     stop = threading.Event()
@@ -166,16 +167,21 @@ def amdsmi_source(index: int) -> PowerSource:
                        lambda: watts("average_socket_power"), amdsmi.amdsmi_shut_down)
 
 
-def measure_energy(torch: Any, index: int) -> tuple[list[EnergyWindow], str | None]:
-    """Each window of WINDOWS_S on PyTorch's device `index`, and why there is none."""
+def measure_energy(torch: Any, index: int, *, source: PowerSource | None = None,
+                   windows: tuple[float, ...] = WINDOWS_S, gemm_n: int = GEMM_N,
+                   settle: float = SETTLE_S) -> tuple[list[EnergyWindow], str | None]:
+    """Each of `windows` on PyTorch's device `index`, read from `source` (default: the
+    vendor's library), and why there is none."""
     try:
-        source = amdsmi_source(index) if torch.version.hip else nvml_source(torch, index)
+        if source is None:
+            source = amdsmi_source(index) if torch.version.hip else nvml_source(torch, index)
     except Exception as exc:  # no vendor library, or a driver that refuses it
         first = (str(exc).splitlines() or [""])[0][:200]
         return [], f"no energy readings: {type(exc).__name__}: {first}"
     try:
         device = torch.device("cuda", index)
-        return [measure_window(torch, device, source, s) for s in WINDOWS_S], None
+        return [measure_window(torch, device, source, s, gemm_n=gemm_n, settle=settle)
+                for s in windows], None
     finally:
         with contextlib.suppress(Exception):
             source.close()

@@ -154,13 +154,15 @@ def product_for(device: DeviceInfo) -> str | None:
     return peaks.name
 
 
-def accelbench_figures(measurements: Sequence[Measurement]
+def accelbench_figures(measurements: Sequence[Measurement],
+                       headlines: Sequence[Headline] = HEADLINES
                        ) -> tuple[dict[str, float | None], dict[str, str]]:
-    """Each headline figure of a stored run (None where it has none), and a note per
-    figure that is missing, failed or was measured on a busy host or throttled device."""
+    """Each headline figure of stored measurements, the first found of each case (None
+    where there is none), and a note per figure that is missing, failed or was measured
+    on a busy host or throttled device."""
     figures: dict[str, float | None] = {}
     notes: dict[str, str] = {}
-    for headline in HEADLINES:
+    for headline in headlines:
         found = [m for m in measurements if m.case.benchmark == headline.benchmark
                  and all(m.case.param_dict.get(k) == v for k, v in headline.params.items())]
         ok = [m for m in found if m.ok]
@@ -274,14 +276,14 @@ def _finite(value: float | None) -> bool:
 
 
 def judge(product: str | None, ours: Mapping[str, float | None],
-          plain: Mapping[str, float | None], notes: Mapping[str, str] | None = None
-          ) -> Judgement:
+          plain: Mapping[str, float | None], notes: Mapping[str, str] | None = None,
+          headlines: Sequence[Headline] = HEADLINES) -> Judgement:
     """The verdict on accelbench's headline figures (`ours`) beside the reference's
-    (`plain`), both keyed by HEADLINE_KEYS; `notes` says why a figure is absent."""
+    (`plain`), both keyed by the headlines' keys; `notes` says why a figure is absent."""
     notes = notes or {}
     expected = EXPECTED.get(product) if product else None
     rows = []
-    for headline in HEADLINES:
+    for headline in headlines:
         a, p = ours.get(headline.key), plain.get(headline.key)
         problems: list[str] = []
         if not _finite(a):

@@ -12,7 +12,10 @@ source tree with the PyTorch and packages already installed there (scripts/gpu-c
 - which test packages are missing: the GPU tests need pytest, pytest-timeout and
   hypothesis (the test configuration loads its settings).
 
-    python bench/gpu_packages.py [--pyproject FILE]
+With --site (the folder the wheels brought with --wheelhouse went into), it first says
+which packages were taken from those wheels; every other one is this Python's own.
+
+    python bench/gpu_packages.py [--pyproject FILE] [--site DIR]
 
 Exit codes: 0 every required and test package is present; 3 one is missing (listed, with
 the `pip download` line that fetches it as a wheel on a machine with an index).
@@ -155,6 +158,18 @@ def _why(f: Found) -> str:
     return f"{f.need.line} (installed: {f.version})"
 
 
+def from_site(site: Path) -> list[str]:
+    """A line naming each package installed in `site` (the wheels brought along), with
+    its version."""
+    dists = sorted((d.metadata["Name"] or "?", d.version)
+                   for d in metadata.distributions(path=[str(site)]))
+    if not dists:
+        return [f"from the wheels ({site.name}): none"]
+    shown = ", ".join(f"{name} {version}" for name, version in dists)
+    return [f"from the wheels ({site.name}, {len(dists)}): {shown}; every other package is "
+            "this Python's own"]
+
+
 def load(path: Path) -> dict[str, Any]:
     if sys.version_info >= (3, 11):
         import tomllib
@@ -168,8 +183,12 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--pyproject", type=Path,
                         default=Path(__file__).resolve().parents[1] / "pyproject.toml")
+    parser.add_argument("--site", type=Path,
+                        help="the folder the brought wheels were installed into")
     args = parser.parse_args(argv)
     lines, ok = report(survey(needs(load(args.pyproject))))
+    if args.site is not None:
+        lines = from_site(args.site) + lines
     print("\n".join(lines))
     return 0 if ok else EXIT_MISSING
 

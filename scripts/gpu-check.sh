@@ -1,36 +1,46 @@
 #!/usr/bin/env bash
-# Check accelbench end to end on this machine's GPU (CUDA or ROCm):
+# Check accelbench end to end on this machine's GPU (CUDA or ROCm), in one call of at most
+# 8 minutes that always ends with a figures table:
 #   1. set up: online, .venv-gpu from requirements-dev.txt and this checkout (a PyTorch
 #      that python3 already has and that sees a GPU is kept, as scripts/quickstart.sh
-#      does); offline, nothing is installed: accelbench runs from src/ with python3's
-#      PyTorch and packages, plus any wheels from --wheelhouse, and the packages missing
-#      are listed (bench/gpu_packages.py): a missing optional one skips only what needs it;
-#   2. run the GPU tests: pytest -m gpu tests/gpu tests/qualify (the node's health and
-#      copy matrix among them, tests/gpu/test_gpu_node_health.py, with the figures expected
-#      on an H200, and every qualification figure of every GPU);
-#   3. qualify the node at level 1 (`accelbench qualify --prologue`: its health, as
-#      `accelbench health` reads it, and its GPU model's configuration gates) into the
-#      store, then measure every figure its model has a level-2 gate for (GEMM per
-#      precision, memory, host and peer links, all-reduce, launch), briefly, against it;
-#   4. serve a 1B LLaMA under eight concurrent streams (serve-llm), then run the quick
-#      suite on the GPU into the store;
-#   5. print each headline figure beside plain PyTorch measured now and the range expected
-#      for the device, and the energy counter against the power integrals on a 2 s and a
-#      10 s window (bench/gpu_reference.py), then a summary of every step.
+#      does); offline, nothing is fetched: accelbench runs from src/ with python3's
+#      PyTorch and packages, plus the wheels of --wheelhouse (made beforehand with
+#      --prepare), and it says which packages came from where (bench/gpu_packages.py);
+#   2. the stages, most valuable first, each under its own deadline within the budget, a
+#      stage that fails or runs out of time reported and the next one run all the same
+#      (bench/gpu_check.py): fingerprint; health and level-1 gates; headline figures
+#      (GEMM 8192³ in bf16, fp16, fp8, tf32; device and host copies; launch and graph
+#      replay); bert-base training with its MFU and GPT-2 inference; the headline figures
+#      again with plain PyTorch and the energy counter against the power integrals; the GPU
+#      tests (pytest -m gpu) but FSDP; with --extended, LLM serving and FSDP2 at the end;
+#   3. the figures table: every stored figure beside its published peak or the range
+#      expected for the device, out-of-range figures marked (bench/gpu_figures.py).
+# Everything measured is stored in DIR/results.sqlite (`accelbench merge` takes it into
+# another store), beside each stage's log, stages.json and figures.md.
 #
-#   scripts/gpu-check.sh [--offline] [--wheelhouse WHEELS] [DIR]
-#     DIR           store, report and logs go to DIR (default: a new temporary folder)
+#   scripts/gpu-check.sh [--offline] [--wheelhouse WHEELS] [--extended] [DIR]
+#   scripts/gpu-check.sh --prepare WHEELS [--have LIST]   (where a package index answers)
+#   scripts/gpu-check.sh --dry-run [DIR]                  (no GPU: the CPU, faked)
+#     DIR           results go to DIR (default: a new temporary folder)
 #     --offline     reach no package index (taken when python3's PyTorch sees the GPU and
 #                   no index answers)
 #     --wheelhouse  offline, adding the wheels in WHEELS (pip install --no-index --no-deps
 #                   into .gpu-check-site, put on PYTHONPATH)
+#     --extended    also serve a 1B LLaMA and train with FSDP2 (about 4 minutes more)
+#     --prepare     download into WHEELS the wheels a GPU machine with no index lacks, for
+#                   its Python (GPU_CHECK_PYTHON_VERSION, default 3.12) on manylinux
+#                   x86-64; LIST is that machine's `pip list --format=freeze`
+#                   (bench/gpu_wheels.py); nothing is checked
+#     --dry-run     the same stages and deadlines on the CPU, PyTorch's CUDA calls faked;
+#                   runs with $GPU_CHECK_PYTHON, else .venv's Python where there is one,
+#                   else python3 (ACCELBENCH_GPU_CHECK_STRETCH=F: deadlines F times longer)
 #
-# Exit codes: 0 every check passed; 1 a check failed (a test, a case of the quick suite, a
-# figure outside its range or disagreeing with the reference, a step that ran out of
-# time); 2 bad arguments; 3 the environment could not be set up (a required package
-# missing offline); 4 no GPU here (nothing was checked). The checks after set-up are held
-# to ACCELBENCH_GPU_CHECK_BUDGET seconds in all (default 450: with an offline set-up, the
-# whole run ends within 8 minutes); an online set-up has its own limit, for downloads.
+# Exit codes: 0 every stage passed and every figure is in range; 1 a stage failed, ran out
+# of time or was not reached, or a figure is out of range; 2 bad arguments; 3 the
+# environment could not be set up (a required package missing offline, or a wheel that
+# could not be brought); 4 no GPU here (nothing was checked). The stages are held to
+# ACCELBENCH_GPU_CHECK_BUDGET seconds in all (default 420: with an offline set-up, the
+# whole call ends within 8 minutes); an online set-up has its own limit, for downloads.
 set -euo pipefail
 
 usage() { awk 'NR > 1 && /^#/ { sub(/^# ?/, ""); print; next } NR > 1 { exit }' "$0"; }
@@ -38,10 +48,22 @@ usage() { awk 'NR > 1 && /^#/ { sub(/^# ?/, ""); print; next } NR > 1 { exit }' 
 offline=no
 wheelhouse=""
 out=""
+extended=()
+prepare=""
+have=""
+dry_run=no
 while [ "$#" -gt 0 ]; do
   case "$1" in
     -h|--help) usage; exit 0 ;;
     --offline) offline=yes ;;
+    --extended) extended=(--extended) ;;
+    --dry-run) dry_run=yes ;;
+    --prepare)
+      if [ "$#" -lt 2 ]; then echo "gpu-check: --prepare needs a folder" >&2; exit 2; fi
+      prepare="$2"; shift ;;
+    --have)
+      if [ "$#" -lt 2 ]; then echo "gpu-check: --have needs a package list" >&2; exit 2; fi
+      have="$2"; shift ;;
     --wheelhouse)
       if [ "$#" -lt 2 ]; then echo "gpu-check: --wheelhouse needs a folder" >&2; exit 2; fi
       wheelhouse="$2"; offline=yes; shift ;;
@@ -65,12 +87,52 @@ if [ -n "$wheelhouse" ]; then
     exit 2
   fi
 fi
-budget="${ACCELBENCH_GPU_CHECK_BUDGET:-450}"
+budget="${ACCELBENCH_GPU_CHECK_BUDGET:-420}"
 if ! [[ "$budget" =~ ^[0-9]+$ ]] || [ "$budget" -lt 60 ]; then
   echo "gpu-check: ACCELBENCH_GPU_CHECK_BUDGET must be a whole number of seconds, 60 or more" >&2
   exit 2
 fi
+if [ -n "$have" ] && [ -z "$prepare" ]; then
+  echo "gpu-check: --have goes with --prepare" >&2
+  exit 2
+fi
+if [ -n "$prepare" ] && { [ "$dry_run" = yes ] || [ -n "$wheelhouse" ] || [ -n "$out" ]; }; then
+  echo "gpu-check: --prepare only downloads: leave out the other options and DIR" >&2
+  exit 2
+fi
+absolute() { case "$1" in /*) echo "$1" ;; *) echo "$PWD/$1" ;; esac; }
+if [ -n "$prepare" ]; then prepare="$(absolute "$prepare")"; fi
+if [ -n "$have" ]; then have="$(absolute "$have")"; fi
 cd "$(dirname "$0")/.."
+
+# $GPU_CHECK_PYTHON, else the Python of this checkout's development environment where
+# there is one, else python3.
+dev_python() {
+  if [ -n "${GPU_CHECK_PYTHON:-}" ]; then echo "$GPU_CHECK_PYTHON"
+  elif [ -x .venv/bin/python ]; then echo .venv/bin/python
+  else echo python3; fi
+}
+
+if [ -n "$prepare" ]; then
+  if ! "$(dev_python)" bench/gpu_wheels.py --dest "$prepare" \
+      --python-version "${GPU_CHECK_PYTHON_VERSION:-3.12}" ${have:+--have "$have"}; then
+    echo "gpu-check: could not bring every wheel (above)" >&2
+    exit 3
+  fi
+  echo "gpu-check: on the GPU machine, with WHEELS taken along: scripts/gpu-check.sh" \
+    "--wheelhouse WHEELS [DIR]"
+  exit 0
+fi
+
+if [ "$dry_run" = yes ]; then
+  if [ -z "$out" ]; then out="$(mktemp -d "${TMPDIR:-/tmp}/accelbench-gpu-check.XXXXXX")"; fi
+  mkdir -p "$out"
+  PYTHONPATH="$PWD/src${PYTHONPATH:+:$PYTHONPATH}"
+  export PYTHONPATH
+  echo "gpu-check: DRY RUN on the CPU, PyTorch's CUDA calls faked; results in $out"
+  exec "$(dev_python)" bench/gpu_check.py --dry-run --out "$out" --budget "$budget" \
+    "${extended[@]}"
+fi
 
 venv=.venv-gpu
 py="$venv/bin/python"
@@ -184,7 +246,8 @@ if [ "$offline" = yes ]; then
   fi
   PYTHONPATH="$PWD/src${wheelhouse:+:$PWD/$site}${PYTHONPATH:+:$PYTHONPATH}"
   export PYTHONPATH
-  if ! "$py" bench/gpu_packages.py | tee -a "$setup_log"; then
+  if ! "$py" bench/gpu_packages.py ${wheelhouse:+--site "$PWD/$site"} | tee -a "$setup_log"
+  then
     echo "gpu-check: a package accelbench or its tests need is missing (above)" >&2
     exit 3
   fi
@@ -211,96 +274,12 @@ device="$(timeout 120 "$py" -c \
   2>/dev/null)" || device="a GPU whose name PyTorch could not read"
 echo "gpu-check: $device; results in $out"
 
-# --- 2-4. the checks, within the budget ---------------------------------------------------
+# --- 2-3. the stages and the figures table ----------------------------------------------
 
-deadline=$((SECONDS + budget))
-names=()
-results=()
-times=()
-failed=0
-
-# run_step NAME CAP LOG COMMAND...: run COMMAND for at most CAP seconds (less when the
-# budget has less left), its output shown and kept in LOG; record how it went.
-run_step() {
-  local name=$1 cap=$2 log=$3 left start status
-  shift 3
-  left=$((deadline - SECONDS))
-  if [ "$left" -lt "$cap" ]; then cap=$left; fi
-  names+=("$name")
-  if [ "$cap" -lt 15 ]; then
-    results+=("not run: the budget of ${budget} s is spent")
-    times+=("-")
-    failed=1
-    return 0
-  fi
-  echo
-  echo "== $name (at most ${cap} s; log: $log)"
-  start=$SECONDS
-  if timeout --kill-after=20 "$cap" "$@" 2>&1 | tee "$log"; then status=0; else status=$?; fi
-  times+=("$((SECONDS - start)) s")
-  case "$status" in
-    0) results+=("ok") ;;
-    124|137) results+=("FAILED: out of time after ${cap} s"); failed=1 ;;
-    *) results+=("FAILED: exit $status"); failed=1 ;;
-  esac
-}
-
-run_step "GPU tests (pytest -m gpu)" 240 "$out/pytest.log" \
-  "$py" -m pytest -m gpu tests/gpu tests/qualify -q -p no:cacheprovider
-run_step "qualify level 1" 45 "$out/prologue.log" \
-  "$py" -m accelbench qualify --prologue --device cuda --store "$store"
-# Every figure the GPU model has a gate for at level 2, each briefly and unrested: the
-# shipped gates met (or not) by a real GPU.
-figures="$("$py" -c 'from accelbench.benchmarks.qualify.catalog import FIGURES
-print(",".join(FIGURES))')"
-run_step "gates at level 2" 90 "$out/gates.log" \
-  "$py" -m accelbench run --bench gate -p "figure=$figures" -p level=2 -p budget=0.5 \
-  -p settle=0 --device cuda --store "$store" --no-report
-# One small LLM serving case: a 1B LLaMA with random weights on transformers' continuous
-# batching, its output checked against eager PyTorch, eight streams at once.
-run_step "LLM serving (serve-llm)" 60 "$out/serving.log" \
-  "$py" -m accelbench run --bench serve-llm -p model=llama-1b -p dtype=bf16 \
-  -p requests=32 -p concurrency=8 -p input_len=256 -p output_len=64 \
-  -p slo=ttft:500ms,tpot:50ms --device cuda --store "$store" --no-report
-# The quick suite may take what is left but the reference's 75 s. Its headline cases
-# (GEMM, memory, launch) come first: stopped by its limit, it still stores them.
-quick_cap=$((deadline - SECONDS - 75))
-if [ "$quick_cap" -gt 360 ]; then quick_cap=360; fi
-run_step "quick suite on the GPU" "$quick_cap" "$out/quick.log" \
-  "$py" -m accelbench run --suite quick --device cuda --store "$store"
-run_step "figures beside plain PyTorch" 150 "$out/reference.log" \
-  "$py" bench/gpu_reference.py --store "$store" --json "$out/gpu-check.json"
-
-# --- summary -------------------------------------------------------------------------------
-
-detail() {  # the line of a log that says how a step went
-  case "$1" in
-    0) tail -n 1 "$out/pytest.log" 2>/dev/null || true ;;
-    1) grep -E '^accelbench qualify level 1: ' "$out/prologue.log" 2>/dev/null | tail -n 1 \
-         || true ;;
-    2) grep -E '^[0-9]+ cases, ' "$out/gates.log" 2>/dev/null | tail -n 1 || true ;;
-    3) grep -E '^[0-9]+ cases, ' "$out/quick.log" 2>/dev/null | tail -n 1 || true ;;
-    4) grep -E '^GPU figures: ' "$out/reference.log" 2>/dev/null | tail -n 1 || true ;;
-  esac
-}
-
-echo
-echo "accelbench GPU check: $device"
-printf '%-30s %-44s %s\n' "step" "result" "time"
-printf '%-30s %-44s %s\n' "set-up ($setup_label)" "ok" "${setup_time} s"
-for i in "${!names[@]}"; do
-  printf '%-30s %-44s %s\n' "${names[$i]}" "${results[$i]}" "${times[$i]}"
-  line="$(detail "$i")"
-  if [ -n "$line" ]; then printf '%-30s %s\n' "" "$line"; fi
-done
-if grep -q '^| figure ' "$out/reference.log" 2>/dev/null; then
-  echo
-  sed -n '/^| figure /,/^GPU figures: /p' "$out/reference.log"
-fi
-echo
-echo "results: $out (store results.sqlite, report under reports/, logs *.log)"
-if [ "$failed" -ne 0 ]; then
-  echo "gpu-check: FAILED"
-  exit 1
-fi
-echo "gpu-check: passed"
+set +e
+"$py" bench/gpu_check.py --out "$out" --budget "$budget" "${extended[@]}"
+status=$?
+set -e
+echo "set-up ($setup_label): ${setup_time} s; results: $out (store results.sqlite, logs" \
+  "*.log, stages.json, figures.md)"
+exit "$status"
