@@ -5,24 +5,26 @@ On the CPU: each NUMA node's CPUs copying within each node's memory (`copy_paths
 the memory placed by first touch and its placement checked with the kernel. On GPUs:
 every ordered pair of devices one way (through the copy engines, through a copy kernel
 writing into the peer's memory, and with peer access turned off), every pair both ways
-at once, each NUMA node's pinned memory to and from each device, and every device
-copying to every other at once. Every path is checked on known data before it is timed.
+at once, each NUMA node's page-locked memory to and from each device, and every device
+copying to every other at once, each pair on streams of its own. Every path is checked
+on known data before it is timed.
 
 Findings: a copy that delivers wrong bytes fails the case before anything is timed. A
 slow device (every path through it slow) or a slow link between two devices is named by
 `isolate`'s rule (median and MAD over the pairs, at least 1.25x slower) and fails, by
 the copy engines' figures and by the copy kernel's; so is a device whose host link is
-that much slower than the other devices'. Two GPUs that cannot reach each other's
-memory (no peer access: P2P off in the firmware, the IOMMU, or ACS on a PCIe switch)
-warn, as does a pair whose copies gain less than PEER_GAIN from peer access (the bytes
-are staged through host memory either way). Memory that could not be placed where asked,
-and a NUMA node whose CPUs copy their own memory that much slower than the best node's,
-warn. Host-to-device paths are rated against the device's PCIe link (generation x width,
-from sysfs) where the kernel reports it. The figures (`min_transfer_rate` and
-`median_transfer_rate`) are of the node's own paths, the copy with peer access off left
-out: bytes copied per second, each byte counted once, as nvbandwidth and TransferBench
-count them (the `memory` benchmark's device-copy `bandwidth` counts the bytes read and
-the bytes written, as STREAM does: twice the transfer rate of the same copy).
+that much slower than the other devices'. Two GPUs that cannot reach each other's memory
+(no peer access: P2P off in the firmware, the IOMMU, or ACS on a PCIe switch) warn, as
+does a pair whose copies gain less than PEER_GAIN from peer access (the bytes are staged
+through host memory either way). Memory that could not be placed where asked (either
+host end of a copy: its source or its destination), and a NUMA node whose CPUs copy
+their own memory that much slower than the best node's, warn. Host-to-device paths are
+rated against the device's PCIe link (generation x width, from sysfs) where the kernel
+reports it. The figures (`min_transfer_rate` and `median_transfer_rate`) are of the
+node's own paths, the copy with peer access off left out: bytes copied per second, each
+byte counted once, as nvbandwidth and TransferBench count them (the `memory` benchmark's
+device-copy `bandwidth` counts the bytes read and the bytes written, as STREAM does:
+twice the transfer rate of the same copy).
 """
 
 from __future__ import annotations
@@ -135,16 +137,22 @@ def _pcie_rates(torch: Any, devices: Sequence[int]) -> dict[str, float]:
     return out
 
 
+# The host ends of each kind of path whose placement is checked: a path whose host
+# buffer lies elsewhere measures another node's memory under this node's name.
+_HOST_ENDS = {"host": "source and destination", "h2d": "source", "d2h": "destination"}
+
+
 def _placement(paths: Sequence[CopyPath]) -> list[Finding]:
     out = []
     for p in paths:
-        if p.kind not in ("host", "h2d", "d2h") or p.placed is None:
+        if p.kind not in _HOST_ENDS or p.placed is None:
             continue
-        asked = p.target if p.kind == "host" else (p.source if p.kind == "h2d" else p.target)
+        asked = p.source if p.kind == "h2d" else p.target
         if p.placed != asked:
             out.append(Finding(f"{p.source}->{p.target}", WARN, "memory lands on the NUMA "
                                "node asked (first touch by that node's CPUs)",
-                               f"{p.kind} path: memory asked on {asked}, found on {p.placed}",
+                               f"{p.kind} path: {_HOST_ENDS[p.kind]} memory asked on {asked}, "
+                               f"found on {p.placed}",
                                {"asked": asked, "placed": p.placed}, "ACCEL_NUMA_PLACEMENT"))
     return out
 

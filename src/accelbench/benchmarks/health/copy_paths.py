@@ -11,14 +11,23 @@ with the case's timing policy.
             i writing into GPU j's memory over the link (only where peer access is on)
   d2d-nopeer  the d2d copy with peer access turned off both ways (peer_access): the
             path of a process that cannot map the peer, staged by the driver
-  h2d, d2h  pinned host memory on each NUMA node to and from each GPU
+  h2d, d2h  page-locked host memory placed on each NUMA node to and from each GPU
   all       every GPU copying to every other at once (the fabric under full load)
 
 A path's figure is bytes copied per second (a copy reads and writes that many bytes).
+Host memory is placed on its node by numa_place, and where the pages of every host
+buffer a path copies from or into lie is recorded (`placed`).
+
+Copies meant to run at once (both ways, all at once) each run on streams of their own
+(`at_once`): PyTorch runs a copy on the current stream of its source GPU and, between
+two GPUs, makes it wait for the destination GPU's current stream and that stream wait
+for it (aten/src/ATen/native/cuda/Copy.cu, copy_device_to_device), so copies sharing a
+destination's current stream would run one after another.
 """
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -40,7 +49,9 @@ class CopyPath:
     target: str
     nbytes: int  # copied per call
     seconds: tuple[float, ...]  # per call, one per sample
-    placed: str | None = None  # where the memory was found to be, where it was asked
+    # Where the pages of the host buffers it copies from or into were found ("node0",
+    # "node0,node1"), where memory was placed on a NUMA node and the kernel could say.
+    placed: str | None = None
 
     @property
     def bandwidth(self) -> float:
@@ -71,13 +82,13 @@ def check_arrived(torch: ModuleType, what: str, got: Tensor, expected: Tensor) -
 
 def host_path(torch: ModuleType, ctx: CaseContext, cpus: Sequence[int], node: int,
               memory_cpus: Sequence[int], memory_node: int, nbytes: int) -> CopyPath:
-    """Node `node`'s CPUs copying between two buffers first touched on `memory_node`."""
-    with numa_place.pinned(memory_cpus):
-        src = pattern(torch, nbytes, "cpu")
-        dst = torch.zeros(nbytes, dtype=torch.uint8)
-    placed = numa_place.page_nodes(src.data_ptr(), nbytes)
-    where = None if placed is None else ",".join(
-        f"node{n}" for n in sorted(set(placed)))
+    """Node `node`'s CPUs copying between two buffers placed on `memory_node` (where both
+    lie is checked: a destination elsewhere would time another path)."""
+    expected = pattern(torch, nbytes, "cpu")
+    src = numa_place.placed(torch, memory_cpus, nbytes)
+    dst = numa_place.placed(torch, memory_cpus, nbytes)
+    src.copy_(expected)
+    where = numa_place.found_on(src, dst)
     threads = torch.get_num_threads()
     with numa_place.pinned(cpus):
         # The case's threads, but no more than the node has CPUs: more would only queue.
@@ -85,7 +96,7 @@ def host_path(torch: ModuleType, ctx: CaseContext, cpus: Sequence[int], node: in
         try:
             dst.copy_(src)
             check_arrived(torch, f"node{node} copying in node{memory_node}'s memory", dst,
-                          pattern(torch, nbytes, "cpu"))
+                          expected)
             timing = ctx.time(lambda: dst.copy_(src))
         finally:
             torch.set_num_threads(threads)
@@ -93,13 +104,45 @@ def host_path(torch: ModuleType, ctx: CaseContext, cpus: Sequence[int], node: in
 
 
 def synced(torch: ModuleType, devices: Sequence[int],
-           fn: Callable[[], None]) -> Callable[[], None]:
+           fn: Callable[[], object]) -> Callable[[], None]:
     """fn, then every GPU in `devices` synchronised: work timed by the host clock."""
     def call() -> None:
         fn()
         for d in devices:
             torch.cuda.synchronize(d)
     return call
+
+
+def at_once(torch: ModuleType, copies: Sequence[tuple[Tensor, Tensor]]
+            ) -> Callable[[], None]:
+    """A call that issues every copy (destination, source) at once, each on streams of
+    its own: one on each GPU it touches, made current there for the copy, so no two
+    copies share a stream PyTorch would order them on (the module's docstring). Each
+    copy's streams first wait for the work queued on those GPUs' current streams (the
+    bytes it copies being made), and those streams wait for the copies after, through
+    events: work queued after the call, a device clock's end event included, follows
+    every copy. (PyTorch hands out streams round-robin from a pool of 32 per device
+    (c10/cuda/CUDAStream.cpp, kStreamsPerPool), so a node of up to 16 GPUs, each
+    copying to and from every other, still gets a distinct stream for every copy.)"""
+    lanes = [tuple(torch.cuda.Stream(device=d) for d in _gpus(dst, src)) for dst, src in copies]
+
+    def issue() -> None:
+        for (dst, src), streams in zip(copies, lanes, strict=True):
+            for stream in streams:
+                stream.wait_stream(torch.cuda.current_stream(stream.device))
+            with contextlib.ExitStack() as current:
+                for stream in streams:
+                    current.enter_context(torch.cuda.stream(stream))
+                dst.copy_(src, non_blocking=True)
+        for streams in lanes:
+            for stream in streams:
+                torch.cuda.current_stream(stream.device).wait_stream(stream)
+
+    return issue
+
+
+def _gpus(*tensors: Tensor) -> list[int]:
+    return sorted({int(t.device.index) for t in tensors if t.device.type == "cuda"})
 
 
 def device_path(torch: ModuleType, ctx: CaseContext, src_dev: int, dst_dev: int,
@@ -146,61 +189,50 @@ def peer_off_path(torch: ModuleType, ctx: CaseContext, runtime: tuple[Any, str],
 
 
 def both_ways(torch: ModuleType, ctx: CaseContext, a: int, b: int, nbytes: int) -> CopyPath:
-    """GPU a to b and b to a at once, each on a stream of its source."""
+    """GPU a to b and b to a at once, each copy on streams of its own."""
     xa, xb = pattern(torch, nbytes, f"cuda:{a}"), pattern(torch, nbytes, f"cuda:{b}")
     ya = torch.zeros(nbytes, dtype=torch.uint8, device=f"cuda:{b}")
     yb = torch.zeros(nbytes, dtype=torch.uint8, device=f"cuda:{a}")
-    sa, sb = torch.cuda.Stream(device=a), torch.cuda.Stream(device=b)
-
-    def issue() -> None:
-        with torch.cuda.stream(sa):
-            ya.copy_(xa, non_blocking=True)
-        with torch.cuda.stream(sb):
-            yb.copy_(xb, non_blocking=True)
-
-    call = synced(torch, (a, b), issue)
+    call = synced(torch, (a, b), at_once(torch, [(ya, xa), (yb, xb)]))
     call()
-    check_arrived(torch, f"gpu{a} and gpu{b} both ways", ya, xa.to(ya.device))
+    check_arrived(torch, f"gpu{a} to gpu{b} (both ways)", ya, xa.to(ya.device))
+    check_arrived(torch, f"gpu{b} to gpu{a} (both ways)", yb, xb.to(yb.device))
     return CopyPath("d2d-bidir", f"gpu{a}", f"gpu{b}", 2 * nbytes, ctx.time(call).samples)
 
 
 def host_device_path(torch: ModuleType, ctx: CaseContext, node: int, cpus: Sequence[int],
                      device: int, to_device: bool, nbytes: int) -> CopyPath:
-    """Pinned memory first touched on `node` to GPU `device` (or back)."""
-    with numa_place.pinned(cpus):
-        host = pattern(torch, nbytes, "cpu").pin_memory()
-    placed = numa_place.page_nodes(host.data_ptr(), nbytes)
-    where = None if placed is None else ",".join(f"node{n}" for n in sorted(set(placed)))
-    gpu = torch.zeros(nbytes, dtype=torch.uint8, device=f"cuda:{device}")
-    if to_device:
-        call = synced(torch, (device,), lambda: gpu.copy_(host, non_blocking=True))
+    """Page-locked memory placed on `node` to GPU `device` (or back): the host buffer is
+    the copy's source one way and its destination the other, and where it lies is
+    checked either way."""
+    expected = pattern(torch, nbytes, "cpu")
+    with numa_place.page_locked(torch, numa_place.placed(torch, cpus, nbytes)) as host:
+        where = numa_place.found_on(host)
+        if to_device:
+            host.copy_(expected)
+            gpu = torch.zeros(nbytes, dtype=torch.uint8, device=f"cuda:{device}")
+            call = synced(torch, (device,), lambda: gpu.copy_(host, non_blocking=True))
+            call()
+            check_arrived(torch, f"node{node} to gpu{device}", gpu, expected.to(gpu.device))
+            return CopyPath("h2d", f"node{node}", f"gpu{device}", nbytes,
+                            ctx.time(call).samples, where)
+        gpu = pattern(torch, nbytes, f"cuda:{device}")
+        call = synced(torch, (device,), lambda: host.copy_(gpu, non_blocking=True))
         call()
-        check_arrived(torch, f"node{node} to gpu{device}", gpu, host.to(gpu.device))
-        return CopyPath("h2d", f"node{node}", f"gpu{device}", nbytes, ctx.time(call).samples,
-                    where)
-    gpu.copy_(host)
-    back = torch.zeros(nbytes, dtype=torch.uint8).pin_memory()
-    call = synced(torch, (device,), lambda: back.copy_(gpu, non_blocking=True))
-    call()
-    check_arrived(torch, f"gpu{device} to node{node}", back, host)
-    return CopyPath("d2h", f"gpu{device}", f"node{node}", nbytes, ctx.time(call).samples, where)
+        check_arrived(torch, f"gpu{device} to node{node}", host, expected)
+        return CopyPath("d2h", f"gpu{device}", f"node{node}", nbytes, ctx.time(call).samples,
+                        where)
 
 
 def all_to_all(torch: ModuleType, ctx: CaseContext, devices: Sequence[int],
                nbytes: int) -> CopyPath:
-    """Every ordered pair of GPUs copying at once, each on a stream of its source."""
+    """Every ordered pair of GPUs copying at once, each pair on streams of its own (one
+    on each of its two GPUs), so every link carries a copy at the same time."""
     pairs = [(a, b) for a in devices for b in devices if a != b]
     src = {a: pattern(torch, nbytes, f"cuda:{a}") for a in devices}
     dst = {(a, b): torch.zeros(nbytes, dtype=torch.uint8, device=f"cuda:{b}")
            for a, b in pairs}
-    streams = {(a, b): torch.cuda.Stream(device=a) for a, b in pairs}
-
-    def issue() -> None:
-        for pair in pairs:
-            with torch.cuda.stream(streams[pair]):
-                dst[pair].copy_(src[pair[0]], non_blocking=True)
-
-    call = synced(torch, devices, issue)
+    call = synced(torch, devices, at_once(torch, [(dst[pair], src[pair[0]]) for pair in pairs]))
     call()
     for a, b in pairs:
         check_arrived(torch, f"gpu{a} to gpu{b} (all at once)", dst[(a, b)],

@@ -55,7 +55,7 @@ def _per_sample(nbytes: float, seconds: tuple[float, ...]) -> tuple[float, ...]:
 def host_link(ctx: CaseContext, figure: str, seconds: float,
               size_mib: float | None) -> Reading:
     """h2d, d2h or both at once (dma-bidir, on two streams, summed) between each GPU and
-    pinned memory first touched by the CPUs of the GPU's nearest NUMA node."""
+    page-locked memory placed by the CPUs of the GPU's nearest NUMA node."""
     import torch
 
     from accelbench.benchmarks.health import copy_paths
@@ -92,31 +92,24 @@ def host_link(ctx: CaseContext, figure: str, seconds: float,
 def both_ways(torch: Any, ctx: CaseContext, cpus: tuple[int, ...], index: int,
               nbytes: int) -> tuple[tuple[float, ...], int, str | None]:
     """Host to GPU `index` and back at once, each on a stream of its own; (seconds per
-    call, bytes per call counting both directions, where the host memory was found)."""
+    call, bytes per call counting both directions, where both host buffers were found).
+    Both are page-locked memory placed by the CPUs `cpus` (health.numa_place)."""
     from accelbench.benchmarks.health import numa_place
-    from accelbench.benchmarks.health.copy_paths import check_arrived, pattern, synced
+    from accelbench.benchmarks.health.copy_paths import at_once, check_arrived, pattern, synced
 
-    with numa_place.pinned(cpus):
-        source = pattern(torch, nbytes, "cpu").pin_memory()
-        back = torch.zeros(nbytes, dtype=torch.uint8).pin_memory()
-    found = numa_place.page_nodes(source.data_ptr(), nbytes)
-    where = None if found is None else ",".join(f"node{n}" for n in sorted(set(found)))
-    device = f"cuda:{index}"
-    inbound = torch.zeros(nbytes, dtype=torch.uint8, device=device)
-    outbound = pattern(torch, nbytes, device)
-    up, down = torch.cuda.Stream(device=index), torch.cuda.Stream(device=index)
-
-    def issue() -> None:
-        with torch.cuda.stream(up):
-            inbound.copy_(source, non_blocking=True)
-        with torch.cuda.stream(down):
-            back.copy_(outbound, non_blocking=True)
-
-    call = synced(torch, (index,), issue)
-    call()
-    check_arrived(torch, f"host to gpu{index} (both ways)", inbound, source.to(device))
-    check_arrived(torch, f"gpu{index} to host (both ways)", back, source)
-    return ctx.time(call).samples, 2 * nbytes, where
+    expected = pattern(torch, nbytes, "cpu")
+    with numa_place.page_locked(torch, numa_place.placed(torch, cpus, nbytes)) as source, \
+            numa_place.page_locked(torch, numa_place.placed(torch, cpus, nbytes)) as back:
+        source.copy_(expected)
+        where = numa_place.found_on(source, back)
+        device = f"cuda:{index}"
+        inbound = torch.zeros(nbytes, dtype=torch.uint8, device=device)
+        outbound = pattern(torch, nbytes, device)
+        call = synced(torch, (index,), at_once(torch, [(inbound, source), (back, outbound)]))
+        call()
+        check_arrived(torch, f"host to gpu{index} (both ways)", inbound, expected.to(device))
+        check_arrived(torch, f"gpu{index} to host (both ways)", back, expected)
+        return ctx.time(call).samples, 2 * nbytes, where
 
 
 # ------------------------------------------------------------------------ peers
