@@ -170,3 +170,21 @@ def test_amdsmi_s_link_an_idle_amd_gpu_lowered_warns_and_fails_under_load() -> N
     assert full_speed.level == FAIL  # at its top generation: no idle power state
     nvidia = findings(GpuRead("nvml", (gpu(pcie=idle_link, utilization_pct=0.0),)))["pcie"][0]
     assert nvidia.level == FAIL  # the rule for other GPUs is unchanged
+
+
+def test_the_copy_matrix_rates_a_navi_card_by_the_link_that_leaves_it(tmp_path, monkeypatch):
+    """A Gen5 card in a Gen4 x8 slot: the chip's inner links read x16 32 GT/s, the card
+    moves what its upstream port's x8 16 GT/s link carries."""
+    from types import SimpleNamespace
+
+    from accelbench.benchmarks.health import copy_matrix
+    from accelbench.env.pcie import Link as PcieRate
+
+    node = desktop(tmp_path, upstream=(GEN4, 8, GEN5, 16), downstream=(GEN5, 16, GEN5, 16),
+                   gpu=(GEN5, 16, GEN5, 16), slot=(GEN4, 8, GEN4, 8))
+    listed = sysfs.pci_devices(str(node.sys))
+    monkeypatch.setattr(sysfs, "pci_devices", lambda *a, **k: listed)
+    props = SimpleNamespace(pci_domain_id=0, pci_bus_id=3, pci_device_id=0)
+    torch = SimpleNamespace(cuda=SimpleNamespace(get_device_properties=lambda i: props))
+    rates = copy_matrix._pcie_rates(torch, [0])
+    assert rates == {"gpu0": PcieRate(16.0, 8, 16.0, 8).per_direction}

@@ -120,7 +120,8 @@ def _device_matrix(torch: Any, ctx: CaseContext, nodes: Sequence[Any] | None, nb
 
 
 def _pcie_rates(torch: Any, devices: Sequence[int]) -> dict[str, float]:
-    """Each GPU's PCIe payload rate per direction in B/s, from its link in sysfs at the
+    """Each GPU's PCIe payload rate per direction in B/s, from the link in sysfs that
+    leaves its card (on an AMD card, its switch's upstream port: sysfs.card_port), at the
     speed and width it runs at now (env.pcie)."""
     from accelbench.benchmarks.health import sysfs
     from accelbench.env.pcie import pci_address
@@ -131,6 +132,8 @@ def _pcie_rates(torch: Any, devices: Sequence[int]) -> dict[str, float]:
     for index in devices:
         pci = DeviceAddress.of(torch.cuda.get_device_properties(index)).pci
         found = by_address.get(pci_address(pci)) if pci is not None else None
+        if found is not None:
+            found = sysfs.card_port(found, by_address)
         rate = found.link.per_direction if found is not None and found.link else None
         if rate:
             out[f"gpu{index}"] = rate
