@@ -57,18 +57,46 @@ def test_the_vendor_index_follows_the_visible_devices(env, index, expected) -> N
 
 
 def test_a_telemetry_library_that_fails_to_open_costs_nothing_but_its_readings(monkeypatch):
-    import dataclasses
+    """The sampling process opens the sources: one that raises there leaves a series
+    that says why (serve, the child's loop, run here on strings)."""
+    import io
+    import json
 
-    import accelbench.env.telemetry as telemetry
+    import accelbench.env.telemetry.sources as sources
+    from accelbench.env.telemetry.remote import serve
 
     def broken(*args, **kwargs):
         raise OSError("libamd_smi.so: cannot open shared object file")
 
-    monkeypatch.setattr(telemetry, "open_sources", broken)
-    m = _ok_case(dataclasses.replace(BRIEF, telemetry_interval=0.01))
-    assert m.ok
-    series = Series.from_dict(m.telemetry[0])
+    monkeypatch.setattr(sources, "open_sources", broken)
+    asked = json.dumps({"device_type": "cuda", "device_index": 0, "interval_s": 0.01,
+                        "include": None, "missing": {}})
+    out = io.StringIO()
+    assert serve(io.StringIO(asked + "\n" + '{"stop": true}\n'), out) == 0
+    started, answer = (json.loads(line) for line in out.getvalue().splitlines())
+    assert "libamd_smi.so" in started["started"]["telemetry"]
+    series = Series.from_dict(answer["series"])
     assert "libamd_smi.so" in series.missing["telemetry"] and series.sources == ()
+
+
+def test_the_readings_are_taken_by_a_process_of_their_own(monkeypatch) -> None:
+    import dataclasses
+
+    from accelbench.env.telemetry import remote
+
+    started = []
+    real = remote.RemoteSampler.start
+
+    def spy(self):
+        sampler = real(self)
+        started.append(self._proc.pid if self._proc else None)
+        return sampler
+
+    monkeypatch.setattr(remote.RemoteSampler, "start", spy)
+    m = _ok_case(dataclasses.replace(BRIEF, telemetry_interval=0.01))
+    assert m.ok and len(started) == 1 and started[0] is not None
+    series = Series.from_dict(m.telemetry[0])
+    assert "host" in series.sources and remote.IN_PROCESS not in series.missing
 
 
 def test_a_vendor_library_failing_its_own_way_costs_only_itself(tmp_path) -> None:

@@ -50,6 +50,7 @@ if TYPE_CHECKING:
 
     from accelbench.env.host import HostReport, HostSampler
     from accelbench.env.telemetry import TelemetrySampler
+    from accelbench.env.telemetry.remote import RemoteSampler
     from accelbench.env.tuning import CaseTuning
 
 
@@ -112,7 +113,8 @@ def _outcome(planned: PlannedCase, device: DeviceInfo, policy: TimingPolicy,
              dist: DistInfo | None, coordinator: Coordinator,
              adapt: Callable[[CaseContext], CaseContext] | None,
              judge: Callable[[CaseContext, CaseResult], tuple[str, ...]] | None,
-             telemetry: TelemetrySampler | None, started: float, t0: float) -> Measurement:
+             telemetry: TelemetrySampler | RemoteSampler | None, started: float, t0: float
+             ) -> Measurement:
     """The case measured, or why not: every outcome becomes a Measurement."""
     from accelbench.runner.devices import make_context
 
@@ -189,29 +191,28 @@ def _host_sampler(policy: TimingPolicy, dist: DistInfo | None, siblings: bool = 
     return HostSampler(probe, interval_s=policy.host_interval).start()
 
 
-def _telemetry_sampler(policy: TimingPolicy, device: DeviceInfo) -> TelemetrySampler | None:
+def _telemetry_sampler(policy: TimingPolicy, device: DeviceInfo
+                       ) -> TelemetrySampler | RemoteSampler | None:
     """The device's and the host's telemetry beside this case (env.telemetry), sampled
     from now on; None when the policy asks for none."""
     if policy.telemetry_interval <= 0:
         return None
-    from accelbench.env.telemetry import (
-        SOURCE_NAMES,
-        TelemetrySampler,
-        open_sources,
-        vendor_index,
-    )
+    from accelbench.env.telemetry import SOURCE_NAMES, TelemetrySampler, vendor_index
+    from accelbench.env.telemetry.remote import open_sampler
 
     index = vendor_index(device.index)
     known = _UNAVAILABLE.setdefault((device.type, index), {})
     wanted = [s for s in policy.telemetry_sources or SOURCE_NAMES if s not in known]
     try:
-        sources, missing = open_sources(device.type, index, include=wanted)
+        # read by a process of its own: a reading in this one would hold the GIL from
+        # the timed loop (env.telemetry.remote)
+        sampler, missing = open_sampler(device.type, index, policy.telemetry_interval,
+                                        include=wanted, missing=known)
     except Exception as exc:  # a vendor library that fails must not cost the case
-        sources, missing = [], {"telemetry": f"could not open its sources: {describe_error(exc)}"}
-    opened = {source.name for source in sources}
-    known.update({name: why for name, why in missing.items()
-                  if name in _VENDOR_SOURCES and name not in opened})
-    return TelemetrySampler(sources, {**known, **missing}, policy.telemetry_interval).start()
+        why = {"telemetry": f"could not open its sources: {describe_error(exc)}"}
+        return TelemetrySampler([], {**known, **why}, policy.telemetry_interval).start()
+    known.update({name: why for name, why in missing.items() if name in _VENDOR_SOURCES})
+    return sampler
 
 
 # Vendor sources that did not open in this worker process, per device, with why: they are

@@ -4,18 +4,13 @@ Telemetry is advisory: a source that raises is closed and its channels end there
 the reason in `Series.stopped`, and the other sources go on. `stop()` always returns a
 Series with everything read until then.
 
-The thread runs in the process that measures the case, so each tick takes the GIL from
-the timed loop for as long as its Python-side work lasts (the vendor calls themselves go
-through ctypes, which lets the GIL go). Launch latency, microseconds a call, is the case
-most exposed to that. bench/telemetry_latency_overhead.py measures it: accelbench's eager
-launch case with the sampler at 50 ms against none, alternating rounds in one process.
-On a 2-core AMD EPYC VM (CPU device, so the sampled source is the host and the latency is
-PyTorch's dispatch, the CPU-side part of a launch), two runs of 9 rounds gave median
-ratios on/off of 1.007 and 1.006 (3.54 against 3.50 us, 3.72 against 3.72 us), within
-the rounds' own spread of 0.6-1.6%: below what a launch-latency comparison can resolve,
-so sampling stays in-process, where it shares the case's clock for the timed window.
-The GPU path (NVML or amdsmi reads each tick) is not measured here; the script takes
---device cuda for that.
+The thread holds the GIL for as long as a reading's Python-side work lasts (the vendor
+calls themselves go through ctypes, which lets the GIL go): time a timed loop in the same
+process cannot run. The runner's workers therefore run it in a process of their own
+(env.telemetry.remote: bench/telemetry_gil_overhead.py measured the thread at 1.4-3.6% of
+the eager launch case's mean time per call with the host source alone, the child at none
+that could be told from noise); the stress and power figures, whose timed work is long
+GEMMs on the device, sample in-process.
 """
 
 from __future__ import annotations
