@@ -366,3 +366,21 @@ def test_a_case_called_same_frees_no_share() -> None:
     judged = step_down([0, 1, 2], total=4, called=1, judge_at=judge_at)
     assert seen == [(0, 3), (1, 3), (2, 3), (2, 2)]
     assert {case: shares for case, (_, shares) in judged.items()} == {0: 3, 1: 3, 2: 2}
+
+
+def test_the_pairs_to_pass_a_gate_are_fewer_than_to_call_a_change_same() -> None:
+    from accelbench.core.sequential import FIRST_LOOK, pairs_needed, pairs_to_pass, radius
+
+    call = 0.05 / 15
+    gate = pairs_to_pass(0.0, 0.05, 0.05, call, 10)
+    same = pairs_needed(0.0, 0.05, 0.02, 0.05, call, 10)
+    assert gate is not None and (same is None or gate < same)
+    # the fewest: at that many pairs the interval clears a 5% slowdown, one fewer not
+    needed = -math.log1p(-0.05)
+    assert radius(gate, 0.05, call, 10, True, beyond=True) < needed
+    assert gate == FIRST_LOOK or radius(gate - 1, 0.05, call, 10, True, beyond=True) >= needed
+    # noisier needs more; a mean at or past the slowdown, none; no noise, the first look
+    noisier = pairs_to_pass(0.0, 0.08, 0.05, call, 10)
+    assert noisier is not None and noisier > gate
+    assert pairs_to_pass(math.log(0.94), 0.05, 0.05, call, 10) is None
+    assert pairs_to_pass(0.0, 0.0, 0.05, call, 10) == FIRST_LOOK

@@ -295,6 +295,32 @@ def test_a_noisy_case_that_more_rounds_could_decide_is_not_stopped_at_three_pair
     assert _futile(case, ab)
 
 
+def test_a_case_the_gate_could_still_pass_goes_on_where_same_is_out_of_reach() -> None:
+    from accelbench.core.measurement import Figure
+    from accelbench.runner.ab import _futile
+
+    class Part:
+        def __init__(self, value: float) -> None:
+            self.primary = Figure("latency", value, "s", False)
+
+    def case_of(b: list[float]) -> _Case:
+        case = _case()
+        case.shares = 15  # one of the fifteen cases of a quick suite's A/A
+        parts: Any = {"a": [Part(1.0)] * len(b), "b": [Part(x) for x in b]}
+        case.parts = parts
+        return case
+
+    same_only = AbRequest(max_rounds=10, min_effect=0.02)
+    gated = AbRequest(max_rounds=10, min_effect=0.02, fail_on_regression=0.05)
+    # ±5% between pairs: "same within 2%" needs far more than ten pairs, "not 5% slower"
+    # (the gate's question) fewer
+    noisy = case_of([1.06, 0.95, 1.0])
+    assert _futile(noisy, same_only) and not _futile(noisy, gated)
+    # ±10%: the gate cannot be passed within ten pairs either
+    noisier = case_of([1.10, 0.90, 1.01])
+    assert _futile(noisier, same_only) and _futile(noisier, gated)
+
+
 def test_the_time_left_is_the_rounds_left_at_the_pace_so_far_within_the_budget() -> None:
     from accelbench.runner.ab import _left
 

@@ -317,13 +317,33 @@ def pairs_needed(mean: float, sd: float, min_effect: float, alpha: float,
     if sd <= 0:
         return FIRST_LOOK
 
-    def wide(n: int) -> bool:
-        return radius(n, sd, level, horizon, two_sided, beyond=True) >= needed_radius
+    return _fewest(lambda n: radius(n, sd, level, horizon, two_sided, beyond=True)
+                   >= needed_radius)
 
+
+def pairs_to_pass(log_speed: float, sd: float, fraction: float, call_alpha: float,
+                  horizon: int = HORIZON) -> int | None:
+    """The fewest pairs at which a case with this mean (ln of B's speed-up over A) and
+    noise would have its interval at `call_alpha` above a slowdown of `fraction`, so
+    that a gate at `fraction` (`PairedVerdict.may_have_regressed_by`) passes it, were
+    they to stay as they are; None where no number would (its mean at or below that
+    slowdown, or beyond MAX_PAIRS)."""
+    needed_radius = log_speed - math.log1p(-fraction)
+    if needed_radius <= 0:
+        return None
+    if sd <= 0:
+        return FIRST_LOOK
+    return _fewest(lambda n: radius(n, sd, call_alpha, horizon, True, beyond=True)
+                   >= needed_radius)
+
+
+def _fewest(wide: Callable[[int], bool]) -> int | None:
+    """The fewest pairs from FIRST_LOOK on whose interval is no longer `wide` (its radius
+    shrinks with the pairs); None beyond MAX_PAIRS."""
     if wide(MAX_PAIRS):
         return None
     lo, hi = FIRST_LOOK, MAX_PAIRS
-    while lo < hi:  # the radius shrinks with n
+    while lo < hi:
         mid = (lo + hi) // 2
         if wide(mid):
             lo = mid + 1

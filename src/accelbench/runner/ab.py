@@ -54,6 +54,7 @@ from accelbench.core.sequential import (
     case_alpha,
     judge,
     pairs_needed,
+    pairs_to_pass,
     step_down,
 )
 from accelbench.errors import EXIT_INTERNAL, EXIT_USAGE, UserError
@@ -511,28 +512,48 @@ def _futile(case: _Case, ab: AbRequest, reach: int | None = None) -> bool:
     would need more than FUTILE_FACTOR times the pairs it can reach, or more than can be
     sought; from HOPELESS_AFTER, more than it can reach even at a quarter of that noise
     (two pairs) or half of it (three or four): it would end inconclusive anyway, and its
-    rounds go to the other cases. `reach`: the pairs the budget leaves it
-    (`_reachable`; default `max_rounds`). Judged with the shares of its last judgement."""
+    rounds go to the other cases. With a --fail-on-regression gate that the case can
+    neither pass nor fail yet, it goes on while the pairs it can reach could still pass
+    the gate: a slowdown of the gate's size is ruled out with fewer pairs than a change
+    within the minimum effect. `reach`: the pairs the budget leaves it (`_reachable`;
+    default `max_rounds`). Judged with the shares of its last judgement."""
     reach = ab.max_rounds if reach is None else reach
     cases = case.shares or 1
     verdict = _verdict_of(case, ab, cases)
-    if verdict is None or verdict.decided:
+    if verdict is None or verdict.decided or verdict.sd is None:
         return False
+    call = case_alpha(ab.alpha, cases)
+    measured_sd, log_ratio = verdict.sd, math.log(verdict.ratio)
+
+    def beyond(needed: Callable[[float, float], int | None]) -> bool:
+        """Whether `needed(mean, sd)` pairs lie beyond reach, by the rules above."""
+        if case.pairs >= FUTILE_AFTER:
+            wanted = needed(log_ratio, measured_sd)
+            return wanted is None or wanted > FUTILE_FACTOR * reach
+        if case.pairs >= HOPELESS_AFTER:
+            # Few pairs tell the noise roughly, but rarely far too high: two pairs (one
+            # degree of freedom) overstate it fourfold with a chance of 1 in 16,000,
+            # three (two degrees) twofold with a chance of 1 in 55. Their mean is rougher
+            # still. A case that would need more pairs than it can reach even at that
+            # fraction of the noise measured, with its mean as measured or with no
+            # difference at all (the easiest to decide), is stopped now.
+            sd = measured_sd / (4.0 if case.pairs == 2 else 2.0)
+            return all(n is None or n > reach for n in (needed(log_ratio, sd), needed(0.0, sd)))
+        return False
+
     if case.pairs >= FUTILE_AFTER:
-        return verdict.pairs_needed is None or verdict.pairs_needed > FUTILE_FACTOR * reach
-    if case.pairs >= HOPELESS_AFTER and verdict.sd is not None:
-        # Few pairs tell the noise roughly, but rarely far too high: two pairs (one
-        # degree of freedom) overstate it fourfold with a chance of 1 in 16,000, three
-        # (two degrees) twofold with a chance of 1 in 55. Their mean is rougher still. A
-        # case that would need more pairs than it can reach even at that fraction of
-        # the noise measured, with its mean as measured or with no difference at all
-        # (the easiest "same"), is stopped now.
-        call = case_alpha(ab.alpha, cases)
-        sd = verdict.sd / (4.0 if case.pairs == 2 else 2.0)
-        needed = [pairs_needed(mean, sd, ab.min_effect, ab.alpha, call, ab.max_rounds)
-                  for mean in (math.log(verdict.ratio), 0.0)]
-        return all(n is None or n > reach for n in needed)
-    return False
+        hopeless = (verdict.pairs_needed is None
+                    or verdict.pairs_needed > FUTILE_FACTOR * reach)
+    else:
+        hopeless = beyond(lambda mean, sd: pairs_needed(mean, sd, ab.min_effect, ab.alpha,
+                                                        call, ab.max_rounds))
+    gate = ab.fail_on_regression
+    if not hopeless or gate is None or not verdict.may_have_regressed_by(gate):
+        return hopeless
+    # the speed-up is B / A for a rate and A / B for a time: ln(speed) is ±ln(B / A)
+    sign = -1.0 if (verdict.speed - 1.0) * (verdict.ratio - 1.0) < 0 else 1.0
+    return beyond(lambda mean, sd: pairs_to_pass(sign * mean, sd, gate, call,
+                                                 ab.max_rounds))
 
 
 def _headline(m: Measurement) -> float:
