@@ -266,6 +266,16 @@ def test_a_case_too_noisy_for_the_rounds_left_stops_early_as_inconclusive(store_
     assert finished.outcome.stopped == "done"
 
 
+def test_with_a_budget_a_futile_case_goes_on_once_no_other_case_needs_it(store_path) -> None:
+    Sides.sigma = 0.5  # hopeless in twenty rounds, as above
+    finished = _ab(store_path, _request(benches=("a",), max_rounds=20, budget=3600.0))
+    (case,) = finished.result.cases
+    assert case.outcome == INCONCLUSIVE
+    # stopped as futile after a few pairs, then revived: the budget had no other use
+    assert _verdict(case).pairs == 20
+    assert finished.outcome.stopped == "max rounds"
+
+
 def test_a_noisy_case_that_more_rounds_could_decide_is_not_stopped_at_three_pairs() -> None:
     from accelbench.core.request import AbRequest
     from accelbench.runner.ab import _futile

@@ -13,11 +13,13 @@ order.
 After each round every case with its pairs is judged (`core.sequential`: a change
 called at the A/B's α shared by its cases not called yet, `step_down`); a decided case
 stops, and is stored on both sides with every process's figure in round order and the
-share of α it was judged with. So does a futile one: from five pairs
-on, one whose noise would need more than twice the pairs it can still reach (`max_rounds`,
-or fewer where the budget's rounds left are fewer), and from three, one that would need
-more than that even at half the noise measured (stopping it makes no call, so the error
-rates hold; its rounds go to the cases that can still be decided).
+share of α it was judged with. A futile one stops too: from five pairs on, one whose
+noise would need more than twice the pairs it can still reach (`max_rounds`, or fewer
+where the budget's rounds left are fewer), and from two, one that would need more than
+that even at a fraction of the noise measured (`_futile`; stopping it makes no call, so
+the error rates hold; its rounds go to the cases that can still be decided). With a
+budget, once no case is left but futile ones, they go on with the budget no other case
+needs (`_revive`), and are stored when decided or at the end.
 A case whose benchmark runs a protocol of its own (`Benchmark.interleaves` false) cannot
 take turns: its pair is measured one after the other, each process unpinned. From its
 second pair on, a case whose set-up took longer than its sampling samples for as long as
@@ -150,6 +152,9 @@ class _Case:
         self.sampling: float | None = None  # each process's, from the second pair on
         self.called = False  # faster or slower
         self.shares: int | None = None  # the cases α was shared by at its last judgement
+        self.futile = False  # stopped as futile, not stored yet: the budget may revive it
+        self.revived = False  # going on with budget no other case needs
+        self.recorded = False
 
     @property
     def pairs(self) -> int:
@@ -222,7 +227,7 @@ def _conduct(valid: ValidRequest, ab: AbRequest, sides: list[_Side], store: Stor
     outcome = AbOutcome(pair_id, a_rec.outcome, b_rec.outcome, ab)
     try:
         for number in range(ab.max_rounds):
-            if all(c.done for c in cases):
+            if all(c.done for c in cases) and not _revive(cases, ab):
                 break
             if ab.budget is not None and clock() - started >= ab.budget:
                 outcome.stopped = "budget"
@@ -235,11 +240,11 @@ def _conduct(valid: ValidRequest, ab: AbRequest, sides: list[_Side], store: Stor
             # cases that stop at a first estimate.
             elapsed = clock() - started
             first = _reachable(cases, ab, number + 1, elapsed)
-            going = [c for c in cases if not c.done and not _futile(c, ab, first)]
+            going = [c for c in cases if not c.done and (c.revived or not _futile(c, ab, first))]
             reach = _reachable(going, ab, number + 1, elapsed)
-            for index, case in enumerate(cases):
-                if not case.done and _futile(case, ab, reach):
-                    _record(index, case, sides, valid)
+            for case in cases:
+                if not case.done and not case.revived and _futile(case, ab, reach):
+                    case.done = case.futile = True
             elapsed = clock() - started
             listener.round_done(number + 1, sum(c.done for c in cases), len(cases), elapsed,
                                 _left(ab, number + 1, elapsed, all(c.done for c in cases)))
@@ -256,12 +261,26 @@ def _conduct(valid: ValidRequest, ab: AbRequest, sides: list[_Side], store: Stor
             side.recorder.interrupt(stop)
             side.executor.interrupted(stop, side.recorder)
     for index, case in enumerate(cases):
-        if not case.done and case.pairs:
+        if not case.recorded and case.pairs:
             _record(index, case, sides, valid)
     outcome.a = a_rec.finish()
     outcome.b = b_rec.finish()
     outcome.elapsed = clock() - started
     return outcome
+
+
+def _revive(cases: Sequence[_Case], ab: AbRequest) -> bool:
+    """With a budget, once every case is decided or stopped as futile, the futile ones go
+    on with the budget no other case needs, until decided or out of budget or rounds:
+    their noise, told by few pairs, may be less than it looked. Looking at them again is
+    one more look of the kind the boundary is calibrated for, so α holds. Whether any was
+    revived."""
+    if ab.budget is None:
+        return False
+    stopped = [c for c in cases if c.futile and not c.recorded]
+    for case in stopped:
+        case.done, case.futile, case.revived = False, False, True
+    return bool(stopped)
 
 
 def _left(ab: AbRequest, rounds: int, elapsed: float, done: bool) -> float:
@@ -564,7 +583,7 @@ def _headline(m: Measurement) -> float:
 def _record(index: int, case: _Case, sides: list[_Side], valid: ValidRequest) -> None:
     """Store the case on both sides: its processes in whole pairs (a failure or skip as
     it is), each side's headline figure per process beside it."""
-    case.done = True
+    case.done = case.recorded = True
     pairs = case.pairs
     for side in sides:
         assert side.recorder is not None
