@@ -6,6 +6,7 @@ noise, so the verdicts are known."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from pathlib import Path
 from typing import Any
@@ -266,14 +267,37 @@ def test_a_case_too_noisy_for_the_rounds_left_stops_early_as_inconclusive(store_
     assert finished.outcome.stopped == "done"
 
 
-def test_with_a_budget_a_futile_case_goes_on_once_no_other_case_needs_it(store_path) -> None:
-    Sides.sigma = 0.5  # hopeless in twenty rounds, as above
-    finished = _ab(store_path, _request(benches=("a",), max_rounds=20, budget=3600.0))
-    (case,) = finished.result.cases
-    assert case.outcome == INCONCLUSIVE
-    # stopped as futile after a few pairs, then revived: the budget had no other use
-    assert _verdict(case).pairs == 20
-    assert finished.outcome.stopped == "max rounds"
+def test_a_futile_case_the_rest_of_the_budget_could_decide_alone_goes_on() -> None:
+    from accelbench.core.measurement import Figure
+    from accelbench.runner.ab import _futile, _revive
+
+    class Part:
+        def __init__(self, value: float) -> None:
+            self.primary = Figure("throughput", value, "item/s", True)
+
+    def stopped(b: list[float], cost: float) -> _Case:
+        case = _case()
+        case.shares, case.cost = 1, cost
+        parts: Any = {"a": [Part(1.0)] * len(b), "b": [Part(x) for x in b]}
+        case.parts = parts
+        case.done = case.futile = True
+        return case
+
+    ab = AbRequest(max_rounds=20, min_effect=0.05, budget=100.0)
+    # ±3% between pairs: about 8 pairs decide it. No round was left for it while the
+    # others shared the budget (futile there); 60 s at 4 s a pair gives it alone 18
+    quiet = stopped([1.03, 0.97, 1.0], cost=4.0)
+    assert _futile(quiet, ab, reach=3)
+    # ±40%: hopeless whatever it is given
+    wild = stopped([1.5, 0.7, 1.0], cost=4.0)
+    assert _revive([quiet, wild], ab, elapsed=40.0)
+    assert (quiet.done, quiet.revived) == (False, True)
+    assert (wild.done, wild.futile, wild.revived) == (True, True, False)
+    # with the budget spent, or none given, nothing goes on
+    again = stopped([1.03, 0.97, 1.0], cost=4.0)
+    assert not _revive([again], ab, elapsed=99.0)
+    assert not _revive([again], dataclasses.replace(ab, budget=None), elapsed=0.0)
+    assert again.done and not again.revived
 
 
 def test_a_noisy_case_that_more_rounds_could_decide_is_not_stopped_at_three_pairs() -> None:

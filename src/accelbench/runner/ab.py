@@ -18,8 +18,8 @@ noise would need more than twice the pairs it can still reach (`max_rounds`, or 
 where the budget's rounds left are fewer), and from two, one that would need more than
 that even at a fraction of the noise measured (`_futile`; stopping it makes no call, so
 the error rates hold; its rounds go to the cases that can still be decided). With a
-budget, once no case is left but futile ones, they go on with the budget no other case
-needs (`_revive`), and are stored when decided or at the end.
+budget, once no case is left but futile ones, each that the rest of the budget alone
+could decide goes on (`_revive`); they are stored when decided or at the end.
 A case whose benchmark runs a protocol of its own (`Benchmark.interleaves` false) cannot
 take turns: its pair is measured one after the other, each process unpinned. From its
 second pair on, a case whose set-up took longer than its sampling samples for as long as
@@ -227,7 +227,7 @@ def _conduct(valid: ValidRequest, ab: AbRequest, sides: list[_Side], store: Stor
     outcome = AbOutcome(pair_id, a_rec.outcome, b_rec.outcome, ab)
     try:
         for number in range(ab.max_rounds):
-            if all(c.done for c in cases) and not _revive(cases, ab):
+            if all(c.done for c in cases) and not _revive(cases, ab, clock() - started):
                 break
             if ab.budget is not None and clock() - started >= ab.budget:
                 outcome.stopped = "budget"
@@ -269,18 +269,24 @@ def _conduct(valid: ValidRequest, ab: AbRequest, sides: list[_Side], store: Stor
     return outcome
 
 
-def _revive(cases: Sequence[_Case], ab: AbRequest) -> bool:
-    """With a budget, once every case is decided or stopped as futile, the futile ones go
-    on with the budget no other case needs, until decided or out of budget or rounds:
-    their noise, told by few pairs, may be less than it looked. Looking at them again is
-    one more look of the kind the boundary is calibrated for, so α holds. Whether any was
-    revived."""
+def _revive(cases: Sequence[_Case], ab: AbRequest, elapsed: float) -> bool:
+    """With a budget, once every case is decided or stopped as futile, a futile one that
+    the rest of the budget, given to it alone, could still decide goes on: it was stopped
+    while the other cases shared the rounds. One that could not stays stopped, and the
+    A/B ends without spending the rest. Looking at it again is one more look of the kind
+    the boundary is calibrated for, so α holds. Whether any was revived."""
     if ab.budget is None:
         return False
-    stopped = [c for c in cases if c.futile and not c.recorded]
-    for case in stopped:
-        case.done, case.futile, case.revived = False, False, True
-    return bool(stopped)
+    left = max(0.0, ab.budget - elapsed)
+    revived = False
+    for case in cases:
+        if not case.futile or case.recorded or case.cost <= 0:
+            continue
+        alone = int(min(ab.max_rounds, case.pairs + left // case.cost))
+        if alone > case.pairs and not _futile(case, ab, alone):
+            case.done, case.futile, case.revived = False, False, True
+            revived = True
+    return revived
 
 
 def _left(ab: AbRequest, rounds: int, elapsed: float, done: bool) -> float:
