@@ -230,8 +230,10 @@ def main(argv: list[str] | None = None) -> int:
     from accelbench.core.device import DeviceInfo
     from accelbench.errors import UserError
     from accelbench.store import Store
+    from accelbench.store.location import redact_word
 
     headlines = dry_headlines() if args.dry_run else HEADLINES
+    shown_store = redact_word(args.store)  # a postgresql:// URL's password never printed
     try:
         with Store.open(args.store, create=False) as store:
             runs = newest_first(store, args.run)
@@ -243,7 +245,7 @@ def main(argv: list[str] | None = None) -> int:
     stored = runs[0] if args.run != "any" else next(
         (r for r in runs if any(m.case.benchmark in benchmarks for m in r.measurements)), None)
     if stored is None:
-        print(f"gpu_reference: error: no run of {args.store} ({args.run}) has a headline "
+        print(f"gpu_reference: error: no run of {shown_store} ({args.run}) has a headline "
               "case", file=sys.stderr)
         return EXIT_INPUT
     device = DeviceInfo.from_dict(stored.fingerprint["device"])
@@ -303,7 +305,7 @@ def main(argv: list[str] | None = None) -> int:
     except UserError as exc:
         print(f"gpu_reference: error: could not store the figures: {exc}", file=sys.stderr)
         return EXIT_INPUT
-    print(f"reference figures stored in {args.store} as run {run_id}")
+    print(f"reference figures stored in {shown_store} as run {run_id}")
     if args.json:
         with open(args.json, "w", encoding="utf-8") as out:
             json.dump({"run_id": stored.record.id, "reference_run_id": run_id,

@@ -11,9 +11,7 @@ replace with fakes.
 from __future__ import annotations
 
 import json
-import os
 import re
-import signal
 import subprocess
 import sys
 import threading
@@ -22,6 +20,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import IO
+
+from accelbench.runner.lifeline import end_job
 
 MIN_STAGE_S = 10.0  # a stage with less than this left is not started
 KILL_GRACE_S = 10.0  # after SIGTERM at the deadline, SIGKILL this much later
@@ -124,7 +124,7 @@ def spawn_logged(argv: Sequence[str], seconds: float, log: Path) -> int | None:
         try:
             status: int | None = proc.wait(timeout=seconds)
         except subprocess.TimeoutExpired:
-            _stop(proc)
+            end_job(proc, KILL_GRACE_S)  # SIGTERM to its group, then SIGKILL
             status = None
         copier.join(timeout=KILL_GRACE_S)
         proc.stdout.close()
@@ -138,19 +138,6 @@ def _copy(source: IO[bytes], sink: IO[str]) -> None:
         sink.flush()
         sys.stdout.write(text)
         sys.stdout.flush()
-
-
-def _stop(proc: subprocess.Popen[bytes]) -> None:
-    for sig, wait in ((signal.SIGTERM, KILL_GRACE_S), (signal.SIGKILL, KILL_GRACE_S)):
-        try:
-            os.killpg(proc.pid, sig)
-        except ProcessLookupError:
-            return
-        try:
-            proc.wait(timeout=wait)
-            return
-        except subprocess.TimeoutExpired:
-            continue
 
 
 HEADER = ("stage", "result", "time")
