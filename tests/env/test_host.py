@@ -29,7 +29,14 @@ from accelbench.env.host import (
     snapshot_quiet,
     wait_quiet,
 )
-from accelbench.env.host.gpu import GpuDevice, GpuProcess, GpuReading, read_gpu
+from accelbench.env.host.gpu import (
+    GpuDevice,
+    GpuProcess,
+    GpuReading,
+    engine_shares,
+    read_gpu,
+    read_gpu_counters,
+)
 from accelbench.env.host.readings import (
     ProcessScan,
     ProcessTimes,
@@ -598,6 +605,60 @@ def test_an_amd_node_with_nvml_installed_is_read_through_amdsmi(tmp_path: Path) 
     report = run_window(tmp_path, [busy_cpu(0, 0)] * 2, [busy_cpu(100, 30)] * 2, pair,
                         gpu=reading)
     assert report.gpu_users == (GpuUser(21, "trainer", 0, None),)
+
+
+def amdsmi_counting(engine_ns: dict[int, int]) -> SimpleNamespace:
+    """amdsmi (ROCm 6.1 and later) listing processes with their graphics-engine time so
+    far, in nanoseconds, as `amd-smi process` prints it."""
+    listed = [{"name": "python", "pid": pid, "mem": 1 << 30,
+               "engine_usage": {"gfx": ns, "enc": 0},
+               "memory_usage": {"gtt_mem": 0, "cpu_mem": 0, "vram_mem": 1 << 30},
+               "cu_occupancy": "N/A"} for pid, ns in engine_ns.items()]
+    return SimpleNamespace(**{**vars(fake_amdsmi()),
+                              "amdsmi_get_gpu_process_list": lambda h: listed})
+
+
+def test_an_amd_process_s_share_is_the_engine_time_it_gained_over_the_window(
+        tmp_path: Path) -> None:
+    # amdsmi gives no share, only a running counter: read at both ends of the window,
+    # a trainer that gained 0.6 s of engine time in one second held 60% of the GPU.
+    opening = read_gpu_counters(importer=importer_of({
+        "amdsmi": amdsmi_counting({OWN: 5_000_000_000, 21: 9_000_000_000})}))
+    assert opening is not None and opening.devices[0].processes[1].engine_ns == 9_000_000_000
+    closing = read_gpu(100.0, importer=importer_of({
+        "pynvml": nvml_without_a_driver(),
+        "amdsmi": amdsmi_counting({OWN: 5_900_000_000, 21: 9_600_000_000,
+                                   23: 200_000_000})}))
+    pair = (scan(0.0, proc(OWN, 0.0), proc(21, 0.0, "trainer"), proc(23, 0.0, "infer")),
+            scan(1.0, proc(OWN, 0.5), proc(21, 0.4, "trainer"), proc(23, 0.1, "infer")))
+    report = run_window(tmp_path, [busy_cpu(0, 0)] * 2, [busy_cpu(100, 30)] * 2, pair,
+                        gpu=closing, gpu_opening=lambda: opening)
+    # A process that was not on the GPU when the window opened: all its time is the
+    # window's (0.2 s of 1 s).
+    assert report.gpu_users == (GpuUser(21, "trainer", 0, 60.0), GpuUser(23, "infer", 0, 20.0))
+    assert report.contended
+    assert any("trainer (pid 21, 60% of GPU 0), infer (pid 23, 20% of GPU 0)" in reason
+               for reason in report.reasons), report.reasons
+
+
+def test_engine_shares_are_held_to_the_window_and_leave_given_shares_alone() -> None:
+    def reading(*procs: GpuProcess, backend: str = "amdsmi") -> GpuReading:
+        return GpuReading(available=True, backend=backend,
+                          devices=(GpuDevice(0, processes=procs),))
+
+    opening = reading(GpuProcess(1, engine_ns=8_000_000_000), GpuProcess(2, engine_ns=10))
+    closing = reading(GpuProcess(1, engine_ns=1_000), GpuProcess(2, engine_ns=9_000_000_000),
+                      GpuProcess(3, utilization_percent=42.0, engine_ns=0),
+                      GpuProcess(4))
+    shared = engine_shares(opening, closing, 2.0)
+    # A pid reused by a new process counts backwards: 0; more than the window: 100%.
+    assert [p.utilization_percent for p in shared.devices[0].processes] == [
+        0.0, 100.0, 42.0, None]
+    assert engine_shares(None, closing, 2.0) == closing
+    assert engine_shares(reading(backend="nvml"), closing, 2.0) == closing
+    # Without the counter (ROCm before 6.1, NVML) there is no opening reading.
+    assert read_gpu_counters(importer=importer_of({"amdsmi": fake_amdsmi()})) is None
+    assert read_gpu_counters(importer=importer_of({})) is None
 
 
 def test_an_nvidia_node_with_amdsmi_installed_is_read_through_nvml() -> None:

@@ -48,7 +48,13 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from accelbench.env.host.gpu import GpuReading, GpuSource, read_gpu
+from accelbench.env.host.gpu import (
+    GpuReading,
+    GpuSource,
+    engine_shares,
+    read_gpu,
+    read_gpu_counters,
+)
 from accelbench.env.host.readings import (
     BusyProcess,
     CoreFrequency,
@@ -345,8 +351,9 @@ class HostProbe:
     `pid` is the measuring process (default: this one); `include_children` counts its
     descendants as its own; `ignore_pids` are further processes whose work is not
     contention (a supervisor). The sources are seams for tests: a procfs and a sysfs root,
-    a process scan (None: no per-process readings), a GPU reading (None: none taken) and
-    the reference work, timed in this process around the window (None: not timed; the
+    a process scan (None: no per-process readings), a GPU reading (None: none taken) with
+    its opening reading (for amdsmi's running counters; None: none), and the reference
+    work, timed in this process around the window (None: not timed; the
     measuring process passes `reference.reference_seconds`).
     """
 
@@ -357,6 +364,7 @@ class HostProbe:
     sysfs: PathLike = "/sys"
     processes: ProcessSource | None = scan_processes
     gpu: GpuSource | None = read_gpu
+    gpu_opening: Callable[[], GpuReading | None] | None = read_gpu_counters
     reference: Callable[[], float] | None = None
 
 
@@ -458,6 +466,8 @@ class HostSampler:
         self._ticks = 0
         self._error: str | None = None
         self._reference_s: list[float] = []
+        self._gpu_opening: GpuReading | None = None
+        self._gpu_opened_at = 0.0
         self.report: HostReport | None = None
 
     # -- lifecycle
@@ -467,6 +477,9 @@ class HostSampler:
         if self._start is not None:
             raise RuntimeError("HostSampler.start() called twice")
         self._time_reference()
+        if self.probe.gpu is not None and self.probe.gpu_opening is not None:
+            self._gpu_opening = self.probe.gpu_opening()
+            self._gpu_opened_at = self._clock()
         self._since_wall = self._wall_clock()
         self._start = self._mark()
         self._previous = self._last = self._start.stat
@@ -494,6 +507,8 @@ class HostSampler:
         self._tick(final=True)
         end = _Mark(at=self._last_at, stat=self._last, scan=self._scan(), scan_at=self._clock())
         gpu = self.probe.gpu(self._since_wall) if self.probe.gpu is not None else None
+        if gpu is not None:
+            gpu = engine_shares(self._gpu_opening, gpu, self._clock() - self._gpu_opened_at)
         self._time_reference()
         report = self._build(self._start, end, gpu)
         if self._reference_s:

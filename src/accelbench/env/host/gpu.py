@@ -8,16 +8,17 @@ of those makes the reading, or the part of it concerned, "unavailable" with the 
 never an exception for the caller.
 
 This part is deliberately small: device utilisation, the compute processes with the
-memory they hold, and, where NVML offers per-process samples, each process's share of
-the device over the window. AMD's per-process engine time is a running counter that one
-reading cannot turn into a share, so it is left out.
+memory they hold, and each process's share of the device over the window: from NVML's
+per-process samples since the window's start, or, on AMD, from amdsmi's running counter
+of each process's graphics-engine time (`engine_usage.gfx`, nanoseconds), read at both
+ends of the window (`read_gpu_counters` opens it, `engine_shares` takes the difference).
 """
 
 from __future__ import annotations
 
 import importlib
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, TypeVar
 
 from accelbench.env.bindings import BindingUnavailable, Importer, load_binding, quietly
@@ -33,12 +34,14 @@ class GpuProcess:
     pid: int
     used_memory_bytes: int | None = None
     utilization_percent: float | None = None
+    engine_ns: int | None = None  # amdsmi: the process's graphics-engine time so far
 
     def to_dict(self) -> dict[str, Any]:
         return {
             "pid": self.pid,
             "used_memory_bytes": self.used_memory_bytes,
             "utilization_percent": self.utilization_percent,
+            "engine_ns": self.engine_ns,
         }
 
     @classmethod
@@ -47,6 +50,7 @@ class GpuProcess:
             pid=int(data["pid"]),
             used_memory_bytes=_opt_int(data.get("used_memory_bytes")),
             utilization_percent=_opt_float(data.get("utilization_percent")),
+            engine_ns=_opt_int(data.get("engine_ns")),
         )
 
 
@@ -164,6 +168,44 @@ def read_gpu(
                       reason="; ".join(reasons))
 
 
+def read_gpu_counters(*, importer: Importer = importlib.import_module) -> GpuReading | None:
+    """The opening reading of a window, for the library whose per-process figure is a
+    running counter (amdsmi's engine time): None where amdsmi is not installed, does not
+    start or lists no process with the counter (NVML needs no opening reading)."""
+    try:
+        reading = read_amdsmi(load_binding("amdsmi", importer))
+    except BindingUnavailable:
+        return None
+    counted = any(proc.engine_ns is not None for device in reading.devices
+                  for proc in device.processes)
+    return reading if reading.available and counted else None
+
+
+def engine_shares(opening: GpuReading | None, closing: GpuReading,
+                  seconds: float) -> GpuReading:
+    """`closing` with each process's share of its device over the `seconds` since
+    `opening`, from the engine time it gained between the two, where the library gave
+    no share itself. A process absent from the opening reading started on the device
+    within the window: all of its engine time is the window's. Shares are held to
+    0-100% (the counter of a process whose pid was reused can go backwards)."""
+    if opening is None or seconds <= 0 or opening.backend != closing.backend:
+        return closing
+    before = {(device.index, proc.pid): proc.engine_ns
+              for device in opening.devices for proc in device.processes}
+    window_ns = seconds * 1e9
+
+    def share(index: int, proc: GpuProcess) -> GpuProcess:
+        if proc.utilization_percent is not None or proc.engine_ns is None:
+            return proc
+        gained = proc.engine_ns - (before.get((index, proc.pid)) or 0)
+        return replace(proc, utilization_percent=round(
+            min(100.0, max(0.0, 100.0 * gained / window_ns)), 1))
+
+    return replace(closing, devices=tuple(
+        replace(device, processes=tuple(share(device.index, p) for p in device.processes))
+        for device in closing.devices))
+
+
 # ----------------------------------------------------------------------------- NVIDIA
 
 
@@ -255,7 +297,10 @@ def _amd_device(amdsmi: Any, index: int, handle: object) -> GpuDevice:
         )
         if isinstance(info, dict) and isinstance(info.get("pid"), int):
             memory = _opt_int(info.get("mem"))
-            processes.append(GpuProcess(pid=info["pid"], used_memory_bytes=memory))
+            usage = info.get("engine_usage")
+            engine = _opt_int(usage.get("gfx")) if isinstance(usage, dict) else None
+            processes.append(GpuProcess(pid=info["pid"], used_memory_bytes=memory,
+                                        engine_ns=engine))
     gfx = activity.get("gfx_activity") if isinstance(activity, dict) else None
     return GpuDevice(
         index=index,
