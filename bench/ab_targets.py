@@ -6,13 +6,14 @@ own time, measured first in the same run of this script (one `accelbench run`):
   pairs take turns decided "same", none faster or slower, and `--fail-on-regression 5`
   over those cases exits 0 (the others, which a 2-vCPU host cannot pair steadily, are
   named and their verdicts printed).
-- `power`: B's processes in a CPU cgroup that gives them 85% of a core in every 10 ms
-  period (`cpu.cfs_quota_us` 8500 of 10000; cgroup v1 or v2), so that compute-bound work
-  runs about 10% slower (90% of a core slowed it by only 4-10% here, its turns' waits
-  leaving some periods' quota unused). Target: at least 90% of
-  the compute-bound cases (GEMM, convolution, attention, the models: their samples take
-  10 ms or more, so each sees the throttling) decided "slower", and no case decided
-  "faster".
+- `power`: B's processes lose a tenth of their CPU time (`bench/ab_slowdown.c`, loaded
+  with LD_PRELOAD: every millisecond of a process's CPU time, it spins for a ninth of
+  what the process ran since), so that whatever B computes takes 1/0.9 as long and its
+  speed is 0.9 of A's, in every case alike. Target: at least 90% of the compute-bound
+  cases (GEMM, convolution, attention, the models) decided "slower", and no case
+  decided "faster". (A CPU cgroup's quota, used before, slowed the cases unevenly: the
+  kernel enforces it at its tick, 4 ms at 250 Hz, so 85% of a core in every 10 ms slowed
+  one case 4% and the next 13%, and 85% of every 2 ms slowed them all by 30%.)
 - `drift`: A/A with two spinning processes started a third of the way through the budget
   and stopped at two thirds (both cores busy for a while). Target: no case faster or
   slower.
@@ -47,8 +48,8 @@ from typing import Any
 GOAL_SAME = 0.9
 GOAL_SLOWER = 0.9
 BUDGET_FACTOR = 3.0
-CGROUP_PERIOD_US = 10_000
-CGROUP_QUOTA_US = 8_500
+SLOWDOWN = 0.10  # the share of B's CPU time taken in the power check
+SHIM = Path(__file__).with_name("ab_slowdown.c")
 COMPUTE_BOUND = ("gemm", "conv", "attention", "train", "infer", "infer-engine")
 
 
@@ -64,6 +65,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--budget-factor", type=float, default=BUDGET_FACTOR, metavar="X",
                         help=f"the budget in times the suite's time (default "
                         f"{BUDGET_FACTOR:g}, the target's)")
+    parser.add_argument("--slowdown", type=float, default=100 * SLOWDOWN, metavar="PCT",
+                        help=f"power: the share of B's CPU time taken (default "
+                        f"{100 * SLOWDOWN:g}%%)")
     parser.add_argument("--accelbench", default=f"{shlex.quote(sys.executable)} -m accelbench",
                         help="the command that runs accelbench (default: this Python's)")
     args = parser.parse_args(argv)
@@ -88,7 +92,7 @@ def _check(args: argparse.Namespace, cli: list[str], tmp: Path) -> int:
           "--no-report"]
     stop_drift = None
     if args.check == "power":
-        ab += ["--b", str(_slow_python(tmp))]
+        ab += ["--b", str(_slow_python(tmp, args.slowdown / 100))]
     elif args.check == "drift":
         stop_drift = _drift(budget)
     started = time.monotonic()
@@ -180,32 +184,29 @@ def _suite_time(cli: list[str], suite: str, store: Path) -> float:
     return time.monotonic() - started
 
 
-def _slow_python(tmp: Path) -> Path:
-    """An interpreter whose processes run in a CPU cgroup with 85% of a core in every
-    10 ms: a wrapper that joins the cgroup, then starts this Python."""
-    group = _cgroup()
+def _slow_python(tmp: Path, fraction: float) -> Path:
+    """An interpreter whose processes lose `fraction` of their CPU time: a wrapper that
+    preloads `bench/ab_slowdown.c`, compiled here, and starts this Python."""
+    if not 0 < fraction < 0.9:
+        sys.exit("ab_targets: --slowdown must be above 0 and below 90")
+    library = tmp / "ab_slowdown.so"
+    compiler = os.environ.get("CC", "cc")
+    try:
+        built = subprocess.run([compiler, "-O2", "-shared", "-fPIC", "-o", str(library),
+                                str(SHIM)], capture_output=True, text=True, check=False)
+        why = (built.stderr.strip().splitlines() or ["it failed"])[-1]
+    except OSError as error:
+        built, why = None, f"{compiler}: {error.strerror}"
+    if built is None or built.returncode != 0:
+        sys.exit(f"ab_targets: the power check compiles {SHIM.name} with a C compiler "
+                 f"and could not: {why}")
     wrapper = tmp / "slow-python"
-    wrapper.write_text(f"#!/bin/sh\necho $$ > {group}\nexec {shlex.quote(sys.executable)} "
-                       '"$@"\n')
+    wrapper.write_text(f"#!/bin/sh\nexport ACCELBENCH_SLOWDOWN={fraction:g}\n"
+                       f"export LD_PRELOAD={shlex.quote(str(library))}"
+                       '${LD_PRELOAD:+:$LD_PRELOAD}\n'
+                       f'exec {shlex.quote(sys.executable)} "$@"\n')
     wrapper.chmod(wrapper.stat().st_mode | stat.S_IXUSR)
     return wrapper
-
-
-def _cgroup() -> Path:
-    """The procs file of a CPU cgroup limited to 85% of a core (made if need be)."""
-    v2 = Path("/sys/fs/cgroup/unified")
-    v1 = Path("/sys/fs/cgroup/cpu")
-    if (v1 / "cpu.cfs_quota_us").exists() or v1.is_dir():
-        group = v1 / "accelbench-ab-slow"
-        group.mkdir(exist_ok=True)
-        (group / "cpu.cfs_period_us").write_text(str(CGROUP_PERIOD_US))
-        (group / "cpu.cfs_quota_us").write_text(str(CGROUP_QUOTA_US))
-        return group / "cgroup.procs"
-    root = v2 if v2.is_dir() else Path("/sys/fs/cgroup")
-    group = root / "accelbench-ab-slow"
-    group.mkdir(exist_ok=True)
-    (group / "cpu.max").write_text(f"{CGROUP_QUOTA_US} {CGROUP_PERIOD_US}")
-    return group / "cgroup.procs"
 
 
 def _drift(budget: float) -> threading.Event:
