@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Run the tests that call PyTorch's APIs (marked torch_api) against the oldest PyTorch
 # accelbench supports (requirements-floor.txt), in .venv-floor, beside the pinned one that
-# scripts/test.sh tests in full. A PyTorch older than this floor is refused at start-up
+# scripts/test.sh tests in full; the slow flows whose PyTorch calls other tests make too
+# (marked pinned_only) run on the pinned PyTorch alone. A PyTorch older than this floor is refused at start-up
 # (see src/accelbench/env/torch_floor.py). Extra arguments go to pytest; the workers are
 # chosen as in scripts/test.sh. `--setup` only sets up .venv-floor (CI does that while the
 # pinned suite runs).
@@ -42,4 +43,5 @@ fi
 if [ -x .venv/bin/python ]; then
   export ACCELBENCH_TEST_OTHER_STACK="$PWD/.venv/bin/python"
 fi
-.venv-floor/bin/python -m pytest -p no:cacheprovider "${parallel[@]}" -m torch_api "$@"
+.venv-floor/bin/python -m pytest -p no:cacheprovider "${parallel[@]}" --durations=25 \
+  -m "torch_api and not pinned_only" "$@"

@@ -234,6 +234,7 @@ def test_summary_of_the_stored_sweeps(two_ranks):
     assert rows[("barrier", None, None, "auto", 0)].peak_busbw is None
 
 
+@pytest.mark.pinned_only  # the operations the tests above run on the floor too
 def test_the_readme_command_runs_the_sweep_and_show_reads_it(tmp_path):
     store = tmp_path / "results.sqlite"
 

@@ -111,6 +111,7 @@ def test_the_packages_taken_from_the_wheels_are_named_with_their_versions(tmp_pa
 
 
 @pytest.mark.slow
+@pytest.mark.pinned_only  # PyTorch's CUDA calls faked: nothing the floor would tell apart
 def test_the_dry_run_goes_through_every_stage_stores_its_figures_and_ends_with_the_table(
         tmp_path):
     """The check as it runs on a GPU, on the CPU with the GPU calls faked: each stage,
