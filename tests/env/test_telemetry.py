@@ -241,6 +241,29 @@ def test_a_clock_sag_alone_counts_as_throttling() -> None:
     assert "GFX clock fell to 1650 MHz" in energy.throttle_reasons[0]
 
 
+def test_a_gfx_clock_held_for_heat_in_one_partition_is_a_slowdown() -> None:
+    # gpu_metrics 1.8: the one GFX-clock flag N/A, arrays per partition and XCC instead;
+    # XCC 5 of partition 0 held below the host's limit by heat in three readings.
+    from accelbench.benchmarks.health.stress import slowdown_share
+
+    samples = rec.mi300x_samples()
+    for i, sample in enumerate(samples):
+        violation = sample["violation"]
+        assert isinstance(violation, dict)
+        violation["active_gfx_clk_below_host_limit"] = "N/A"
+        hot = [i in (4, 5, 6) and xcc == 5 for xcc in range(8)]
+        for kind, row in (("pwr", [False] * 8), ("thm", hot), ("total", hot)):
+            violation[f"active_gfx_clk_below_host_limit_{kind}"] = [
+                row + ["N/A"] * 8, ["N/A"] * 16]
+    series = amd_series(samples)[0]
+    assert [int(v or 0) >> 7 & 1 for v in series.channel(THROTTLE)] == [
+        0, 0, 0, 0, 1, 1, 1, 0, 0, 0, 0]
+    assert series.throttle_names[7] == "gfx_clk_below_host_limit_thm"
+    assert series.throttle_names[8] == "gfx_clk_below_host_limit_total"
+    assert 6 not in series.throttle_names  # the power array: reported, never set
+    assert slowdown_share(series) == pytest.approx(3 / 11)
+
+
 def test_a_counter_30_percent_off_is_suspect_and_the_integral_is_used() -> None:
     series, _ = amd_series(rec.mi300x_samples(rec.mi300x_counter(scale=1.3)))
     energy = summarize(series)

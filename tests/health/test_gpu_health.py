@@ -348,6 +348,32 @@ def test_slowdowns_warn_and_other_clock_reasons_are_recorded() -> None:
     assert found["gpu3"].level == WARN
 
 
+def gpu_metrics_1_8(held_by: str | None) -> dict[str, Any]:
+    """An MI300X's violation status from gpu_metrics 1.8 on: the one GFX-clock flag N/A,
+    its place taken by arrays per partition and XCC (one partition, eight XCCs, the
+    slots past them N/A), the XCC `held_by` heat or power set."""
+    node = load_node("mi300x-healthy")
+    status = node["gpus"][0]["amdsmi_get_violation_status"]
+    status["active_gfx_clk_below_host_limit"] = "N/A"
+    for kind in ("pwr", "thm", "total"):
+        row = [kind in (held_by, "total") and held_by is not None and xcc == 3
+               for xcc in range(8)]
+        status[f"active_gfx_clk_below_host_limit_{kind}"] = [row + ["N/A"] * 8] + [
+            ["N/A"] * 16 for _ in range(7)]
+    return node
+
+
+def test_a_gfx_clock_held_for_heat_in_one_xcc_warns_and_held_for_power_is_recorded() -> None:
+    hot = read_amd(gpu_metrics_1_8("thm"))[0].gpus[0]
+    assert hot.throttle == ("gfx_clk_below_host_limit_thm", "gfx_clk_below_host_limit_total")
+    found = by_subject(findings(GpuRead("amdsmi", (hot,)))["throttle"])["gpu0"]
+    assert (found.level, found.message) == (WARN, "gfx_clk_below_host_limit_thm active now")
+    capped = read_amd(gpu_metrics_1_8("pwr"))[0].gpus[0]
+    assert capped.throttle == ("gfx_clk_below_host_limit_pwr", "gfx_clk_below_host_limit_total")
+    assert by_subject(findings(GpuRead("amdsmi", (capped,)))["throttle"])["gpu0"].level == PASS
+    assert read_amd(gpu_metrics_1_8(None))[0].gpus[0].throttle == ()
+
+
 def test_versions_that_differ_between_gpus_warn_naming_each() -> None:
     gpus = tuple(gpu(index=i, driver_version="550.90.07",
                      firmware={"VBIOS": "96.00.99.00.01" if i < 3 else "96.00.74.00.0B"})

@@ -95,10 +95,14 @@ SMU_THROTTLE_NAMES: Mapping[int, str] = {
 # MI300 and later report no throttle mask in gpu_metrics; amdsmi_get_violation_status
 # (ROCm 6.3+) says instead which limits are active now, each active_* flag 1 when active,
 # 0 when not and all ones (amdsmi_interface.py: "N/A") when the part does not report it.
-# Their bits in THROTTLE:
+# From gpu_metrics 1.8 on, the GFX clock held below the host's limit is told per
+# partition and XCC, for power, heat and in all (2D arrays, [XCP][XCC]), in place of the
+# one flag before: active when any partition's is. Their bits in THROTTLE:
 VIOLATION_FIELDS = (
     "active_ppt_pwr", "active_socket_thrm", "active_prochot_thrm", "active_vr_thrm",
     "active_hbm_thrm", "active_gfx_clk_below_host_limit",
+    "active_gfx_clk_below_host_limit_pwr", "active_gfx_clk_below_host_limit_thm",
+    "active_gfx_clk_below_host_limit_total",
 )  # fmt: skip
 VIOLATION_NAMES: Mapping[int, str] = {
     bit: name.removeprefix("active_") for bit, name in enumerate(VIOLATION_FIELDS)
@@ -282,14 +286,29 @@ class AmdSmiSource:
             return None
         bits, seen = 0, False
         for bit, key in enumerate(VIOLATION_FIELDS):
-            flag = status.get(key)
-            if isinstance(flag, (bool, int)) and flag not in _NA_FLAGS:
+            flag = violation_flag(status.get(key))
+            if flag is not None:
                 seen = True
                 bits |= (1 << bit) if flag else 0
         return float(bits) if seen else None
 
 
-_NA_FLAGS = {0xFF, 0xFFFF}
+_NA_FLAGS = {0xFF, 0xFFFF, 0xFFFFFFFF, 0xFFFFFFFFFFFFFFFF}
+
+
+def violation_flag(value: object) -> bool | None:
+    """One of amdsmi_get_violation_status's active_* values as a flag: a bool, 0 or 1, or
+    an array of them per partition and XCC (any set: set); None where nothing in it is
+    reported ("N/A", or an integer of all ones)."""
+    if isinstance(value, (list, tuple)):
+        flags = [violation_flag(item) for item in value]
+        known = [flag for flag in flags if flag is not None]
+        return any(known) if known else None
+    if isinstance(value, bool):
+        return value
+    if isinstance(value, int) and value not in _NA_FLAGS:
+        return bool(value)
+    return None
 
 
 def _socket_power(info: object) -> tuple[float | None, float | None]:

@@ -11,7 +11,8 @@ holding one clock: a healthy GPU under full load shows them, so they are recorde
 judged, as are GpuIdle (0x1) and the clock settings (0x2, 0x100).
 
 AMD's slowdowns are amdsmi_get_violation_status's thermal violations (active_socket_thrm,
-active_vr_thrm, active_hbm_thrm, active_prochot_thrm: the `*_thrm` names) and the SMU's
+active_vr_thrm, active_hbm_thrm, active_prochot_thrm: the `*_thrm` names, and from
+gpu_metrics 1.8 active_gfx_clk_below_host_limit_thm, per partition) and the SMU's
 temperature, VR-hot and PROCHOT throttlers of gpu_metrics' indep_throttle_status (the
 kernel's SMU_THROTTLER_TEMP_*, SMU_THROTTLER_VRHOT* and SMU_THROTTLER_PROCHOT_* bits,
 amdgpu_smu.h). Package power (PPT*, SPL, FPPT, SPPT*, active_ppt_pwr), current (TDC_*,
@@ -40,7 +41,7 @@ _UNNAMED_BIT = "throttle bit"
 def is_slowdown(reason: str) -> bool:
     """Whether a reason, named as the telemetry sources and the health readings name it,
     is a slowdown (see the module's docstring)."""
-    return (reason in NVML_SLOWDOWNS or reason.endswith("_thrm")
+    return (reason in NVML_SLOWDOWNS or reason.endswith(("_thrm", "_limit_thm"))
             or reason.startswith(_SMU_SLOWDOWN_PREFIXES))
 
 
