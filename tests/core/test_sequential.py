@@ -14,6 +14,7 @@ import numpy as np
 import pytest
 from scipy.stats import t as student_t
 
+from accelbench.core import sequential
 from accelbench.core.sequential import (
     FASTER,
     FIRST_LOOK,
@@ -89,12 +90,15 @@ def test_the_boundary_is_finite_from_the_first_look_to_the_horizon_and_shrinks()
         boundary(10, 0.0)
 
 
-def test_the_nominal_level_is_seeded_and_capped() -> None:
-    assert nominal_level(0.05, 20, True) == nominal_level(0.05, 20, True)
+def test_the_nominal_level_is_seeded_and_capped(monkeypatch: pytest.MonkeyPatch) -> None:
+    simulate = nominal_level.__wrapped__  # past the cache: two simulations, one seed
+    assert simulate(0.05, 20, True) == simulate(0.05, 20, True) == nominal_level(0.05, 20, True)
     assert nominal_level(0.05, FIRST_LOOK - 1, True) == 0.0
-    assert nominal_level(0.05, 10 * MAX_HORIZON, True) == nominal_level(0.05, MAX_HORIZON,
-                                                                         True)
     assert boundary(MAX_HORIZON + 1, 0.05, horizon=10 * MAX_HORIZON) == math.inf
+    # A horizon past the most calibrated for is simulated as that most (a small one here:
+    # the real one, 200 looks, takes seconds).
+    monkeypatch.setattr(sequential, "MAX_HORIZON", 12)
+    assert simulate(0.05, 120, True) == simulate(0.05, 12, True) != simulate(0.05, 11, True)
 
 
 def test_case_alpha_shares_the_ab_alpha_between_its_cases() -> None:
