@@ -5,6 +5,7 @@ rotary embedding from the positions (the model holds none). Run for real on the 
 
 from __future__ import annotations
 
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
@@ -112,3 +113,23 @@ def test_a_stage_of_llama_blocks_with_their_own_rotary_embedding_is_the_whole_mo
         layers[index] = OwnRotaryBlock(block)
     del model.model.rotary_emb
     _assert_stage_is_the_model(model, "llama", expected)
+
+
+def test_a_stage_s_first_exchange_receives_into_what_its_neighbour_sends() -> None:
+    # PyTorch 2.9 sends the stage index as an int64 scalar and receives it into a float32
+    # of one element: Gloo aborts on the size. The receive is made like the send.
+    import torch
+    import torch.distributed as dist
+
+    def made() -> list[SimpleNamespace]:
+        return [SimpleNamespace(op=dist.irecv, tensor=torch.zeros(1)),
+                SimpleNamespace(op=dist.isend, tensor=torch.tensor(1)),
+                SimpleNamespace(op=dist.isend, tensor=torch.tensor(1)),
+                SimpleNamespace(op=dist.irecv, tensor=torch.zeros(1))]
+
+    stage = SimpleNamespace(_get_init_p2p_neighbors_ops=made)
+    stages.matched_first_exchange(stage)
+    ops = stage._get_init_p2p_neighbors_ops()
+    assert [(op.tensor.dtype, tuple(op.tensor.shape)) for op in ops] == [
+        (torch.int64, ())] * 4
+    stages.matched_first_exchange(SimpleNamespace())  # no such exchange: nothing to do

@@ -17,6 +17,12 @@ of microbatches, so a step's gradient is that of the mean loss over the whole ba
 token embedding tied to the LM head (GPT-2's) lives on the first and the last stage; the
 two ranks sum their parts of its gradient every step (as Megatron-LM does), so that both
 copies take the tied model's update.
+
+On Gloo, each stage's first exchange with its neighbours (which a schedule makes before its
+first step, so that NCCL sets up its communicators) is made to receive what it is sent:
+PyTorch 2.9 sends a stage's index as an int64 scalar and receives it into one float32,
+which NCCL never checks and Gloo aborts the process on ("Received data size doesn't match
+expected size. 8 vs 4").
 """
 
 from __future__ import annotations
@@ -161,6 +167,11 @@ def build(model: Any, arch: str, rank: int, ranks: int, schedule: str,
                for s in mine]
     pipeline_stages: list[Any] = [pipelining.PipelineStage(m, s, stages, device)
                                   for m, s in zip(modules, mine, strict=True)]
+    import torch.distributed as dist
+
+    if dist.is_initialized() and dist.get_backend() == "gloo":
+        for stage in pipeline_stages:
+            matched_first_exchange(stage)
     runner: Any
     if schedule == "interleaved-1f1b":
         runner = pipelining.ScheduleInterleaved1F1B(pipeline_stages, n_microbatches=microbatches,
@@ -171,6 +182,28 @@ def build(model: Any, arch: str, rank: int, ranks: int, schedule: str,
     tied, group = _tied_embedding(model, arch, ranks)
     return Pipeline(runner, modules, first=0 in mine, last=stages - 1 in mine, tied=tied,
                     tied_group=group)
+
+
+def matched_first_exchange(stage: Any) -> None:
+    """Make `stage`'s first exchange with its neighbours receive into tensors like the
+    ones it sends (see the module's docstring); a PyTorch whose stages have no such
+    exchange, or already match, is left as it is."""
+    made_by = getattr(stage, "_get_init_p2p_neighbors_ops", None)
+    if made_by is None:
+        return
+    import torch
+    import torch.distributed as dist
+
+    def matched() -> list[Any]:
+        ops = made_by()
+        sent = [op.tensor for op in ops if op.op is dist.isend]
+        for op in ops:
+            if op.op is dist.irecv and sent and (op.tensor.dtype, op.tensor.shape) != (
+                    sent[0].dtype, sent[0].shape):
+                op.tensor = torch.zeros_like(sent[0])
+        return ops
+
+    stage._get_init_p2p_neighbors_ops = matched
 
 
 def _tied_embedding(model: Any, arch: str, ranks: int) -> tuple[Any, Any]:
