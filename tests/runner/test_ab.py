@@ -280,7 +280,7 @@ def test_a_futile_case_the_rest_of_the_budget_could_decide_alone_goes_on() -> No
         case.shares, case.cost = 1, cost
         parts: Any = {"a": [Part(1.0)] * len(b), "b": [Part(x) for x in b]}
         case.parts = parts
-        case.done = case.futile = True
+        case.done = True  # stopped as futile: done, not stored
         return case
 
     ab = AbRequest(max_rounds=20, min_effect=0.05, budget=100.0)

@@ -152,9 +152,13 @@ class _Case:
         self.sampling: float | None = None  # each process's, from the second pair on
         self.called = False  # faster or slower
         self.shares: int | None = None  # the cases α was shared by at its last judgement
-        self.futile = False  # stopped as futile, not stored yet: the budget may revive it
         self.revived = False  # going on with budget no other case needs
         self.recorded = False
+
+    @property
+    def futile(self) -> bool:
+        """Stopped as futile: done, and not stored yet (the budget may revive it)."""
+        return self.done and not self.recorded
 
     @property
     def pairs(self) -> int:
@@ -244,7 +248,7 @@ def _conduct(valid: ValidRequest, ab: AbRequest, sides: list[_Side], store: Stor
             reach = _reachable(going, ab, number + 1, elapsed)
             for case in cases:
                 if not case.done and not case.revived and _futile(case, ab, reach):
-                    case.done = case.futile = True
+                    case.done = True
             elapsed = clock() - started
             listener.round_done(number + 1, sum(c.done for c in cases), len(cases), elapsed,
                                 _left(ab, number + 1, elapsed, all(c.done for c in cases)))
@@ -280,11 +284,11 @@ def _revive(cases: Sequence[_Case], ab: AbRequest, elapsed: float) -> bool:
     left = max(0.0, ab.budget - elapsed)
     revived = False
     for case in cases:
-        if not case.futile or case.recorded or case.cost <= 0:
+        if not case.futile or case.cost <= 0:
             continue
         alone = int(min(ab.max_rounds, case.pairs + left // case.cost))
         if alone > case.pairs and not _futile(case, ab, alone):
-            case.done, case.futile, case.revived = False, False, True
+            case.done, case.revived = False, True
             revived = True
     return revived
 
