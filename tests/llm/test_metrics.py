@@ -294,6 +294,28 @@ def test_clopper_pearson_matches_scipy_binomtest() -> None:
         assert wide_low <= low and high <= wide_high
 
 
+def test_the_intervals_distributions_are_scipy_stats_ones() -> None:
+    """Taken from scipy.special (scipy.stats costs each process its import): the same
+    quantiles as scipy.stats' t, binomial and beta distributions."""
+    from scipy import stats
+
+    x = np.random.default_rng(3).normal(5.0, 1.0, 40)
+    low, high = mean_interval(x, 0.95, ordered=False, repeat=False)
+    t_low, t_high = stats.t.interval(0.95, 39, loc=float(np.mean(x)), scale=stats.sem(x))
+    assert low == pytest.approx(t_low, rel=1e-12) and high == pytest.approx(t_high, rel=1e-12)
+    # A repeat run's share: half as many trials, fractional counts.
+    low, high = clopper_pearson(7, 21, repeat=True)
+    assert low == pytest.approx(stats.beta.ppf(0.025, 3.5, 8.0), rel=1e-9)
+    assert high == pytest.approx(stats.beta.ppf(0.975, 4.5, 7.0), rel=1e-9)
+    # The order statistics of a percentile: the binomial CDF's ranks, scipy's.
+    m, q, alpha = 200, 0.9, 0.05
+    cdf = stats.binom.cdf(np.arange(m + 1), m, q)
+    r = int(np.searchsorted(cdf, alpha / 2.0, side="right"))
+    s = int(np.searchsorted(cdf, 1.0 - alpha / 2.0, side="left")) + 1
+    values = np.arange(1.0, m + 1.0)
+    assert percentile_interval(values, q, ordered=False, repeat=False) == (r, s)
+
+
 def test_figures_of_many_requests_state_intervals_that_hold_their_value() -> None:
     rng = np.random.default_rng(7)
     records = [_record(i, i * 0.01, float(rng.exponential(0.1)),

@@ -67,7 +67,7 @@ def between_processes(values: Sequence[float], confidence: float = 0.95,
                       floor: float = 0.0, method: str = METHOD_BETWEEN) -> Spread:
     """`values`: one positive value per process (its median time per call); `floor`: an
     sd of log values the processes vary by at least (the host's, see above)."""
-    from scipy.stats import t as student_t
+    from scipy.special import stdtrit  # scipy.stats.t.ppf, without scipy.stats' import
 
     v = [float(x) for x in values]
     n = len(v)
@@ -80,7 +80,7 @@ def between_processes(values: Sequence[float], confidence: float = 0.95,
     sd = math.sqrt(sum((x - mean) ** 2 for x in logs) / (n - 1))
     if floor > sd:
         sd, method = floor, method + FLOORED
-    half = float(student_t.ppf(1.0 - (1.0 - confidence) / 2.0, n - 1)) * sd * math.sqrt(2.0 / n)
+    half = float(stdtrit(n - 1, 1.0 - (1.0 - confidence) / 2.0)) * sd * math.sqrt(2.0 / n)
     center = math.exp(mean)
     return Spread(center, min(math.exp(mean - half), center),
                   max(math.exp(mean + half), center), n, method)

@@ -205,7 +205,7 @@ def measure(
     With several ranks, each sample is the slowest rank's and every decision is rank
     0's, so all ranks call fn the same number of times.
     """
-    import scipy.stats  # noqa: F401  (imported now so its first import is not timed)
+    import scipy.special  # noqa: F401  (imported now so its first import is not timed)
 
     # Warm-up: at least a few calls and at least warmup_time, by the same clock.
     warm_start = clock.now()

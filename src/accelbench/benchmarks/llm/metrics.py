@@ -306,9 +306,9 @@ def _scaled(f: Figure, name: str, factor: float) -> Figure:
 
 
 def _t_half(se: float, df: float, confidence: float) -> float:
-    from scipy.stats import t as student_t
+    from scipy.special import stdtrit  # scipy.stats.t.ppf (see core.stats on the import)
 
-    return float(student_t.ppf(1.0 - (1.0 - confidence) / 2.0, df)) * se
+    return float(stdtrit(df, 1.0 - (1.0 - confidence) / 2.0)) * se
 
 
 # -- intervals ---------------------------------------------------------------------------
@@ -356,7 +356,7 @@ def percentile_interval(values: Array, q: float, confidence: float = CONFIDENCE,
     two independent estimates varies twice as much as one); the ranks are scaled to the
     values when m is smaller than their count. (None, None) where no rank reaches the
     confidence (too few values for so extreme a q)."""
-    from scipy.stats import binom
+    from scipy.special import bdtr  # scipy.stats.binom.cdf
 
     x = np.sort(np.asarray(values, dtype=float))
     n = x.size
@@ -365,7 +365,7 @@ def percentile_interval(values: Array, q: float, confidence: float = CONFIDENCE,
     if m < 1:
         return None, None
     alpha = 1.0 - confidence
-    cdf = binom.cdf(np.arange(m + 1), m, q)
+    cdf = bdtr(np.arange(m + 1), m, q)
     r = int(np.searchsorted(cdf, alpha / 2.0, side="right"))  # F(r - 1) <= alpha/2
     s = int(np.searchsorted(cdf, 1.0 - alpha / 2.0, side="left")) + 1  # F(s - 1) >= 1-a/2
     if r < 1 or s > m:
@@ -394,15 +394,16 @@ def clopper_pearson(successes: float, trials: float, confidence: float = CONFIDE
                     repeat: bool = False) -> tuple[float | None, float | None]:
     """The exact binomial interval of a share; for a repeat run's share (`repeat`), that
     of half as many trials (twice the variance)."""
-    from scipy.stats import beta
+    from scipy.special import betaincinv  # scipy.stats.beta.ppf(p, a, b)
 
     if repeat:
         successes, trials = successes / 2.0, trials / 2.0
     if trials <= 0:
         return None, None
     alpha = 1.0 - confidence
-    low = 0.0 if successes == 0 else float(beta.ppf(alpha / 2, successes,
-                                                   trials - successes + 1))
-    high = 1.0 if successes == trials else float(beta.ppf(1 - alpha / 2, successes + 1,
-                                                          trials - successes))
+    low = 0.0 if successes == 0 else float(betaincinv(successes, trials - successes + 1,
+                                                      alpha / 2))
+    high = 1.0 if successes == trials else float(betaincinv(successes + 1,
+                                                            trials - successes,
+                                                            1 - alpha / 2))
     return low, high
