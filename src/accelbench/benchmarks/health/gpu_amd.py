@@ -15,7 +15,11 @@ from collections.abc import Mapping
 from typing import Any
 
 from accelbench.benchmarks.health.vendor_session import line, read_with
-from accelbench.env.telemetry.amd import SMU_THROTTLE_NAMES, violation_flag
+from accelbench.env.telemetry.amd import (
+    SMU_THROTTLE_NAMES,
+    VIOLATION_FIELDS,
+    violation_flag,
+)
 from accelbench.env.telemetry.guard import (
     Guard,
     Importer,
@@ -33,12 +37,6 @@ _GEN_BY_GTS = {2.5: 1, 5.0: 2, 8.0: 3, 16.0: 4, 32.0: 5, 64.0: 6}
 # metrics (amdsmi's docs/conceptual/partition.md); the others may answer N/A or not at
 # all. Such a link is read with state None: not reported, which is not down.
 _XGMI_STATES = {"U": "up", "D": "down", "X": "disabled"}
-
-# amdsmi_get_violation_status (ROCm 6.3 on): the limits active now, as active_<name> flags
-# (the GFX clock below the host's limit per partition and XCC from gpu_metrics 1.8 on).
-_VIOLATIONS = ("prochot_thrm", "ppt_pwr", "socket_thrm", "vr_thrm", "hbm_thrm",
-               "gfx_clk_below_host_limit", "gfx_clk_below_host_limit_pwr",
-               "gfx_clk_below_host_limit_thm", "gfx_clk_below_host_limit_total")
 
 # amdsmi_get_gpu_ras_feature_info: the ECC schemes the part implements.
 _ECC_SCHEMAS = ("parity_schema", "single_bit_schema", "double_bit_schema", "poison_schema")
@@ -276,7 +274,9 @@ class _Gpu:
         the SMU throttler bits of gpu_metrics where the binding still gives the mask."""
         status = self.ask("amdsmi_get_violation_status")
         if isinstance(status, Mapping):
-            flags = {name: violation_flag(status.get(f"active_{name}")) for name in _VIOLATIONS}
+            # Its active_* flags, the ones telemetry reads (VIOLATION_FIELDS), in its order.
+            flags = {field.removeprefix("active_"): violation_flag(status.get(field))
+                     for field in VIOLATION_FIELDS}
             if any(flag is not None for flag in flags.values()):
                 return [name for name, flag in flags.items() if flag]
         bits = _get(self.ask("amdsmi_get_gpu_metrics_info"), "indep_throttle_status")
