@@ -37,6 +37,8 @@ def test_device_ops_give_bytes_per_second(ctx: CaseContext, op: str, buffers: in
     bandwidth = measurement.figure("bandwidth")
     assert math.isfinite(bandwidth.value) and bandwidth.value > 0
     assert bandwidth.value == pytest.approx(rate.amount / measurement.stats.median, rel=1e-9)
+    # On the CPU the buffers are mapped for huge pages, and how many the kernel gave is kept.
+    assert 0.0 <= result.details["huge_page_share"] <= 1.0
 
 
 @pytest.mark.parametrize("op", ["h2d", "d2h"])
@@ -58,6 +60,16 @@ def test_buffers_within_cache_are_flagged(ctx: CaseContext) -> None:
     ctx.device = dataclasses.replace(CPU, l2_cache_bytes=4 * MIB)
     result, _ = run(ctx, op="copy", size_mib=1)
     assert any("L2 cache" in w for w in result.warnings)
+
+
+@pytest.mark.parametrize(("share", "warned"), [(0.0, True), (0.3, True), (1.0, False)])
+def test_buffers_mostly_on_small_pages_are_flagged(
+    ctx: CaseContext, monkeypatch: pytest.MonkeyPatch, share: float, warned: bool
+) -> None:
+    monkeypatch.setattr(memory, "huge_page_share", lambda buffers: share)
+    result, _ = run(ctx, op="copy", size_mib=1)
+    assert result.details["huge_page_share"] == share
+    assert any("on huge pages" in w for w in result.warnings) is warned
 
 
 def test_a_wrong_triad_fails(ctx: CaseContext, monkeypatch: pytest.MonkeyPatch) -> None:

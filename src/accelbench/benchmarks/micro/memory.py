@@ -5,7 +5,8 @@ read plus the bytes written, as STREAM and BabelStream do: a copy reads one buff
 writes one (2 * size), a triad reads two and writes one (3 * size). `transfer_rate`
 (h2d and d2h) counts each byte moved across the link once (size), as nvbandwidth and
 TransferBench do, and as the copy matrix's `*_transfer_rate` figures do: a device copy's
-`bandwidth` is twice the transfer rate of the same copy.
+`bandwidth` is twice the transfer rate of the same copy. On the CPU, copy and triad buffers
+are on transparent huge pages where the kernel gives them (`host_pages`).
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ import functools
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from accelbench.benchmarks.micro.host_pages import huge_page_share, huge_page_tensor
 from accelbench.core.context import CaseContext
 from accelbench.core.measurement import CaseFailed, CaseResult, CaseSkipped, Rate
 from accelbench.core.params import UNKEYED, Param
@@ -36,6 +38,8 @@ BYTE_FORMULAS = {
 TRIAD_SCALAR = 3.0  # STREAM's scalar
 ELEMENT_BYTES = 4  # float32
 MIB = 1 << 20
+# Below this share of its buffers on huge pages, a CPU copy or triad warns (`host_pages`).
+HUGE_ENOUGH = 0.5
 
 
 @dataclass(frozen=True)
@@ -59,19 +63,26 @@ def measure(ctx: CaseContext, params: MemoryParams) -> CaseResult:
     count = buffer_bytes // ELEMENT_BYTES
     generator = torch.Generator(device=device).manual_seed(0)
 
+    on_host = device.type == "cpu"  # a CPU's copy and triad: buffers on huge pages
+
     def filled() -> Tensor:
+        if on_host:
+            return torch.rand(count, generator=generator, out=empty())
         return torch.rand(count, generator=generator, device=device, dtype=torch.float32)
 
     def empty(where: torch.device | str = device, pin: bool = False) -> Tensor:
+        if on_host:
+            return huge_page_tensor(count, torch.float32)
         return torch.empty(count, device=where, dtype=torch.float32, pin_memory=pin)
 
+    buffers: list[Tensor] = []
     if op == "copy":
-        src, dst = filled(), empty()
+        src, dst = buffers = [filled(), empty()]
         call = functools.partial(dst.copy_, src)
         call()
         ok = torch.equal(dst, src)
     elif op == "triad":
-        b, c, a = filled(), filled(), empty()
+        b, c, a = buffers = [filled(), filled(), empty()]
         call = functools.partial(torch.add, b, c, alpha=TRIAD_SCALAR, out=a)
         call()
         ok = torch.allclose(a, b + c * TRIAD_SCALAR, rtol=1e-6, atol=1e-6)
@@ -103,9 +114,18 @@ def measure(ctx: CaseContext, params: MemoryParams) -> CaseResult:
         "bytes_per_call": moved,
         "byte_formula": BYTE_FORMULAS[op],
     }
+    warnings: tuple[str, ...] = ()
+    share = huge_page_share(buffers) if on_host and buffers else None
+    if share is not None:
+        details["huge_page_share"] = round(share, 4)
+        if share < HUGE_ENOUGH:
+            warnings = (
+                f"{share:.0%} of the buffers on huge pages (transparent huge pages off or "
+                "memory fragmented): on 4 KiB pages the bandwidth depends on where the "
+                "pages lie, and processes differ by 10-20%",
+            )
     if op == "triad":
         details["formula"] = f"a = b + {TRIAD_SCALAR:g} * c"
-    warnings: tuple[str, ...] = ()
     if op in TRANSFERS:
         details["pinned"] = pinned
         peak = None  # link bandwidth has no published per-device peak here
@@ -113,7 +133,7 @@ def measure(ctx: CaseContext, params: MemoryParams) -> CaseResult:
         peak = ctx.peak_bandwidth()
         l2 = ctx.device.l2_cache_bytes
         if l2 and moved < 4 * l2:
-            warnings = (
+            warnings += (
                 f"{moved / MIB:g} MiB moved per call is less than 4x the L2 cache "
                 f"({l2 / MIB:g} MiB): this may measure cache rather than memory bandwidth",
             )
