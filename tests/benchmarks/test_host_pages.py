@@ -20,6 +20,8 @@ def test_a_tensor_starts_on_a_huge_page_and_outlives_its_mapping_object() -> Non
     assert tensor.dtype == torch.float32 and tensor.shape == (3 * MIB // 4,)
     if hasattr(mmap, "MADV_HUGEPAGE"):
         assert tensor.data_ptr() % host_pages.HUGE_PAGE == 0
+        # A view into its mapping: a huge page larger, for the alignment.
+        assert tensor.untyped_storage().nbytes() == 3 * MIB + host_pages.HUGE_PAGE
     gc.collect()  # the mapping is held by the tensor alone
     tensor.fill_(2.5)
     assert float(tensor.sum()) == pytest.approx(2.5 * tensor.numel())
@@ -31,6 +33,8 @@ def test_without_the_advice_it_is_a_plain_tensor(monkeypatch: pytest.MonkeyPatch
     monkeypatch.delattr(mmap, "MADV_HUGEPAGE", raising=False)
     tensor = host_pages.huge_page_tensor(1000, torch.float32)
     assert tensor.numel() == 1000 and tensor.is_contiguous()
+    # Its own storage, not a view into a mapping a huge page larger.
+    assert tensor.untyped_storage().nbytes() == 4000
 
 
 def _smaps(path: Path, regions: list[tuple[int, int, int]]) -> None:
